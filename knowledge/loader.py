@@ -1,0 +1,184 @@
+"""Loads the TOML knowledge files (and a site overlay) into a validated KnowledgeBase."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Iterable
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from .model import (
+    STATUSES, Cause, Check, Fix, Harmless, KnowledgeBase, Signature, Step, Switch, Symptom,
+)
+
+DATA_DIR = Path(__file__).with_name("data")
+OVERLAY_ENV = "DISTDOCTOR_KNOWLEDGE"
+OPS = ("eq", "ne", "lt", "le", "gt", "ge", "true", "false", "present", "absent",
+       "nonempty", "empty", "in", "not_in", "contains", "matches")
+FIX_KINDS = ("env", "command", "code")
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+class KnowledgeError(Exception):
+    """A broken knowledge file: which file, which key, and why."""
+
+    def __init__(self, file: str, key: str, reason: str) -> None:
+        super().__init__(f"{file}: {key}: {reason}")
+        self.file, self.key, self.reason = file, key, reason
+
+
+@dataclass
+class _Raw:
+    """Entries gathered from files before validation; later files override by id."""
+
+    tables: dict[str, dict[str, tuple[str, dict[str, Any]]]]
+    meta: dict[str, Any]
+    sources: list[str]
+
+
+KINDS = ("cause", "symptom", "check", "switch", "signature", "harmless", "step")
+
+
+def _read_dir(directory: Path, raw: _Raw) -> None:
+    if not directory.is_dir():
+        raise KnowledgeError(str(directory), "-", "not a directory")
+    for path in sorted(directory.glob("*.toml")):
+        try:
+            doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise KnowledgeError(str(path), "-", f"unreadable: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise KnowledgeError(str(path), "-", f"invalid TOML: {exc}") from None
+        raw.sources.append(str(path))
+        for key, value in doc.items():
+            if key == "meta":
+                raw.meta.update(value)
+                continue
+            if key not in KINDS:
+                raise KnowledgeError(str(path), key, f"unknown table (expected one of {', '.join(KINDS)})")
+            if not isinstance(value, list):
+                raise KnowledgeError(str(path), key, "must be an array of tables ([[%s]])" % key)
+            for n, entry in enumerate(value):
+                entry_id = entry.get("id") if isinstance(entry, dict) else None
+                if not isinstance(entry_id, str) or not ID_RE.match(entry_id):
+                    raise KnowledgeError(str(path), f"{key}[{n}].id", "missing or malformed id")
+                raw.tables[key][entry_id] = (str(path), entry)
+
+
+def _build(kind: str, cls: type, file: str, entry: dict[str, Any],
+           convert: dict[str, Callable[[Any], Any]]) -> Any:
+    names = {f.name for f in fields(cls)}
+    unknown = set(entry) - names
+    where = f"{kind}.{entry['id']}"
+    if unknown:
+        raise KnowledgeError(file, where, f"unknown field(s): {', '.join(sorted(unknown))}")
+    required = {f.name for f in fields(cls) if f.default is f.default_factory is MISSING}
+    missing = required - set(entry)
+    if missing:
+        raise KnowledgeError(file, where, f"missing field(s): {', '.join(sorted(missing))}")
+    values = dict(entry)
+    for name, fn in convert.items():
+        if name in values:
+            try:
+                values[name] = fn(values[name])
+            except (TypeError, ValueError, KeyError, re.error) as exc:
+                raise KnowledgeError(file, f"{where}.{name}", str(exc)) from None
+    return cls(**values)
+
+
+def _fixes(items: Iterable[Any]) -> tuple[Fix, ...]:
+    out = []
+    for item in items:
+        if item.get("kind") not in FIX_KINDS:
+            raise ValueError(f"fix kind must be one of {FIX_KINDS}")
+        out.append(Fix(kind=item["kind"], text=item["text"], note=item.get("note", "")))
+    return tuple(out)
+
+
+def _weights(table: Any) -> MappingProxyType:
+    return MappingProxyType({str(k): float(v) for k, v in dict(table).items()})
+
+
+def _regex(pattern: str) -> str:
+    re.compile(pattern)
+    return pattern
+
+
+def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
+                   base: Path = DATA_DIR, use_env: bool = True) -> KnowledgeBase:
+    """Load the packaged knowledge, then the overlay (argument, else $DISTDOCTOR_KNOWLEDGE)."""
+    raw = _Raw({k: {} for k in KINDS}, {}, [])
+    _read_dir(base, raw)
+    overlay = overlay or (os.environ.get(OVERLAY_ENV) if use_env else None)
+    if overlay:
+        _read_dir(Path(overlay), raw)
+    tuple_ = lambda v: tuple(v)  # noqa: E731
+    specs: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
+        "cause": (Cause, {"fixes": _fixes}),
+        "symptom": (Symptom, {"causes": _weights}),
+        "check": (Check, {"cause_ids": tuple_}),
+        "switch": (Switch, {"implicates": tuple_}),
+        "signature": (Signature, {"pattern": _regex, "tags": tuple_, "weight": float}),
+        "harmless": (Harmless, {"pattern": _regex}),
+        "step": (Step, {"next": tuple_, "terms": lambda t: MappingProxyType(dict(t))}),
+    }
+    built: dict[str, dict[str, Any]] = {}
+    files: dict[tuple[str, str], str] = {}
+    for kind, (cls, convert) in specs.items():
+        built[kind] = {}
+        for entry_id, (file, entry) in raw.tables[kind].items():
+            built[kind][entry_id] = _build(kind, cls, file, entry, convert)
+            files[(kind, entry_id)] = file
+    kb = KnowledgeBase(
+        version=str(raw.meta.get("version", "0")),
+        causes=MappingProxyType(built["cause"]),
+        symptoms=MappingProxyType(built["symptom"]),
+        checks=MappingProxyType(built["check"]),
+        switches=MappingProxyType(built["switch"]),
+        signatures=MappingProxyType(built["signature"]),
+        harmless=MappingProxyType(built["harmless"]),
+        steps=MappingProxyType(built["step"]),
+        root_step=str(raw.meta.get("root_step", "classify")),
+        sources=tuple(raw.sources),
+    )
+    validate(kb, lambda kind, entry_id: files.get((kind, entry_id), "?"))
+    return kb
+
+
+def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str]) -> None:
+    """Resolve every cross-reference; raise KnowledgeError on the first broken one."""
+    from .tree import check_tree  # networkx is only needed here
+
+    def need_cause(kind: str, entry_id: str, key: str, cause_id: str) -> None:
+        if cause_id not in kb.causes:
+            raise KnowledgeError(file_of(kind, entry_id), f"{kind}.{entry_id}.{key}",
+                                 f"unknown cause id {cause_id!r}")
+
+    for s in kb.symptoms.values():
+        if s.kind not in ("hang", "error"):
+            raise KnowledgeError(file_of("symptom", s.id), f"symptom.{s.id}.kind", "must be hang or error")
+        if s.parent and s.parent not in kb.symptoms:
+            raise KnowledgeError(file_of("symptom", s.id), f"symptom.{s.id}.parent", f"unknown symptom {s.parent!r}")
+        for c in s.causes:
+            need_cause("symptom", s.id, "causes", c)
+    for c in kb.checks.values():
+        if c.op not in OPS:
+            raise KnowledgeError(file_of("check", c.id), f"check.{c.id}.op", f"unknown op {c.op!r} (one of {', '.join(OPS)})")
+        if c.status not in STATUSES:
+            raise KnowledgeError(file_of("check", c.id), f"check.{c.id}.status", f"unknown status {c.status!r}")
+        for cid in c.cause_ids:
+            need_cause("check", c.id, "cause_ids", cid)
+    for sw in kb.switches.values():
+        for cid in sw.implicates:
+            need_cause("switch", sw.id, "implicates", cid)
+    for sig in kb.signatures.values():
+        if sig.cause != "other":
+            need_cause("signature", sig.id, "cause", sig.cause)
+    check_tree(kb, file_of)

@@ -1,0 +1,135 @@
+"""Frozen dataclasses for everything the knowledge base holds."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+STATUSES = ("ok", "warn", "fail", "unavailable", "error")
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One copy-pasteable remedy: an env line, a shell command or a code snippet."""
+
+    kind: str  # "env" | "command" | "code"
+    text: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A root cause with a stable id from GUIDE.md section 2."""
+
+    id: str
+    title: str
+    what: str
+    why: str
+    fix: str
+    fixes: tuple[Fix, ...]
+    section: str
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """A classification answer (hang/error or a sub-symptom) and how it shifts suspicion."""
+
+    id: str
+    kind: str  # "hang" | "error"
+    title: str
+    question: str
+    parent: str  # "" for the two top-level symptoms
+    causes: Mapping[str, float]  # cause id -> prior weight, higher is more likely
+
+
+@dataclass(frozen=True)
+class Check:
+    """Judges one probe fact: when `op value` holds, the finding has `status`."""
+
+    id: str
+    probe: str
+    fact: str
+    op: str
+    value: Any
+    status: str
+    title: str
+    detail: str
+    cause_ids: tuple[str, ...]
+    fix: str = ""
+    ok_title: str = ""
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A one-at-a-time bisection switch, in the guide's order."""
+
+    id: str
+    env: str
+    value: str  # "<interface>" means one run per candidate interface
+    backend: str  # "nccl" | "gloo" | "any"
+    order: int
+    implicates: tuple[str, ...]
+    why: str
+    permanent_fix: str
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A log line pattern that is evidence for a cause."""
+
+    id: str
+    pattern: str
+    cause: str
+    weight: float
+    description: str = ""
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Harmless:
+    """A log line pattern that must never count as evidence."""
+
+    id: str
+    pattern: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Step:
+    """A node of the method's decision tree."""
+
+    id: str
+    title: str
+    kind: str  # "step" | "conclusion"
+    next: tuple[str, ...]
+    why: str = ""
+    learn: str = ""
+    terms: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    """The whole validated knowledge base, with any site overlay already applied."""
+
+    version: str
+    causes: Mapping[str, Cause]
+    symptoms: Mapping[str, Symptom]
+    checks: Mapping[str, Check]
+    switches: Mapping[str, Switch]
+    signatures: Mapping[str, Signature]
+    harmless: Mapping[str, Harmless]
+    steps: Mapping[str, Step]
+    root_step: str
+    sources: tuple[str, ...] = ()
+
+    def switches_in_order(self) -> list[Switch]:
+        return sorted(self.switches.values(), key=lambda s: (s.order, s.id))
+
+    def find(self, item_id: str) -> Any:
+        """Return the cause, check, switch, symptom, signature or step with this id, or None."""
+        for table in (self.causes, self.checks, self.switches, self.symptoms, self.signatures,
+                      self.steps, self.harmless):
+            if item_id in table:
+                return table[item_id]
+        return None

@@ -1,0 +1,17 @@
+"""`distdoctor collect` (placeholder until its issue lands)."""
+from __future__ import annotations
+
+import argparse
+
+from ..cli import UsageError
+from .common import add_common
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("collect", help="collect (not built yet)")
+    add_common(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    raise UsageError("collect is not built yet")

@@ -1,0 +1,45 @@
+"""Helpers every subcommand shares: common flags, JSON output, knowledge and session plumbing."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..cli import UsageError
+
+
+def add_common(parser: argparse.ArgumentParser, *, session: bool = True) -> None:
+    """--json, --session and --knowledge, the same on every command."""
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    if session:
+        parser.add_argument("--session", metavar="ID",
+                            help="add the results to this session (see `distdoctor sessions`)")
+    parser.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS,
+                        help="site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)")
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def knowledge(args: argparse.Namespace):
+    """Load the knowledge base with the user's overlay; a broken file is a UsageError."""
+    from distdoctor.knowledge import KnowledgeError, load_knowledge
+
+    try:
+        return load_knowledge(getattr(args, "knowledge", None))
+    except KnowledgeError as exc:
+        raise UsageError(f"knowledge: {exc}") from None
+
+
+def record(args: argparse.Namespace, kind: str, data: Any) -> None:
+    """Add a command's result to the session named by --session, if any."""
+    if getattr(args, "session", None):
+        from ..session import SessionError, SessionStore
+
+        try:
+            SessionStore().append(args.session, kind, data)
+        except SessionError as exc:
+            raise UsageError(str(exc)) from None
