@@ -1,17 +1,120 @@
-"""`distdoctor knowledge` (placeholder until its issue lands)."""
+"""`distdoctor knowledge validate|show|list`: check a site overlay, explain a cause, check or switch."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import textwrap
+from typing import Any
 
 from ..cli import UsageError
-from .common import add_common
+from .common import print_json
+
+EPILOG = """\
+examples:
+  distdoctor knowledge validate                 the packaged knowledge base
+  distdoctor knowledge validate /etc/distdoctor  a site overlay on top of it
+  distdoctor knowledge show p2p-unsupported      what / why / fix for a cause
+  distdoctor knowledge list causes
+
+A site overlay is a folder of .toml files using the same tables ([[cause]], [[check]],
+[[switch]], [[signature]], [[harmless]], [[symptom]], [[step]]); an entry with an existing id
+replaces it, a new id adds one. Point at it with --knowledge DIR or $DISTDOCTOR_KNOWLEDGE.
+"""
+TABLES = ("causes", "symptoms", "checks", "switches", "signatures", "harmless", "steps")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("knowledge", help="knowledge (not built yet)")
-    add_common(parser)
+    parser = sub.add_parser("knowledge", help="validate a site overlay, explain a cause, check or switch",
+                            description="The knowledge base: causes, checks, switches, log signatures.",
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS,
+                        help="site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True,
+                                    parser_class=type(parser))
+    validate = actions.add_parser("validate", help="load and cross-check every file")
+    validate.add_argument("dir", nargs="?", help="overlay folder to validate on top of the packaged data")
+    validate.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    show = actions.add_parser("show", help="explain a cause, check, switch, symptom, signature or step")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    listing = actions.add_parser("list", help="list the ids of one table")
+    listing.add_argument("table", choices=TABLES)
+    listing.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("knowledge is not built yet")
+    from distdoctor.knowledge import KnowledgeError, load_knowledge
+
+    overlay = getattr(args, "dir", None) or getattr(args, "knowledge", None)
+    try:
+        kb = load_knowledge(overlay)
+    except KnowledgeError as exc:
+        if args.json:
+            print_json({"valid": False, "file": exc.file, "key": exc.key, "reason": exc.reason})
+            return 1
+        raise UsageError(f"knowledge: {exc}") from None
+    if args.action == "validate":
+        counts = {t: len(getattr(kb, t)) for t in TABLES}
+        if args.json:
+            print_json({"valid": True, "version": kb.version, "counts": counts, "files": list(kb.sources)})
+        else:
+            print(f"knowledge {kb.version}: valid ({', '.join(f'{n} {t}' for t, n in counts.items())})")
+            for src in kb.sources:
+                print(f"  {src}")
+        return 0
+    if args.action == "list":
+        table = getattr(kb, args.table)
+        if args.json:
+            print_json(sorted(table))
+        else:
+            for item_id, item in table.items():
+                print(f"{item_id:32} {getattr(item, 'title', getattr(item, 'description', ''))}")
+        return 0
+    item = kb.find(args.id)
+    if item is None:
+        raise UsageError(f"no cause, check, switch, symptom, signature or step with id {args.id!r} "
+                         "(see `distdoctor knowledge list causes`)")
+    if args.json:
+        print_json({"kind": type(item).__name__.lower(), **_plain(dataclasses.asdict(item))})
+    else:
+        print(explain(item))
+    return 0
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {k: _plain(v) for k, v in dict(value).items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _para(heading: str, text: str) -> list[str]:
+    return [heading, textwrap.indent(textwrap.fill(text, 76), "  "), ""] if text else []
+
+
+def explain(item: Any) -> str:
+    """Fixed headings: what it is / why it happens / fix, then copy-pasteable lines."""
+    kind = type(item).__name__.lower()
+    lines = [f"{item.id}  ({kind})  {getattr(item, 'title', '')}".rstrip(), ""]
+    if kind == "cause":
+        lines += [f"Guide section {item.section}", ""]
+        lines += _para("What it is", item.what) + _para("Why it happens", item.why)
+        lines += _para("Evidence", item.evidence) + _para("Fix", item.fix)
+        for fix in item.fixes:
+            lines.append(f"  [{fix.kind}]" + (f"  # {fix.note}" if fix.note else ""))
+            lines += ["    " + ln for ln in fix.text.splitlines()]
+    elif kind == "check":
+        lines += _para("What it checks", f"probe {item.probe}: {item.fact} {item.op} {item.value!r} -> {item.status}")
+        lines += _para("Finding", item.detail) + _para("Fix", item.fix)
+        lines += _para("Causes", ", ".join(item.cause_ids))
+    elif kind == "switch":
+        lines += [f"  {item.env}={item.value}   (backend {item.backend}, bisection order {item.order})", ""]
+        lines += _para("Why it matters", item.why) + _para("Permanent fix", item.permanent_fix)
+        lines += _para("Implicates", ", ".join(item.implicates))
+    else:
+        for field in dataclasses.fields(item):
+            if field.name != "id":
+                lines += _para(field.name, str(_plain(getattr(item, field.name))))
+    return "\n".join(lines).rstrip()
