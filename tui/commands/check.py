@@ -1,17 +1,175 @@
-"""`distdoctor check` (placeholder until its issue lands)."""
+"""`distdoctor check`: what is wrong with this node for distributed training, with next actions."""
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+from typing import Any, Mapping
 
 from ..cli import UsageError
-from .common import add_common
+from . import common
+
+KIND = "check"
+STATUS_ORDER = ("fail", "warn", "error", "unavailable", "ok")
+STYLES = {"fail": "bold red", "warn": "yellow", "error": "magenta", "unavailable": "dim",
+          "ok": "green"}
+DESCRIPTION = """\
+Check this node (or a running rank) for what breaks distributed training: versions (torch, CUDA,
+NCCL, driver), /dev/shm, launch variables, NCCL/torch switches, network (interfaces, NCCL/Gloo
+interface selection, MASTER_ADDR/MASTER_PORT) and GPU topology. All probes run at once under one
+deadline; torch is asked in a subprocess of the target interpreter, never imported here."""
+EPILOG = """\
+examples:
+  distdoctor check                                  this node, this environment
+  distdoctor check --python /opt/venv/bin/python    the job's interpreter instead of this one
+  distdoctor check --pid 12345                      a running rank's environment (/proc/PID/environ)
+  distdoctor check --only network shm --json        two probes, machine-readable
+  MASTER_ADDR=node0 MASTER_PORT=29500 distdoctor check --only network
+
+probes: versions, shm, launch, switches, network, topology
+exit codes: 0 nothing failed (warnings allowed), 1 a check failed, 2 bad usage
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("check", help="check (not built yet)")
-    add_common(parser)
+    parser = sub.add_parser("check", help="what is wrong with this node for distributed training",
+                            description=DESCRIPTION, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_common(parser)
+    parser.add_argument("--python", metavar="PATH",
+                        help="interpreter to ask about torch/CUDA/NCCL (default: this one, or "
+                             "the --pid process's)")
+    parser.add_argument("--pid", type=int, metavar="PID",
+                        help="judge this running rank's environment from /proc/PID/environ")
+    parser.add_argument("--only", nargs="+", action="extend", metavar="PROBE",
+                        help="run only these probes")
+    parser.add_argument("--deadline", type=float, default=10.0, metavar="S",
+                        help="give up on probes that have not answered after S seconds (default 10)")
     parser.set_defaults(func=run)
 
 
+def _interpreter(value: str | None, pid: int | None, pid_env: Mapping[str, str]) -> str:
+    """--python as given (a path or a name on PATH); else the --pid process's python; else ours."""
+    if value:
+        path = value if os.sep in value else shutil.which(value)
+        if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+            raise UsageError(f"--python {value}: no such interpreter")
+        return os.path.abspath(path)
+    if pid is not None:
+        return _pid_python(pid, pid_env) or sys.executable
+    return sys.executable
+
+
+def _pid_python(pid: int, env: Mapping[str, str]) -> str | None:
+    """The rank's own interpreter: argv[0] when it is a python path, else its virtualenv's."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv0 = fh.read(4096).split(b"\0")[0].decode("utf-8", "replace")
+    except OSError:
+        argv0 = ""
+    candidates = [argv0] if os.path.isabs(argv0) and "python" in os.path.basename(argv0) else []
+    if env.get("VIRTUAL_ENV"):
+        candidates.append(os.path.join(env["VIRTUAL_ENV"], "bin", "python"))
+    return next((c for c in candidates if os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
+def _plain(value: Any) -> Any:
+    """Facts as plain JSON types (probes may hand back read-only mapping proxies)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("check is not built yet")
+    from distdoctor.probes.base import ProbeContext
+    from distdoctor.probes.procenv import EnvUnreadable, read_environ
+    from distdoctor.probes.registry import PROBES
+    from distdoctor.probes.sweep import run_sweep, select
+
+    start = time.monotonic()
+    if args.deadline <= 0:
+        raise UsageError("--deadline must be a positive number of seconds")
+    try:
+        probes = select(PROBES, args.only)
+    except KeyError as exc:
+        raise UsageError(f"--only: unknown probe {exc.args[0]!r} "
+                         f"(choose from: {', '.join(PROBES)})") from None
+    pid_env: Mapping[str, str] = {}
+    if args.pid is not None:
+        if args.pid <= 0:
+            raise UsageError(f"--pid {args.pid}: not a process id")
+        try:
+            pid_env = read_environ(ProbeContext(), args.pid)
+        except EnvUnreadable as exc:
+            raise UsageError(f"--pid {args.pid}: {exc}") from None
+    python = _interpreter(args.python, args.pid, pid_env)
+    # Commands get most of the deadline, so a slow one is killed and reported with its reason
+    # before the sweep gives up on its probe.
+    ctx = ProbeContext(python=python, pid=args.pid, timeout=max(0.5, args.deadline * 0.9))
+    box: dict[str, Any] = {}
+    sweep = threading.Thread(target=lambda: box.update(results=run_sweep(
+        ctx, probes, deadline=args.deadline)), daemon=True, name="check-sweep")
+    sweep.start()
+    kb = common.knowledge(args)  # loads while the probes run: the torch subprocess is the long part
+    sweep.join()
+    from distdoctor.knowledge.evaluate import evaluate
+
+    results = box["results"]
+    findings = evaluate(kb, results)
+    data = {
+        "host": socket.gethostname(),
+        "duration_s": round(time.monotonic() - start, 3),
+        "findings": [f.to_dict() for f in findings],
+        "facts": {name: _plain(r.facts) for name, r in results.items()},
+        "probes": {name: {"status": r.status, "reason": r.reason,
+                          "duration_s": round(r.duration_s, 3)} for name, r in results.items()},
+    }
+    common.record(args, KIND, data)
+    if args.json:
+        common.print_json(data)
+    else:
+        render(data)
+    return 1 if any(f.status == "fail" for f in findings) else 0
+
+
+def render(data: dict[str, Any]) -> None:
+    """The findings as a table grouped by status (word and colour), then the actions to copy."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(highlight=False)
+    findings = sorted(data["findings"], key=lambda f: STATUS_ORDER.index(f["status"])
+                      if f["status"] in STATUS_ORDER else len(STATUS_ORDER))
+    counts = {s: sum(1 for f in findings if f["status"] == s) for s in STATUS_ORDER}
+    table = Table(title=f"distdoctor check on {data['host']} ({data['duration_s']:.2f} s)",
+                  show_lines=False, expand=True)
+    table.add_column("Status", no_wrap=True)
+    table.add_column("Finding", ratio=4, overflow="fold")
+    table.add_column("Cause", ratio=2, overflow="fold")
+    table.add_column("Next action", ratio=4, overflow="fold")
+    previous = None
+    for f in findings:
+        if previous is not None and f["status"] != previous:
+            table.add_section()
+        previous = f["status"]
+        finding = Text(f["title"])
+        if f["detail"] and f["status"] != "ok":
+            finding.append("\n" + f["detail"], style="dim")
+        table.add_row(Text(f["status"].upper(), style=STYLES.get(f["status"], "")), finding,
+                      Text(", ".join(f["cause_ids"])), Text(f["fix"]))
+    console.print(table)
+    summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_ORDER if counts[s])
+    console.print(Text(f"{summary or 'no findings'}.", style="bold"))
+    actions = [f for f in findings if f["status"] in ("fail", "warn") and f["fix"]]
+    if actions:
+        console.print(Text("\nNext actions (copy-paste):", style="bold"))
+        for f in actions:
+            console.print(Text(f"# {f['check']}", style="dim"), soft_wrap=True)
+            console.print(Text(f["fix"]), soft_wrap=True)

@@ -1,0 +1,121 @@
+"""The NVIDIA driver version (NVML, else /proc) and whether it is new enough for a CUDA build."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import ProbeContext
+
+# Minimum Linux x86_64 driver for each CUDA toolkit (CUDA release notes, "Toolkit Driver Version").
+TOOLKIT_MIN_DRIVER: dict[tuple[int, int], str] = {
+    (10, 2): "440.33", (11, 0): "450.36.06", (11, 1): "455.23", (11, 2): "460.27.03",
+    (11, 3): "465.19.01", (11, 4): "470.42.01", (11, 5): "495.29.05", (11, 6): "510.39.01",
+    (11, 7): "515.43.04", (11, 8): "520.61.05", (12, 0): "525.60.13", (12, 1): "530.30.02",
+    (12, 2): "535.54.03", (12, 3): "545.23.06", (12, 4): "550.54.14", (12, 5): "555.42.02",
+    (12, 6): "560.28.03", (12, 8): "570.26", (12, 9): "575.51.03", (13, 0): "580.65.06",
+}
+# Minor version compatibility: any 11.x/12.x/13.x build runs (without newer PTX) on these drivers.
+MAJOR_MIN_DRIVER: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+_PROC_RE = re.compile(r"NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s")
+
+
+def vtuple(version: str) -> tuple[int, ...]:
+    """'535.104.05' -> (535, 104, 5); non-numeric parts end the tuple."""
+    out = []
+    for part in re.split(r"[.+-]", version):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)
+
+
+def cuda_tuple(cuda: str) -> tuple[int, int] | None:
+    parts = vtuple(cuda)
+    return (parts[0], parts[1] if len(parts) > 1 else 0) if parts else None
+
+
+def driver_from_nvml(nvml: Any) -> tuple[dict[str, Any] | None, str]:
+    """(facts, "") from NVML, or (None, why not). Every call is guarded: NVML raises on no driver."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # nvidia-ml-py; only the driver library is needed, not CUDA
+        except ImportError as exc:
+            return None, f"pynvml not importable: {exc}"
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        return None, f"NVML: {exc}"
+    except OSError as exc:
+        return None, f"NVML: {exc}"
+    try:
+        facts: dict[str, Any] = {"source": "nvml"}
+        version = nvml.nvmlSystemGetDriverVersion()
+        facts["version"] = version.decode() if isinstance(version, bytes) else str(version)
+        try:
+            code = int(nvml.nvmlSystemGetCudaDriverVersion())
+            facts["cuda"] = f"{code // 1000}.{(code % 1000) // 10}"
+        except nvml.NVMLError as exc:
+            facts["cuda_error"] = str(exc)
+        try:
+            facts["gpu_count"] = int(nvml.nvmlDeviceGetCount())
+        except nvml.NVMLError as exc:
+            facts["gpu_count_error"] = str(exc)
+        return facts, ""
+    except nvml.NVMLError as exc:
+        return None, f"NVML: {exc}"
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass  # shutting down a half-initialised NVML can fail; the facts are already taken
+
+
+def driver_from_proc(ctx: ProbeContext) -> dict[str, Any] | None:
+    text = ctx.read_text("/proc/driver/nvidia/version")
+    if text is None:
+        return None
+    match = _PROC_RE.search(text)
+    if not match:
+        return None
+    version = match.group(1)
+    return {"source": "/proc/driver/nvidia/version", "version": version,
+            "cuda": max_cuda_for(version)}
+
+
+def max_cuda_for(driver: str) -> str | None:
+    """The newest CUDA toolkit whose full feature set this driver supports."""
+    have = vtuple(driver)
+    best = None
+    for cuda, need in sorted(TOOLKIT_MIN_DRIVER.items()):
+        if have >= vtuple(need):
+            best = cuda
+    return f"{best[0]}.{best[1]}" if best else None
+
+
+def min_driver_for(cuda: tuple[int, int]) -> str | None:
+    """The toolkit driver of this CUDA version, or of the nearest older listed minor."""
+    listed = [c for c in TOOLKIT_MIN_DRIVER if c[0] == cuda[0] and c <= cuda]
+    return TOOLKIT_MIN_DRIVER[max(listed)] if listed else None
+
+
+def judge(driver: dict[str, Any] | None, cuda_build: str | None) -> dict[str, Any]:
+    """Facts comparing the driver with torch's CUDA build; empty when either is unknown."""
+    if not driver or not driver.get("version") or not cuda_build:
+        return {}
+    build = cuda_tuple(cuda_build)
+    if build is None:
+        return {}
+    have = vtuple(driver["version"])
+    full = min_driver_for(build)
+    compat = MAJOR_MIN_DRIVER.get(build[0])
+    floor = compat or full
+    if floor is None:
+        return {}
+    facts: dict[str, Any] = {"driver_too_old": have < vtuple(floor)}
+    facts["driver_min_required"] = floor if facts["driver_too_old"] else (full or floor)
+    # Between the major floor and the toolkit driver only minor version compatibility applies:
+    # it runs, but kernels that need newer PTX fail ("unsupported toolchain").
+    facts["driver_minor_compat_only"] = bool(
+        not facts["driver_too_old"] and full and have < vtuple(full))
+    return facts

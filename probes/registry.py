@@ -1,0 +1,31 @@
+"""The registered probes, by name, in the order a check runs and shows them."""
+from __future__ import annotations
+
+import importlib
+
+from .base import Probe, ProbeContext, ProbeResult, unavailable
+from .launch import probe_launch
+from .network import probe_network
+from .shm import probe_shm
+from .switches import probe_switches
+from .versions import probe_versions
+
+
+def probe_topology(ctx: ProbeContext) -> ProbeResult:
+    """distdoctor.probes.topology.probe_topology, imported only when the topology probe runs."""
+    try:
+        module = importlib.import_module("distdoctor.probes.topology")
+        probe = getattr(module, "probe_topology")
+    except (ImportError, AttributeError) as exc:
+        return unavailable("topology", f"not in this build yet ({exc})")
+    return probe(ctx)
+
+
+PROBES: dict[str, Probe] = {
+    "versions": probe_versions,
+    "shm": probe_shm,
+    "launch": probe_launch,
+    "switches": probe_switches,
+    "network": probe_network,
+    "topology": probe_topology,
+}
