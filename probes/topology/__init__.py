@@ -1,1 +1,33 @@
-"""(filled in by its issue)"""
+"""GPU topology as a graph: links, P2P verdict, NIC affinity, advice, and pictures of it.
+
+Public API: probe_topology(ctx), load_input(path), analyse(topology or text), draw_text(facts),
+draw_matrix(facts), to_dot(facts), to_svg(facts), TopologyInputError.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .draw_dot import to_dot
+from .draw_svg import to_svg
+from .draw_text import draw_matrix, draw_text
+from .graph import build_graph
+from .load import TopologyInputError, load_topology, parse_text
+from .model import Topology
+from .probe import probe_topology
+from .verdict import analyse as analyse_topology
+
+__all__ = ["TopologyInputError", "Topology", "analyse", "build_graph", "draw_matrix", "draw_text",
+           "load_input", "parse_text", "probe_topology", "to_dot", "to_svg"]
+
+
+def analyse(source: Topology | str, name: str | None = None) -> dict[str, Any]:
+    """The `topo --json` dict for a parsed Topology or for raw text in any supported format."""
+    topo = parse_text(source, name or "<text>") if isinstance(source, str) else source
+    return analyse_topology(topo, name)
+
+
+def load_input(path: str | Path) -> dict[str, Any]:
+    """Parse any supported file (detected by content) into the `topo --json` dict.
+    Raises TopologyInputError (one-line message) for empty, binary, truncated or foreign files."""
+    return analyse_topology(load_topology(path), str(path))

@@ -1,17 +1,112 @@
-"""`distdoctor topo` (placeholder until its issue lands)."""
+"""`distdoctor topo`: GPU topology, the P2P and NVLink verdicts, and what to set."""
 from __future__ import annotations
 
 import argparse
+import textwrap
+from pathlib import Path
+from typing import Any
 
 from ..cli import UsageError
-from .common import add_common
+from .common import add_common, print_json, record
+
+EPILOG = """\
+examples:
+  distdoctor topo                          this node (NVML, else nvidia-smi topo)
+  distdoctor topo --input topo.txt         a saved `nvidia-smi topo -m` (new or old driver)
+  distdoctor topo --input p2p.txt          `nvidia-smi topo -p2p r` output
+  distdoctor topo --input topo.xml         NCCL_TOPO_DUMP_FILE output (a cut-off file is read too)
+  distdoctor topo --input rank0.log        NCCL_DEBUG=INFO lines (transports, P2P disabled, NVLS)
+  distdoctor topo --matrix                 a topo -m like grid with P2P marks
+  distdoctor topo --dot topo.dot && dot -Tsvg topo.dot -o topo.svg
+  distdoctor topo --json --session incident-42
+
+on a GPU node, to look at it elsewhere:
+  nvidia-smi topo -m > topo.txt && nvidia-smi topo -p2p r >> topo.txt
+  distdoctor topo --input topo.txt
+
+exit codes: 0 P2P works everywhere or nothing to act on, 1 P2P is missing on some or all
+pairs (the advice says what to set), 2 unreadable input or no topology source at all.
+"""
+
+NO_SOURCE_HINT = ("on a GPU node run `nvidia-smi topo -m > topo.txt && nvidia-smi topo -p2p r >> topo.txt`,"
+                  " then `distdoctor topo --input topo.txt`")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("topo", help="topo (not built yet)")
+    parser = sub.add_parser(
+        "topo", help="GPU topology: P2P verdict, NVLink, NIC affinity and what to set",
+        description="Reads the GPU topology (live NVML, nvidia-smi topo, NCCL topology XML or NCCL INFO "
+                    "logs), decides whether peer-to-peer works between each GPU pair, and says what to set.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", metavar="FILE",
+                        help="read this file instead of the live machine ('-' for stdin); the format is "
+                             "detected from the content")
+    parser.add_argument("--dot", metavar="FILE", help="also write a Graphviz graph ('-' for stdout)")
+    parser.add_argument("--svg", metavar="FILE", help="also write an SVG picture")
+    parser.add_argument("--matrix", action="store_true", help="show a topo -m like grid instead of the drawing")
     add_common(parser)
     parser.set_defaults(func=run)
 
 
+def collect(args: argparse.Namespace) -> dict[str, Any]:
+    from distdoctor.probes.topology import TopologyInputError, load_input
+
+    if args.input:
+        try:
+            return load_input(args.input)
+        except TopologyInputError as exc:
+            raise UsageError(str(exc)) from None
+    from distdoctor.probes.base import UNAVAILABLE, ProbeContext
+    from distdoctor.probes.topology import probe_topology
+
+    result = probe_topology(ProbeContext())
+    if result.status == UNAVAILABLE:
+        raise UsageError(f"topology unavailable: {result.reason}; {NO_SOURCE_HINT}")
+    return dict(result.facts)
+
+
+def write(path: str, text: str) -> None:
+    if path == "-":
+        print(text, end="")
+        return
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def advice_lines(facts: dict[str, Any], width: int = 80) -> list[str]:
+    """Advice wrapped for a terminal; command lines (indented) are kept whole for copy-paste."""
+    lines: list[str] = []
+    if facts["advice"]:
+        lines += ["", "What to do"]
+    for entry in facts["advice"]:
+        for i, part in enumerate(entry["text"].split("\n")):
+            if part.startswith("  "):
+                lines.append("  " + part)
+            else:
+                lines += textwrap.wrap(part, width, initial_indent="- " if i == 0 else "  ",
+                                       subsequent_indent="  ", break_on_hyphens=False)
+    if facts["notes"]:
+        lines += ["", "Notes"]
+        for note in facts["notes"]:
+            lines += textwrap.wrap(note, width, initial_indent="- ", subsequent_indent="  ",
+                                   break_on_hyphens=False)
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("topo is not built yet")
+    from distdoctor.probes.topology import draw_matrix, draw_text, to_dot, to_svg
+
+    facts = collect(args)
+    if args.dot:
+        write(args.dot, to_dot(facts))
+    if args.svg:
+        write(args.svg, to_svg(facts))
+    record(args, "topo", facts)
+    if args.json:
+        print_json(facts)
+    elif args.dot != "-":
+        print(draw_matrix(facts) if args.matrix else draw_text(facts))
+        print("\n".join(advice_lines(facts)))
+    return 1 if facts["p2p"] in ("none", "partial") else 0

@@ -1,0 +1,91 @@
+"""Reads any supported input, detecting each format by its content (never by the file name)."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from .model import Topology
+from .parse_matrix import find_blocks, parse_p2p, parse_topo_m
+from .parse_nccl_log import parse_nccl_log
+from .parse_xml import parse_xml
+
+MAX_BYTES = 32 << 20
+XML_MARK = re.compile(r"<system\b|<cpu\b[^>]*\bnumaid=|<pci\b[^>]*\bbusid=|<gpu\b[^>]*\bdev=")
+# NCCL's own line prefix (host:pid:tid [dev] NCCL INFO), its version banner, nccl-tests' device list.
+NCCL_MARK = re.compile(r"[\w.\-]*:\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN|TRACE|ERROR)|^NCCL version \d"
+                       r"|#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s", re.M)
+WHAT = ("expected `nvidia-smi topo -m` or `topo -p2p` output, NCCL topology XML or NCCL INFO lines")
+
+
+class TopologyInputError(ValueError):
+    """An input that cannot be read as topology; the message is one line naming the problem."""
+
+
+def read_input(path: str | Path) -> str:
+    """The text of a file (or '-' for stdin); binary and unreadable files are TopologyInputErrors."""
+    name = str(path)
+    try:
+        if name == "-":
+            data = sys.stdin.buffer.read(MAX_BYTES)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_BYTES)
+    except FileNotFoundError:
+        raise TopologyInputError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise TopologyInputError(f"{name}: is a directory, not a file") from None
+    except OSError as exc:
+        raise TopologyInputError(f"{name}: cannot read ({exc.strerror or exc})") from None
+    if b"\x00" in data[:8192]:
+        raise TopologyInputError(f"{name}: binary data, not a topology file ({WHAT})")
+    return data.decode("utf-8", "replace")
+
+
+def parse_text(text: str, name: str = "<text>") -> Topology:
+    """Every topology section found in `text`, merged: a paste with `topo -m` and `topo -p2p r`
+    together gives both the links and the P2P statuses."""
+    if not text.strip():
+        raise TopologyInputError(f"{name}: empty file ({WHAT})")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    parts: list[Topology] = []
+    blocks = find_blocks(lines)
+    matrices = [b for b in blocks if b.rows]
+    topo_m = [b for b in matrices if b.kind == "topo-m"]
+    if topo_m:
+        first = parse_topo_m(topo_m[0], lines)
+        if len(topo_m) > 1:
+            first.note(f"{len(topo_m)} `topo -m` matrices in this input: only the first is read.")
+        parts.append(first)
+    parts += [parse_p2p(b, lines) for b in matrices if b.kind == "topo-p2p"]
+    if XML_MARK.search(text):
+        parts.append(parse_xml(text))
+    if NCCL_MARK.search(text):
+        parts.append(parse_nccl_log(text))
+    useful = [p for p in parts if p.gpus]
+    if not useful:
+        raise TopologyInputError(f"{name}: {why_nothing(blocks, parts, text)}")
+    topo = useful[0]
+    for part in useful[1:]:
+        topo.merge(part)
+    return topo
+
+
+def why_nothing(blocks: list, parts: list[Topology], text: str) -> str:
+    """The one-line reason an input gave no GPU at all."""
+    headers = [b for b in blocks if b.labels and not b.rows]
+    if headers:
+        gpus = [label for label in headers[0].labels if label.startswith("GPU")]
+        return (f"truncated `nvidia-smi topo -m` output: the header names {len(gpus)} GPU(s) "
+                f"({gpus[0]}..{gpus[-1]}) but no matrix row follows")
+    if XML_MARK.search(text):
+        return "NCCL topology XML that describes no GPU (cut short before the first <pci>/<gpu>?)"
+    if any(p.sources == ["nccl-info"] for p in parts):
+        return ("NCCL lines that name no GPU: rerun with NCCL_DEBUG=INFO and keep the "
+                "'Init START'/'Channel ... via' lines")
+    return f"no GPU topology found ({WHAT})"
+
+
+def load_topology(path: str | Path) -> Topology:
+    return parse_text(read_input(path), str(path))

@@ -1,0 +1,103 @@
+"""`distdoctor topo`: exit codes, one-line errors, --json shape, --dot, --session, 80 columns."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distdoctor.tui.cli import main
+from distdoctor.tui.session import SessionStore
+
+HERE = Path(__file__).resolve().parent / "fixtures" / "topology"
+EIGHT = HERE / "topo-m-8gpu-4nic-hybrid-cube-mesh.txt"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["topo", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"", "empty file"),
+    (b"\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity\n", "truncated `nvidia-smi topo -m`"),
+    (b"[tool.pytest]\naddopts = '-q'\n", "no GPU topology found"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", "binary data"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      content: bytes, problem: str) -> None:
+    path = tmp_path / "topo.txt"
+    path.write_bytes(content)
+    code, out, err = run(capsys, "--input", str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"distdoctor: error: {path}: ") and problem in err
+
+
+def test_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--input", "/no/such/topo.txt")
+    assert code == 2 and err == "distdoctor: error: /no/such/topo.txt: no such file\n"
+
+
+def test_json_shape_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--input", str(HERE / "topo-m-and-p2p-r-4gpu-2socket.txt"), "--json")
+    facts = json.loads(out)
+    assert code == 1  # partial P2P needs action
+    assert {"source", "gpus", "nics", "p2p", "nvlink", "pairs", "advice"} <= set(facts)
+    assert facts["p2p"] == "partial" and facts["nvlink"] is False
+    assert all({"a", "b", "link", "p2p"} <= set(p) for p in facts["pairs"])
+    assert all(set(a) == {"text", "env"} and isinstance(a["env"], dict) for a in facts["advice"])
+    code, out, _ = run(capsys, "--input", str(EIGHT), "--json")
+    assert code == 0 and json.loads(out)["p2p"] == "all"
+    code, out, _ = run(capsys, "--input", str(HERE / "topo-m-old-driver-soc-mlx4.txt"), "--json")
+    assert code == 0 and json.loads(out)["p2p"] == "unknown"  # nothing proven missing: ask, not fail
+
+
+def test_dot_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dot = tmp_path / "topo.dot"
+    code, out, _ = run(capsys, "--input", str(EIGHT), "--dot", str(dot))
+    text = dot.read_text()
+    assert code == 0 and "GPU topology from topo-m" in out
+    assert text.startswith("graph topology {") and text.rstrip().endswith("}")
+    assert text.count("{") == text.count("}")
+    assert '"GPU0" -- "GPU3" [label="NV2\\nP2P OK"' in text
+    assert text.count("subgraph cluster_") == 2 and '"NIC0" [shape=ellipse, label="NIC0\\nmlx5_0"]' in text
+    code, out, _ = run(capsys, "--input", str(EIGHT), "--dot", "-")
+    assert out == text
+
+
+def test_eighty_columns_for_8_gpus_and_4_nics(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--input", str(EIGHT))
+    lines = out.splitlines()
+    assert code == 0 and max(len(line) for line in lines) <= 80
+    assert "NUMA 0 · CPUs 0-19,40-59" in lines and "  GPU0 ──PIX── NIC0 mlx5_0" in lines
+    code, out, _ = run(capsys, "--input", str(EIGHT), "--matrix")
+    assert max(len(line) for line in out.splitlines()) <= 80 and "GPU0  X     NV1" in out
+
+
+def test_session_records_the_result(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run(capsys, "--input", str(EIGHT), "--session", "topo-test", "--json")
+    events = SessionStore().load_or_create("topo-test")["events"]
+    assert code == 0 and [e["kind"] for e in events] == ["topo"]
+    assert events[0]["data"]["p2p"] == "all" and len(events[0]["data"]["gpus"]) == 8
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this host has nvidia-smi")
+def test_no_source_says_why_and_what_to_run(tmp_path: Path) -> None:
+    """A real process on this driverless machine: exit 2, one line, no traceback."""
+    exe = Path(sys.executable).with_name("distdoctor")  # the installed console script
+    proc = subprocess.run([str(exe), "topo"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "no NVIDIA driver" in proc.stderr and "nvidia-smi topo -m > topo.txt" in proc.stderr
+    assert "distdoctor topo --input topo.txt" in proc.stderr
+
+
+def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["topo", "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and "distdoctor topo --input topo.txt" in out and "--dot" in out
