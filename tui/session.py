@@ -1,6 +1,7 @@
 """Session records: every answer, loaded path and probe result, saved atomically after each change."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -8,10 +9,17 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: appends are not serialised between processes
+    fcntl = None  # type: ignore[assignment]
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SCHEMA = 1
+PSEUDONYMS_SUFFIX = ".pseudonyms.json"
+STALE_TMP_S = 3600  # a temporary file this old was left by a killed writer
 
 
 class SessionError(Exception):
@@ -40,6 +48,21 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename itself durable (a power cut after rename must not lose the new file)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return  # some filesystems do not allow opening a directory; the rename is still atomic
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # fsync on a directory is unsupported on some filesystems; durability is best effort
+    finally:
+        os.close(fd)
 
 
 class SessionStore:
@@ -49,9 +72,32 @@ class SessionStore:
         self.directory = directory or state_dir()
 
     def path(self, session_id: str) -> Path:
-        if not ID_RE.match(session_id):
+        if not ID_RE.match(session_id) or session_id.endswith(".pseudonyms"):
             raise SessionError(f"bad session id {session_id!r}: letters, digits, '.', '_' and '-' only")
         return self.directory / f"{session_id}.json"
+
+    def pseudonyms_path(self, session_id: str) -> Path:
+        """Where the real-name -> token mapping of a pseudonymized report lives (never in a report)."""
+        return self.path(session_id).with_name(f"{session_id}{PSEUDONYMS_SUFFIX}")
+
+    @contextlib.contextmanager
+    def locked(self, session_id: str) -> Iterator[None]:
+        """Serialise read-modify-write of one session between processes (app + headless commands).
+        The kernel drops the lock when its holder dies, even by SIGKILL."""
+        path = self.path(session_id)
+        if fcntl is None:
+            yield
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path.with_name(f".{session_id}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise SessionError(f"cannot lock session {session_id}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def create(self, session_id: str | None = None, **fields: Any) -> dict[str, Any]:
         now = time.time()
@@ -92,15 +138,27 @@ class SessionStore:
 
     def append(self, session_id: str, kind: str, data: Any) -> dict[str, Any]:
         """Add one event (a step's result) and save at once."""
-        record = self.load_or_create(session_id)
-        record["events"].append({"kind": kind, "time": time.time(), "data": data})
-        self.save(record)
+        with self.locked(session_id):
+            record = self.load_or_create(session_id)
+            record["events"].append({"kind": kind, "time": time.time(), "data": data})
+            self.save(record)
+        return record
+
+    def update(self, session_id: str, **fields: Any) -> dict[str, Any]:
+        """Set top-level fields (symptom, answers, ...) under the lock, keeping every event another
+        process appended meanwhile; use this or append(), not save() on a record held in memory."""
+        with self.locked(session_id):
+            record = self.load_or_create(session_id)
+            record.update({k: v for k, v in fields.items() if k not in ("id", "schema", "events")})
+            self.save(record)
         return record
 
     def list(self) -> list[dict[str, Any]]:
         """Readable sessions, newest first; unreadable files are skipped."""
         out = []
         for path in self.directory.glob("*.json"):
+            if path.name.endswith(PSEUDONYMS_SUFFIX):
+                continue
             try:
                 record = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -109,8 +167,47 @@ class SessionStore:
                 out.append(record)
         return sorted(out, key=lambda r: r.get("updated", 0), reverse=True)
 
+    def summaries(self) -> list[dict[str, Any]]:
+        """One line per session for `distdoctor sessions`, newest first."""
+        return [summary(record) for record in self.list()]
+
+    def remove_stale_tmp(self, max_age_s: float = STALE_TMP_S) -> int:
+        """Delete temporary files that killed writers left behind; returns how many."""
+        removed, now = 0, time.time()
+        for path in self.directory.glob(".*.tmp"):
+            try:
+                if now - path.stat().st_mtime > max_age_s:
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                continue  # another process cleaned it up first
+        return removed
+
     def last_id(self) -> str:
         sessions = self.list()
         if not sessions:
             raise SessionError("no sessions yet: run `distdoctor` or a command with --session ID")
         return sessions[0]["id"]
+
+
+def symptom_text(record: dict[str, Any]) -> str:
+    """The session's symptom as short text: the record's field, else the latest classify event."""
+    symptom = record.get("symptom")
+    if not symptom:
+        for event in reversed(record.get("events") or []):
+            if isinstance(event, dict) and event.get("kind") == "classify":
+                symptom = event.get("data")
+                break
+    if isinstance(symptom, dict):
+        parts = [str(symptom[k]) for k in ("symptom", "kind", "sub") if symptom.get(k)]
+        return ": ".join(dict.fromkeys(parts))
+    return str(symptom) if symptom else ""
+
+
+def summary(record: dict[str, Any]) -> dict[str, Any]:
+    """id, created, updated, host, symptom and the steps done (event kinds in first-seen order)."""
+    events = [e for e in record.get("events") or [] if isinstance(e, dict)]
+    kinds = list(dict.fromkeys(str(e.get("kind")) for e in events))
+    return {"id": record.get("id"), "created": record.get("created"),
+            "updated": record.get("updated"), "host": record.get("host"),
+            "symptom": symptom_text(record), "events": len(events), "steps": kinds}

@@ -1,17 +1,91 @@
-"""`distdoctor report` (placeholder until its issue lands)."""
+"""`distdoctor report`: a session as a Markdown, HTML or JSON incident report, redacted by default."""
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 from ..cli import UsageError
-from .common import add_common
+from .common import add_common, knowledge
+
+EPILOG = """\
+Redaction is on by default: values of secret-looking variables (*TOKEN*, *SECRET*, *KEY*,
+*PASSWORD*, AWS_*, ...) and token-shaped strings in log lines are masked everywhere in the
+report. --pseudonymize also replaces host names, IP addresses and user names with stable
+tokens (host-1, ip-1, user-1); the mapping stays in a local file next to the session and is
+never part of the report.
+
+examples:
+  distdoctor report                                  the last session, Markdown on stdout
+  distdoctor report --format html -o incident.html   one self-contained HTML file
+  distdoctor report 20261130-101500-ab12 --format json -o incident.json
+  distdoctor report --pseudonymize -o incident.md    safe to paste into a public issue
+  distdoctor sessions                                list the sessions to pick an ID from
+
+exit codes: 0 report written, 2 no such session, unreadable session or bad usage.
+"""
+FORMATS = ("md", "html", "json")
+SUFFIX_FORMAT = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("report", help="report (not built yet)")
-    add_common(parser)
+    parser = sub.add_parser(
+        "report", help="write a session as an incident report (md, html, json)",
+        description="Write a session's steps, findings, evidence, conclusion, fixes and the "
+                    "debugging switches to remove as one report.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("id", nargs="?", default="last", metavar="ID",
+                        help="session id (default: the last session; see `distdoctor sessions`)")
+    parser.add_argument("--format", choices=FORMATS, help="md (default), html or json; "
+                        "taken from the -o file's suffix when not given")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    parser.add_argument("--pseudonymize", action="store_true",
+                        help="replace host names, IP addresses and user names with stable tokens")
+    parser.add_argument("--no-redact", dest="redact", action="store_false",
+                        help="keep secrets in the report (prints a warning; never share it)")
+    add_common(parser, session=False)
     parser.set_defaults(func=run)
 
 
+def _format(args: argparse.Namespace) -> str:
+    if getattr(args, "json", False):
+        if args.format not in (None, "json"):
+            raise UsageError(f"--json conflicts with --format {args.format}")
+        return "json"
+    if args.format:
+        return args.format
+    if args.output:
+        return SUFFIX_FORMAT.get(Path(args.output).suffix.lower(), "md")
+    return "md"
+
+
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("report is not built yet")
+    from ..report import export_report
+    from ..session import SessionError, SessionStore
+
+    fmt = _format(args)
+    store = SessionStore()
+    try:
+        record = store.load(args.id)
+        mapping = store.pseudonyms_path(record.get("id") or args.id)
+    except SessionError as exc:
+        raise UsageError(str(exc)) from None
+    kb = knowledge(args)
+    if not args.redact:
+        print("distdoctor: warning: redaction is off: the report may contain tokens, passwords "
+              "and keys; do not share it", file=sys.stderr)
+    to_file = args.output not in (None, "-")
+    try:
+        text = export_report(record, kb, fmt, args.output if to_file else None, redact=args.redact,
+                             pseudonymize=args.pseudonymize, mapping_path=mapping)
+    except OSError as exc:
+        raise UsageError(f"cannot write {exc.filename or args.output}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.pseudonymize:
+        print(f"distdoctor: pseudonym mapping kept in {mapping} (never share it)", file=sys.stderr)
+    if to_file:
+        print(f"distdoctor: wrote {args.output} ({fmt})", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

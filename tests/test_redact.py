@@ -1,0 +1,199 @@
+"""Redaction and pseudonyms: secrets and names go, diagnostic content (bus ids, versions) stays."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import secrets
+import stat
+
+import pytest
+
+from conftest import shared_fixtures
+from distdoctor.tui.pseudonym import Pseudonymizer
+from distdoctor.tui.redact import MASK, is_secret_name, redact, redact_env, redact_text
+
+SECRET_NAMES = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID",
+                "AWS_SESSION_TOKEN", "MY_API_KEY", "WANDB_API_KEY", "GITHUB_PAT", "GH_TOKEN",
+                "PGPASSWORD", "DB_PASS", "SMTP_PASSWD", "GOOGLE_APPLICATION_CREDENTIALS",
+                "AUTH_HEADER", "SENTRY_DSN", "OPENAI_API_KEY", "SSH_PRIVATE_KEY", "key",
+                "client_secret"]
+SAFE_NAMES = ["NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "MASTER_ADDR", "MASTER_PORT", "PATH", "PWD",
+              "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_IB_GID_INDEX",
+              "MONKEY", "KEYBOARD_LAYOUT", "TOKENIZERS_PARALLELISM", "MAX_TOKENS", "AWS_REGION",
+              "SSH_AUTH_SOCK", "NCCL_DEBUG", "WORLD_SIZE"]
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
+def test_secret_names_are_recognised(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", SAFE_NAMES)
+def test_diagnostic_names_are_not_secret(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+def test_redact_env_masks_secret_values_only() -> None:
+    env = {"HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz123456", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG",
+           "MY_API_KEY": "plainvalue", "EMPTY_TOKEN": "", "NCCL_IB_HCA": "mlx5_0,mlx5_1",
+           "NCCL_DEBUG": "INFO", "HTTPS_PROXY": "http://proxyuser:pr0xyPassw0rd@proxy:3128"}
+    out = redact_env(env)
+    assert out["HF_TOKEN"] == out["AWS_SECRET_ACCESS_KEY"] == out["MY_API_KEY"] == MASK
+    assert out["EMPTY_TOKEN"] == ""  # set-but-empty is itself a diagnostic fact
+    assert out["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" and out["NCCL_DEBUG"] == "INFO"
+    assert "pr0xyPassw0rd" not in out["HTTPS_PROXY"] and "proxy:3128" in out["HTTPS_PROXY"]
+
+
+TOKEN_LINES = [
+    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.abcDEF123_-xyz", "eyJzdWIiOiIxMjM0In0"),
+    ("curl -H 'Authorization: token ghp_abcdefghijklmnopqrstuvwxyz0123456789'", "ghp_abcdefghij"),
+    ("pushing ghp_abcdefghijklmnopqrstuvwxyz0123456789 now", "abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("git clone https://alice:s3cr3tPassw0rd@git.example.com/repo.git", "s3cr3tPassw0rd"),
+    ("export HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz123456", "abcdefghijklmnopqrstuvwxyz123456"),
+    ("loading with hf_abcdefghijklmnopqrstuvwxyz123456", "abcdefghijklmnopqrstuvwxyz123456"),
+    ("AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE", "IOSFODNN7EXAMPLE"),
+    ("key id AKIAIOSFODNN7EXAMPLE in a log", "IOSFODNN7EXAMPLE"),
+    ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    ("python train.py --hf-token abc123secretvalue --lr 0.1", "abc123secretvalue"),
+    ("python train.py --password=hunter2hunter2", "hunter2hunter2"),
+    ("GET https://api.example.com/x?token=abcdef123456&page=2", "abcdef123456"),
+    ('{"password": "hunter2", "user": "bob"}', "hunter2"),
+    ("slack xoxb-123456789012-abcdefABCDEF", "123456789012-abcdefABCDEF"),
+    ("WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567", "0123456789abcdef0123456789abcdef01234567"),
+    ("api secret a3f9c2e1b4d5a6f7e8d9c0b1a2f3e4d5c6b7a8f9e0d1", "a3f9c2e1b4d5a6f7e8d9c0b1a2f3e4d5c6b7a8f9e0d1"),
+]
+
+
+@pytest.mark.parametrize("line,secret", TOKEN_LINES)
+def test_token_shaped_strings_are_masked(line: str, secret: str) -> None:
+    out = redact_text(line)
+    assert secret not in out
+    assert "[redacted]" in out
+    assert redact_text(out) == out  # idempotent: the report walk applies it twice
+
+
+def test_random_base64_key_is_masked_but_identifiers_are_not() -> None:
+    key = base64.b64encode(secrets.token_bytes(30)).decode().replace("/", "A")
+    assert key not in redact_text(f"value {key} end")
+    for keep in ("models--meta-llama--Llama-2-7b-hf", "zero_pp_rank_0_mp_rank_00_model_states",
+                 "GPU-3f2a8b4c-1d2e-4f5a-9b8c-7d6e5f4a3b2c", "TORCH_NCCL_ASYNC_ERROR_HANDLING"):
+        assert redact_text(f"loaded {keep} ok") == f"loaded {keep} ok"
+
+
+DIAGNOSTIC_LINES = [
+    "node-17:1234:1234 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.2.3<0>",
+    "NCCL version 2.21.5+cuda12.4",
+    "node-17:1234:1234 [0] NCCL INFO comm 0x7f8a2c000000 rank 0 nRanks 2 nNodes 1 localRanks 2 "
+    "localRank 0 MNNVL 0 busId 7000 commId 0x1462445a6f01cbfc - Init START",
+    "GPU 0000:07:00.0 and 0000:08:00.0",
+    "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4521, OpType=ALLREDUCE, "
+    "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600042 milliseconds before timing out.",
+    "torch 2.13.0 git_version 1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b",
+    "image sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+    "/dev/shm/nccl-shm-recv-1462445a6f01cbfc-1-2-3",
+    "exitcode  : -9 (pid: 4242) error_file: <N/A>",
+    "NCCL_SOCKET_IFNAME=^docker,lo NCCL_IB_HCA=mlx5_0 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500",
+    "num_tokens: 4096 max_tokens=2048 TOKENIZERS_PARALLELISM=false",
+]
+
+
+@pytest.mark.parametrize("line", DIAGNOSTIC_LINES)
+def test_diagnostic_content_survives(line: str) -> None:
+    assert redact_text(line) == line
+
+
+def test_real_logs_keep_every_line() -> None:
+    """Third-party logs from public issues hold no secrets: redaction must not change a byte."""
+    folder = shared_fixtures("logs")
+    logs = sorted(folder.glob("*/log.txt"))
+    assert logs
+    for path in logs:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert redact_text(text) == text, path.parent.name
+
+
+def test_redact_walks_keys_values_and_lists() -> None:
+    data = {"facts": {"switches": {"env": {"HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz123456",
+                                           "NCCL_DEBUG": "INFO"}},
+                      "lines": ["MY_API_KEY=plainsecretvalue42", "Bearer abcdefghijklmnop123"]},
+            "variables": {"WANDB_API_KEY": {"value": "plainsecretvalue43", "source": "env"},
+                          "NCCL_DEBUG": {"value": "INFO", "source": "/etc/nccl.conf"}},
+            "n": 3, "ok": True}
+    out = redact(data)
+    assert out["variables"]["WANDB_API_KEY"] == {"value": MASK, "source": "env"}
+    assert out["variables"]["NCCL_DEBUG"] == {"value": "INFO", "source": "/etc/nccl.conf"}
+    text = json.dumps(out)
+    for secret in ("abcdefghijklmnopqrstuvwxyz123456", "plainsecretvalue42", "plainsecretvalue43",
+                   "abcdefghijklmnop123"):
+        assert secret not in text
+    assert out["facts"]["switches"]["env"]["NCCL_DEBUG"] == "INFO"
+    assert out["n"] == 3 and out["ok"] is True
+    assert data["facts"]["switches"]["env"]["HF_TOKEN"].startswith("hf_abc")  # input untouched
+
+
+# --- pseudonyms ---------------------------------------------------------------------------------
+
+RECORD = {
+    "host": "node-17.cluster.local",
+    "events": [
+        {"kind": "check", "data": {"host": "node-17", "facts": {"launch": {
+            "MASTER_ADDR": "node-18", "USER": "alice", "SLURM_NODELIST": "gpu[01-02]"}}}},
+        {"kind": "logs", "data": {"causes": [{"id": "nic-selection", "evidence": [
+            {"file": "/home/alice/run/rank0.log", "line": 3,
+             "text": "node-17:1234:1234 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.2.3<0>"},
+            {"file": "rank1.log", "line": 4,
+             "text": "12: gpu02:77:77 [1] NCCL INFO Bootstrap : Using ib0:fe80::1:2:3:4%ib0<0>"},
+            {"file": "rank1.log", "line": 5,
+             "text": "bob@login-3 ran c10d::ProcessGroupNCCL on 0000:07:00.0 with lo 127.0.0.1 and 2001:db8::7"},
+        ]}]}},
+    ],
+}
+
+
+def test_same_host_same_token_everywhere(tmp_path) -> None:
+    names = Pseudonymizer(path=tmp_path / "m.json")
+    names.learn(RECORD)
+    out = json.dumps(names.apply_all(RECORD))
+    for real in ("node-17", "node-18", "alice", "bob", "login-3", "gpu01", "gpu02", "10.1.2.3",
+                 "fe80::1:2:3:4", "2001:db8::7", "cluster.local"):
+        assert real not in out, real
+    host = names.mapping["host"]["node-17"]
+    assert host == names.mapping["host"]["node-17.cluster.local"]  # FQDN and short name: one host
+    assert out.count(f"{host}:1234:1234") == 1 and f'"host": "{host}"' in out
+    assert names.apply("NODE-17 node-17") == f"{host} {host}"
+    # diagnostic content and loopback stay
+    for kept in ("0000:07:00.0", "c10d::ProcessGroupNCCL", "127.0.0.1", "eth0", "NET/Socket"):
+        assert kept in out
+    assert re.search(r"user-\d+@host-\d+", out)
+
+
+def test_mapping_file_is_private_and_reused(tmp_path) -> None:
+    path = tmp_path / "s.pseudonyms.json"
+    first = Pseudonymizer.load(path)
+    first.learn(RECORD)
+    a = first.apply_all(RECORD)
+    first.save()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    again = Pseudonymizer.load(path)
+    reversed_record = {"events": list(reversed(RECORD["events"])), "host": RECORD["host"]}
+    again.learn(reversed_record)  # a different first-seen order must not renumber
+    assert again.apply_all(RECORD) == a
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="unreadable"):
+        Pseudonymizer.load(path)
+
+
+def test_short_host_from_a_field_is_replaced() -> None:
+    names = Pseudonymizer()
+    names.learn({"host": "vm", "events": [{"data": {"text": "vm:12:12 [0] NCCL INFO on vm"}}]})
+    assert names.apply("vm:12:12 [0] NCCL INFO on vm; VM image") == "host-1:12:12 [0] NCCL INFO on host-1; VM image"
+
+
+def test_ordinary_words_survive_pseudonyms() -> None:
+    names = Pseudonymizer()
+    names.learn({"host": "dgx", "events": ["https://u:p@git.corp.example/x", "user root"]})
+    assert names.apply("git clone; DGX A100 on dgx; Root Cause; root") == \
+        f"git clone; DGX A100 on {names.mapping['host']['dgx']}; Root Cause; root"

@@ -1,0 +1,140 @@
+"""Session records: create, append, load("last"), list, summaries, locking, and `distdoctor sessions`."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from distdoctor.tui.session import SessionError, SessionStore, summary, symptom_text
+
+DISTDOCTOR = Path(sys.executable).with_name("distdoctor")
+
+
+def run_cli(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_STATE_HOME": str(state)}
+    return subprocess.run([str(DISTDOCTOR), *args], capture_output=True, text=True, env=env,
+                          timeout=60)
+
+
+def test_append_load_roundtrip_and_last(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.create("a", host="node-1")
+    store.create("b", host="node-2")
+    store.append("a", "classify", {"symptom": "hang", "sub": "hang-init", "suspects": []})
+    store.append("a", "check", {"findings": [], "facts": {}})
+    record = store.load("a")
+    assert [e["kind"] for e in record["events"]] == ["classify", "check"]
+    assert record["events"][0]["data"]["sub"] == "hang-init"
+    assert store.load("last")["id"] == "a"  # the most recently updated, not the newest created
+    store.append("b", "logs", {"causes": []})
+    assert store.load("last")["id"] == "b"
+
+
+def test_update_sets_fields_and_keeps_events(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.append("u", "logs", {"causes": []})
+    store.update("u", symptom="hang", answers={"launcher": "torchrun"}, events=[], id="other")
+    record = store.load("u")
+    assert record["symptom"] == "hang" and record["answers"] == {"launcher": "torchrun"}
+    assert record["id"] == "u" and [e["kind"] for e in record["events"]] == ["logs"]
+
+
+def test_append_creates_a_missing_session(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.append("fresh", "answer", {"question": "launcher?", "answer": "torchrun"})
+    record = store.load("fresh")
+    assert record["schema"] == 1 and record["host"] and len(record["events"]) == 1
+
+
+def test_summaries_list_id_times_host_symptom_steps(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.create("s1", host="node-9")
+    for kind in ("classify", "logs", "check", "check", "bisect"):
+        store.append("s1", kind, {"symptom": "error", "sub": "error-watchdog"} if kind == "classify" else {})
+    (row,) = store.summaries()
+    assert row["id"] == "s1" and row["host"] == "node-9"
+    assert row["symptom"] == "error: error-watchdog"
+    assert row["steps"] == ["classify", "logs", "check", "bisect"] and row["events"] == 5
+    assert row["created"] <= row["updated"]
+
+
+def test_symptom_field_wins_over_classify_event() -> None:
+    record = {"symptom": "hang", "events": [{"kind": "classify", "data": {"symptom": "error"}}]}
+    assert symptom_text(record) == "hang"
+    assert summary({"events": "garbage"})["steps"] == []  # defensive on a hand-edited file
+
+
+def test_bad_missing_and_corrupt_sessions_are_one_line_errors(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    with pytest.raises(SessionError, match="no sessions yet"):
+        store.load("last")
+    with pytest.raises(SessionError, match="bad session id"):
+        store.path("../etc/passwd")
+    with pytest.raises(SessionError, match="no session 'nope'"):
+        store.load("nope")
+    store.create("good")
+    (tmp_path / "torn.json").write_text('{"schema": 1, "id": "torn", "ev')
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(SessionError, match="unreadable"):
+        store.load("torn")
+    assert [r["id"] for r in store.list()] == ["good"]
+
+
+def test_pseudonym_mapping_is_not_a_session(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.create("s")
+    mapping = store.pseudonyms_path("s")
+    assert mapping == tmp_path / "s.pseudonyms.json"
+    mapping.write_text(json.dumps({"schema": 1, "id": "s.pseudonyms", "host": {}}))
+    assert [r["id"] for r in store.list()] == ["s"]
+    with pytest.raises(SessionError):
+        store.path("s.pseudonyms")
+
+
+APPENDER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from distdoctor.tui.session import SessionStore
+    store = SessionStore(Path(sys.argv[1]))
+    for i in range(int(sys.argv[3])):
+        store.append("shared", "check", {"writer": sys.argv[2], "n": i})
+""")
+
+
+@pytest.mark.slow
+def test_concurrent_appends_from_two_processes_lose_nothing(tmp_path: Path) -> None:
+    """The app and a headless `--session` command may write one session at once."""
+    procs = [subprocess.Popen([sys.executable, "-c", APPENDER, str(tmp_path), name, "40"])
+             for name in ("a", "b")]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+    events = SessionStore(tmp_path).load("shared")["events"]
+    for name in ("a", "b"):
+        assert [e["data"]["n"] for e in events if e["data"]["writer"] == name] == list(range(40))
+
+
+def test_sessions_cli_text_and_json(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    empty = run_cli("sessions", state=state)
+    assert empty.returncode == 0 and "no sessions yet" in empty.stdout
+    store = SessionStore(state / "distdoctor" / "sessions")
+    store.create("inc-1", host="node-3")
+    store.append("inc-1", "classify", {"symptom": "hang", "sub": "hang-init"})
+    store.append("inc-1", "check", {"findings": []})
+    text = run_cli("sessions", state=state)
+    assert text.returncode == 0, text.stderr
+    line = next(ln for ln in text.stdout.splitlines() if ln.startswith("inc-1"))
+    assert "node-3" in line and "hang: hang-init" in line and "classify, check" in line
+    out = run_cli("sessions", "--json", state=state)
+    data = json.loads(out.stdout)
+    assert data["directory"] == str(state / "distdoctor" / "sessions")
+    (row,) = data["sessions"]
+    assert row["id"] == "inc-1" and row["steps"] == ["classify", "check"]
+    assert row["created"].startswith("20")  # ISO time, readable in scripts and by people
+    bad = run_cli("sessions", "--bogus", state=state)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

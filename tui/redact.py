@@ -1,0 +1,205 @@
+"""Masks secrets in environments and log text, and walks whole reports so nothing slips through."""
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections import Counter
+from typing import Any, Callable, Mapping
+
+MASK = "[redacted]"
+
+# Words that mark a variable as secret wherever they appear in its name; TOKENS and TOKENIZER
+# are sizes and libraries (MAX_TOKENS, TOKENIZERS_PARALLELISM), not credentials.
+_SECRET_WORDS = re.compile(r"TOKEN(?!S\b|S_|IZ)|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|"
+                           r"AUTH|COOKIE|PRIVATE")
+# Parts that must match whole: "KEY" inside "MONKEY" or "KEYBOARD" is not a key.
+_SECRET_PARTS = frozenset({"KEY", "KEYS", "APIKEY", "ACCESSKEY", "SECRETKEY", "PRIVATEKEY",
+                           "SSHKEY", "AUTHKEY", "SIGNINGKEY", "ENCRYPTIONKEY", "PAT", "PWD",
+                           "PASS", "DSN", "SAS", "SIG"})
+_SECRET_PREFIXES = ("AWS_",)
+# Names that look secret to the rules above but hold diagnostic, non-secret values.
+_SAFE_NAMES = frozenset({"PWD", "OLDPWD", "SSH_AUTH_SOCK", "KEYTIMEOUT", "XAUTHORITY",
+                         "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE",
+                         "TOKENIZERS_PARALLELISM"})
+
+
+@functools.lru_cache(maxsize=4096)
+def is_secret_name(name: str) -> bool:
+    """True when an environment variable (or config key) named `name` probably holds a secret."""
+    upper = name.strip().upper()
+    if not upper or upper in _SAFE_NAMES:
+        return False
+    if upper.startswith(_SECRET_PREFIXES):
+        return True
+    if _SECRET_WORDS.search(upper):
+        return True
+    parts = re.split(r"[_.\-\s]+", upper)
+    return any(part in _SECRET_PARTS for part in parts)
+
+
+def redact_env(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of an environment with the values of secret-looking names masked (empty stays empty)."""
+    out: dict[str, Any] = {}
+    for name, value in mapping.items():
+        if is_secret_name(str(name)) and value not in (None, ""):
+            out[name] = MASK
+        elif isinstance(value, str):
+            out[name] = redact_text(value)
+        else:
+            out[name] = value
+    return out
+
+
+def _keep_prefix(prefix_group: int = 1) -> Callable[[re.Match[str]], str]:
+    return lambda m: m.group(prefix_group) + MASK
+
+
+# Each rule: substrings of which one must occur (lowercased) for the rule to be worth running,
+# the pattern, and what to put in its place. Order matters: specific shapes first.
+# (The trigger scan finds non-overlapping words, so a longer trigger that contains a keyword,
+# like "authorization", is listed too.)
+_KW = ("pass", "pwd", "token", "secret", "key", "credential", "auth", "authorization", "private key")
+_TOKEN_RULES: list[tuple[tuple[str, ...], re.Pattern[str], Callable[[re.Match[str]], str]]] = [
+    # Authorization headers: keep the scheme, mask the credential.
+    (("authorization",),
+     re.compile(r"(?i)(\bauthorization\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
+                r"[^\s\"',;]+"), _keep_prefix()),
+    (("bearer",), re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}"), _keep_prefix()),
+    # Credentials inside URLs: scheme://user:password@host
+    (("@",), re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(@)"),
+     lambda m: m.group(1) + MASK + m.group(2)),
+    # Provider tokens with well-known shapes: keep the prefix so a reader knows what it was.
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{20,}\b"),
+     _keep_prefix()),
+    (("github_pat_",), re.compile(r"\b(github_pat_)[A-Za-z0-9_]{20,}\b"), _keep_prefix()),
+    (("hf_",), re.compile(r"\b(hf_)[A-Za-z0-9]{20,}\b"), _keep_prefix()),
+    (("glpat-",), re.compile(r"\b(glpat-)[A-Za-z0-9_-]{16,}"), _keep_prefix()),
+    (("xox",), re.compile(r"\b(xox[abposr]-)[A-Za-z0-9-]{8,}"), _keep_prefix()),
+    (("sk-",), re.compile(r"\b(sk-)(?:proj-)?[A-Za-z0-9_-]{20,}"), _keep_prefix()),
+    (("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
+     re.compile(r"\b((?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA))[A-Z0-9]{16}\b"), _keep_prefix()),
+    (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.?[A-Za-z0-9_-]*"),
+     lambda m: "eyJ" + MASK),
+    (("private key",),
+     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.S),
+     lambda m: "-----BEGIN PRIVATE KEY-----" + MASK),
+    # Command-line options: --password xyz, --token=xyz, --api-key xyz
+    (_KW, re.compile(r"(?i)(--?(?:password|passwd|pass|token|secret|api[-_]?key|access[-_]?key|"
+                     r"auth[-_]?token|hf[-_]token)(?:=|\s+))(?!-)[^\s\"']+"), _keep_prefix()),
+    # key=value / key: value pairs (query strings, config dumps, JSON) whose key looks secret.
+    (_KW, re.compile(r"(?i)([\"']?(?<![A-Za-z0-9_.-])(?!authorization\b)[A-Za-z0-9_.-]*(?:password|"
+                     r"passwd|token(?!s|iz)|secret|api[_-]?key|"
+                     r"apikey|access[_-]?key|private[_-]?key|credential|auth)[A-Za-z0-9_.-]*[\"']?"
+                     r"\s*(?:=|:(?!//))\s*[\"']?)(?![^\s&,;\"'<>]*\[redacted)([^\s&,;\"'<>)\]}]+)"),
+     lambda m: m.group(1) + MASK),
+]
+# NAME=value where NAME is a secret-looking variable (is_secret_name decides).
+_ASSIGN_TRIGGERS = _KW + ("aws_", "pat", "dsn", "sas", "sig", "cookie", "private")
+_TRIGGER_RE = re.compile("|".join(sorted(
+    {re.escape(t) for rule in _TOKEN_RULES for t in rule[0]} | {re.escape(t) for t in _ASSIGN_TRIGGERS},
+    key=len, reverse=True)))
+_LONG_RUN = re.compile(r"[A-Za-z0-9+_-]{32}")
+_ASSIGN_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s,;&]+)")
+_HEX_RE = re.compile(r"(?<![0-9A-Za-z_.:-])([0-9a-fA-F]{32,})(?![0-9A-Za-z_])")
+_B64_RE = re.compile(r"(?<![A-Za-z0-9+_-])([A-Za-z0-9+_-]{32,}={0,2})(?![A-Za-z0-9+_=-])")
+# Words just before a long hex run that say it is a version, commit or digest, not a key.
+_HEX_CONTEXT = re.compile(r"(?i)(sha\d*|commit|git|rev(ision)?|version|digest|hash|build|"
+                          r"checksum|md5|uuid|id|\+g)[\s:=@'\"(]*$")
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def _mask_assign(m: re.Match[str]) -> str:
+    if is_secret_name(m.group(1)) and m.group(2) not in ("", '""', "''") and "[redacted" not in m.group(2):
+        return f"{m.group(1)}={MASK}"
+    return m.group(0)
+
+
+def _mask_hex(m: re.Match[str]) -> str:
+    before = m.string[max(0, m.start() - 24):m.start()]
+    return m.group(0) if _HEX_CONTEXT.search(before) else MASK
+
+
+def _mask_b64(m: re.Match[str]) -> str:
+    run = m.group(1).rstrip("=")
+    # A key is random: all three character classes and high entropy. Identifiers, model names and
+    # underscore_joined words fail one of the two.
+    has_all = (any(c.isupper() for c in run) and any(c.islower() for c in run)
+               and any(c.isdigit() for c in run))
+    if has_all and _entropy(run) >= 4.3 and run.count("_") + run.count("-") <= len(run) // 8:
+        return MASK
+    return m.group(0)
+
+
+def redact_text(text: str) -> str:
+    """Mask token-shaped strings in free text; bus ids, versions, SeqNums and addresses survive."""
+    if not text:
+        return text
+    return _redact_cached(text) if len(text) <= 256 else _redact(text)
+
+
+def _redact(text: str) -> str:
+    found = set(_TRIGGER_RE.findall(text.lower()))
+    if found:  # most log lines hold none of the trigger words: skip every keyed rule at once
+        for triggers, pattern, repl in _TOKEN_RULES:
+            if found.intersection(triggers):
+                text = pattern.sub(repl, text)
+        if "=" in text and found.intersection(_ASSIGN_TRIGGERS):
+            text = _ASSIGN_RE.sub(_mask_assign, text)
+    if _LONG_RUN.search(text):
+        text = _HEX_RE.sub(_mask_hex, text)
+        text = _B64_RE.sub(_mask_b64, text)
+    return text
+
+
+# Reports repeat the same short strings (keys, file names, statuses) thousands of times.
+_redact_cached = functools.lru_cache(maxsize=8192)(_redact)
+
+
+def walk(obj: Any, text: Callable[[str], str], *, mask_keys: bool = True, _key: str = "") -> Any:
+    """A deep copy of `obj` with `text` applied to every string (keys too); with `mask_keys`, the
+    value under a secret-looking key is masked whole."""
+    if isinstance(obj, str):
+        return text(obj)
+    if isinstance(obj, (dict, Mapping)):
+        out: dict[Any, Any] = {}
+        for key, value in obj.items():
+            name = text(key) if isinstance(key, str) else key
+            if mask_keys and isinstance(key, str) and is_secret_name(key):
+                out[name] = _mask_all(value)
+            else:
+                out[name] = walk(value, text, mask_keys=mask_keys, _key=str(key))
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [walk(item, text, mask_keys=mask_keys, _key=_key) for item in obj]
+    return obj
+
+
+def _mask_all(value: Any) -> Any:
+    """Everything under a secret-named key: scalars masked (empty stays empty, booleans stay),
+    except where the value came from ({"value": ..., "source": "env"})."""
+    if isinstance(value, dict):
+        return {k: v if k == "source" else _mask_all(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_mask_all(v) for v in value]
+    if value is None or isinstance(value, bool) or value == "":
+        return value
+    return MASK
+
+
+def redact(obj: Any) -> Any:
+    """Redact a whole JSON-like structure: secret-named values masked, every string scrubbed."""
+    return walk(obj, redact_text)
+
+
+
+def __getattr__(name: str) -> Any:
+    # Pseudonymizer lives in its own module (it builds on walk() above); reachable from here too.
+    if name == "Pseudonymizer":
+        from .pseudonym import Pseudonymizer
+        return Pseudonymizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

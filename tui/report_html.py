@@ -1,0 +1,255 @@
+"""Renders a report dict as one self-contained HTML file: inline CSS, the topology as inline SVG."""
+from __future__ import annotations
+
+import re
+from html import escape
+from typing import Any, Iterable, Mapping, Sequence
+
+CSS = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:72rem;margin:2rem auto;
+padding:0 1rem;color:#1b1f24;background:#fff}
+h1{font-size:1.5rem}h2{font-size:1.2rem;border-bottom:1px solid #d0d7de;padding-bottom:.2rem;margin-top:2rem}
+h3{font-size:1.05rem}
+table{border-collapse:collapse;margin:.5rem 0;width:100%}
+th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top}
+th{background:#f6f8fa}
+td{overflow-wrap:anywhere}
+pre{background:#f6f8fa;padding:.6rem;overflow-x:auto;font:13px/1.35 ui-monospace,Menlo,Consolas,monospace}
+code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.92em}
+.status{font-weight:700;padding:0 .35rem;border-radius:.2rem;white-space:nowrap}
+.s-fail,.s-error{background:#ffebe9;color:#a40e26}.s-warn{background:#fff8c5;color:#7d4e00}
+.s-ok{background:#dafbe1;color:#116329}.s-unavailable{background:#eaeef2;color:#57606a}
+.note{border-left:4px solid #7d4e00;padding:.2rem .8rem;background:#fff8c5}
+.warning{border:2px solid #a40e26;background:#ffebe9;padding:.5rem 1rem;font-weight:700}
+.meta td:first-child{width:12rem;color:#57606a}
+.topo svg{max-width:100%;height:auto}
+ol li{margin:.3rem 0}
+"""
+
+_SVG_DROP = [
+    re.compile(r"<\?xml[^>]*>|<!DOCTYPE[^>]*>", re.I),
+    re.compile(r"<(script|foreignObject|iframe)\b.*?</\1\s*>", re.I | re.S),
+    re.compile(r"<(script|foreignObject|iframe)\b[^>]*/>", re.I),
+    re.compile(r"""\son\w+\s*=\s*(?:"[^"]*"|'[^']*'|[^\s>]+)""", re.I),
+    # links and sources that leave the file; "#id" references inside the SVG stay
+    re.compile(r"""\s(?:xlink:)?(?:href|src)\s*=\s*(?:"(?!#)[^"]*"|'(?!#)[^']*'|(?!["'#])[^\s>]+)""", re.I),
+    re.compile(r"@import[^;]*;?|url\(\s*['\"]?(?!#)[^)]*\)", re.I),
+]
+
+
+def sanitize_svg(svg: str) -> str:
+    """Keep the picture, drop anything that could run code or fetch from outside the file."""
+    for pattern in _SVG_DROP:
+        svg = pattern.sub("", svg)
+    return svg.strip()
+
+
+def _svg(facts: Any) -> tuple[str, str]:
+    """(svg, note): the picture from distdoctor.probes.topology.to_svg, or why there is none."""
+    if not isinstance(facts, dict) or not facts:
+        return "", ""
+    try:
+        from distdoctor.probes.topology import to_svg
+    except ImportError:
+        return "", "no picture available in this build"
+    try:
+        svg = to_svg(facts)
+    except Exception as exc:  # a drawing bug must not lose the whole report
+        return "", f"topology picture failed: {type(exc).__name__}: {exc}"
+    svg = sanitize_svg(str(svg or ""))
+    return (svg, "") if svg.lower().startswith("<svg") else ("", "topology picture was not SVG")
+
+
+def _d(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def e(value: Any) -> str:
+    return escape("" if value is None else str(value))
+
+
+def status(word: Any) -> str:
+    """Status as a word and a colour, never colour alone."""
+    w = str(word or "").lower()
+    return f'<span class="status s-{e(w)}">{e(w.upper())}</span>'
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], raw_cols: Sequence[int] = ()) -> str:
+    head = "".join(f"<th>{e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c if i in raw_cols else e(c)}</td>" for i, c in enumerate(row))
+                   + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def pre(text: Any) -> str:
+    return f"<pre>{e(text)}</pre>"
+
+
+def _header(r: Mapping[str, Any]) -> str:
+    s, v = _d(r.get("session")), _d(r.get("versions"))
+    out = f"<h1>{e(r.get('title', 'distdoctor report'))}</h1>"
+    if not r.get("redacted"):
+        out += ('<p class="warning">WARNING: redaction was turned off. This report may contain '
+                "tokens, passwords and keys. Do not share it.</p>")
+    rows = [["session", s.get("id")], ["host", s.get("host")], ["created", s.get("created")],
+            ["updated", s.get("updated")], ["report generated", r.get("generated")],
+            ["distdoctor", v.get("distdoctor")], ["knowledge", v.get("knowledge")],
+            ["redacted", "yes" if r.get("redacted") else "NO"],
+            ["pseudonymized", "yes" if r.get("pseudonymized") else "no"]]
+    return out + '<table class="meta"><tbody>' + "".join(
+        f"<tr><td>{e(a)}</td><td>{e(b)}</td></tr>" for a, b in rows) + "</tbody></table>"
+
+
+def _symptom(r: Mapping[str, Any]) -> str:
+    s = r.get("symptom")
+    out = "<h2>Symptom</h2>"
+    if not isinstance(s, dict):
+        return out + "<p>Not classified.</p>"
+    out += f"<p><strong>{e(s.get('kind') or '?')}</strong>"
+    out += f": {e(s.get('title') or s.get('sub'))}</p>" if s.get("sub") else "</p>"
+    if s.get("text"):
+        out += "<p>Pasted line:</p>" + pre(s["text"])
+    suspects = _l(s.get("suspects"))
+    if suspects:
+        out += "<p>Suspects, in order:</p><ol>" + "".join(
+            f"<li><code>{e(x.get('id'))}</code> {e(x.get('title'))}"
+            + (f": {e(x['why'])}" if x.get("why") else "") + "</li>" for x in suspects) + "</ol>"
+    answers = _l(r.get("answers"))
+    if answers:
+        out += "<ul>" + "".join(f"<li>{e(a.get('question'))}: <strong>{e(a.get('answer'))}</strong></li>"
+                                for a in answers) + "</ul>"
+    return out
+
+
+def _conclusion(r: Mapping[str, Any]) -> str:
+    c = _d(r.get("conclusion"))
+    out = "<h2>Conclusion</h2>"
+    causes = _l(c.get("causes"))
+    if not causes:
+        out += "<p>No cause identified yet: the session holds no evidence that points at one.</p>"
+    else:
+        source = {"conclusion": "as concluded in the session",
+                  "combined": "ranked from all the evidence gathered"}.get(str(c.get("source")), "")
+        out += f"<p>Causes {e(source)}, most likely first:</p>"
+        if c.get("note"):
+            out += f'<p class="note">{e(c["note"])}</p>'
+        out += "<ol>"
+        for cause in causes:
+            score = f" (score {e(cause['score'])})" if cause.get("score") is not None else ""
+            why = "".join(f"<li>{e(w)}</li>" for w in _l(cause.get("why")))
+            out += (f"<li><strong><code>{e(cause.get('id'))}</code></strong> {e(cause.get('title'))}"
+                    f"{score}" + (f"<ul>{why}</ul>" if why else "") + "</li>")
+        out += "</ol>"
+    fixes = _l(r.get("fixes"))
+    if fixes:
+        out += "<h2>Fixes</h2>"
+        for fix in fixes:
+            out += (f"<h3>{e(fix.get('title'))} (<code>{e(fix.get('cause'))}</code>)</h3>"
+                    f"<p>{e(fix.get('fix'))}</p>")
+            for f in _l(fix.get("fixes")):
+                out += (f"<p>{e(f.get('note'))}</p>" if f.get("note") else "") + pre(f.get("text", ""))
+    switches = _l(r.get("switches_to_remove"))
+    out += "<h2>Switches to remove later</h2>"
+    if switches:
+        out += ("<p>Debugging switches must not stay in production scripts: find the root cause, "
+                "then remove each of these.</p>")
+        out += table(["switch", "value", "where", "why"],
+                     [[s.get("name"), s.get("value"), s.get("where"), s.get("why")] for s in switches])
+    else:
+        out += "<p>None found in the checked environment or the bisection.</p>"
+    return out
+
+
+def _steps(r: Mapping[str, Any]) -> str:
+    steps = _l(r.get("steps"))
+    if not steps:
+        return "<h2>Steps taken</h2><p>No step recorded yet.</p>"
+    return "<h2>Steps taken</h2>" + table(
+        ["#", "step", "kind", "time", "result"],
+        [[s.get("n"), s.get("step"), s.get("kind"), s.get("time"), s.get("summary")] for s in steps])
+
+
+def _findings(r: Mapping[str, Any]) -> str:
+    out = ""
+    findings = _l(r.get("findings"))
+    if findings:
+        out += "<h2>Findings</h2>" + table(
+            ["status", "finding", "detail", "causes", "fix"],
+            [[status(f.get("status")), e(f.get("title")), e(f.get("detail")),
+              e(", ".join(map(str, _l(f.get("cause_ids"))))), e(f.get("fix"))] for f in findings],
+            raw_cols=range(5))
+    evidence = _l(r.get("evidence"))
+    if evidence:
+        out += "<h2>Log evidence</h2>"
+        by_cause: dict[str, list[dict[str, Any]]] = {}
+        for ev in evidence:
+            by_cause.setdefault(str(ev.get("cause")), []).append(ev)
+        for cause, lines in by_cause.items():
+            out += f"<h3><code>{e(cause)}</code></h3>" + pre(
+                "\n".join(f"{x.get('file')}:{x.get('line')}: {x.get('text')}" for x in lines))
+    first = _d(_d(r.get("logs")).get("first_failure"))
+    if first:
+        out += (f"<p>First failure: rank {e(first.get('rank'))}, {e(first.get('file'))}:"
+                f"{e(first.get('line'))}</p>" + pre(first.get("text", "")))
+    return out
+
+
+def _environment(r: Mapping[str, Any]) -> str:
+    rows = _l(r.get("environment"))
+    if not rows:
+        return ""
+    return "<h2>Environment</h2>" + table(["probe", "fact", "value"],
+                                          [[x.get("group"), x.get("name"), x.get("value")] for x in rows])
+
+
+def _topology(r: Mapping[str, Any]) -> str:
+    t = r.get("topology")
+    if not isinstance(t, dict):
+        return ""
+    out = '<h2>Topology</h2><div class="topo">'
+    summary = _d(t.get("summary"))
+    if summary:
+        out += "<p>" + ", ".join(f"{e(k)}: <strong>{e(v)}</strong>" for k, v in summary.items()) + "</p>"
+    svg, note = _svg(t.get("facts"))
+    if svg:
+        out += svg
+    elif t.get("text"):
+        out += pre(t["text"])
+    for text in (note, t.get("note") if not t.get("text") else ""):
+        if text:
+            out += f"<p><em>{e(text)}</em></p>"
+    advice = _l(t.get("advice"))
+    if advice:
+        out += "<ul>" + "".join(f"<li>{e(a)}</li>" for a in advice) + "</ul>"
+    return out + "</div>"
+
+
+def _tables(title: str, data: Any) -> str:
+    if not isinstance(data, dict):
+        return ""
+    out = f"<h2>{e(title)}</h2>"
+    if _l(data.get("summary")):
+        out += table(["", ""], _l(data.get("summary")))
+    for t in _l(data.get("tables")):
+        out += f"<h3>{e(t.get('title'))}</h3>" + table(_l(t.get("columns")), _l(t.get("rows")))
+        if t.get("more"):
+            out += f"<p>({e(t['more'])} more rows not shown)</p>"
+    if data.get("log_tail"):
+        out += "<details><summary>Last lines of its output</summary>" + pre(data["log_tail"]) + "</details>"
+    return out
+
+
+def render_html(report: Mapping[str, Any]) -> str:
+    """The report as one HTML file with nothing to fetch: inline CSS and SVG, no scripts."""
+    body = (_header(report) + _symptom(report) + _conclusion(report) + _steps(report)
+            + _findings(report) + _environment(report) + _topology(report)
+            + _tables("Minimal repro", report.get("repro")) + _tables("Bisection", report.get("bisect"))
+            + _tables("Fleet comparison", report.get("fleet")))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{e(report.get('title', 'distdoctor report'))}</title><style>{CSS}</style></head>"
+            f"<body>{body}</body></html>\n")

@@ -1,0 +1,197 @@
+"""Renders a report dict (see report.build_report) as Markdown."""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+# Backticks stay: the knowledge base's prose uses them for commands, and a stray one only
+# changes how text looks, never what it says.
+_ESCAPE = re.compile(r"([\\|<*])")
+
+
+def esc(value: Any) -> str:
+    """Inline text safe inside a Markdown paragraph or table cell."""
+    text = "" if value is None else str(value)
+    return _ESCAPE.sub(r"\\\1", text).replace("\r", "").replace("\n", " ")
+
+
+def fence(text: str, lang: str = "") -> str:
+    """A fenced block longer than any backtick run inside, so log lines cannot break out of it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}\n"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(esc(h) for h in headers) + " |",
+             "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _d(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _header(r: Mapping[str, Any]) -> list[str]:
+    session, versions = _d(r.get("session")), _d(r.get("versions"))
+    out = [f"# {esc(r.get('title', 'distdoctor report'))}\n"]
+    if not r.get("redacted"):
+        out.append("> **WARNING: redaction was turned off.** This report may contain tokens, "
+                   "passwords and keys. Do not share it.\n")
+    out.append(table(["", ""], [
+        ["session", session.get("id")], ["host", session.get("host")],
+        ["created", session.get("created")], ["updated", session.get("updated")],
+        ["report generated", r.get("generated")],
+        ["distdoctor", versions.get("distdoctor")], ["knowledge", versions.get("knowledge")],
+        ["redacted", "yes" if r.get("redacted") else "NO"],
+        ["pseudonymized", "yes" if r.get("pseudonymized") else "no"],
+    ]))
+    return out
+
+
+def _symptom(r: Mapping[str, Any]) -> list[str]:
+    s = r.get("symptom")
+    if not isinstance(s, dict):
+        return ["## Symptom\n", "Not classified.\n"]
+    out = ["## Symptom\n", f"**{esc(s.get('kind') or '?')}**"
+           + (f": {esc(s.get('title') or s.get('sub'))}" if s.get("sub") else "") + "\n"]
+    if s.get("text"):
+        out.append("Pasted line:\n\n" + fence(str(s["text"])))
+    if _l(s.get("suspects")):
+        out.append("Suspects, in order:\n")
+        out += [f"{n}. `{esc(x.get('id'))}` {esc(x.get('title'))}"
+                + (f": {esc(x['why'])}" if x.get("why") else "")
+                for n, x in enumerate(_l(s.get("suspects")), 1)]
+        out.append("")
+    for a in _l(r.get("answers")):
+        out.append(f"- {esc(a.get('question'))}: **{esc(a.get('answer'))}**")
+    return out + [""]
+
+
+def _conclusion(r: Mapping[str, Any]) -> list[str]:
+    c = _d(r.get("conclusion"))
+    out = ["## Conclusion\n"]
+    causes = _l(c.get("causes"))
+    if not causes:
+        return out + ["No cause identified yet: the session holds no evidence that points at one.\n"]
+    source = {"conclusion": "as concluded in the session",
+              "combined": "ranked from all the evidence gathered"}.get(str(c.get("source")), "")
+    out.append(f"Causes {source}, most likely first:\n")
+    if c.get("note"):
+        out.append(f"> {esc(c['note'])}\n")
+    for n, cause in enumerate(causes, 1):
+        score = f" (score {cause['score']})" if cause.get("score") is not None else ""
+        out.append(f"{n}. **`{esc(cause.get('id'))}`** {esc(cause.get('title'))}{score}")
+        out += [f"   - {esc(w)}" for w in _l(cause.get("why"))]
+    out.append("")
+    if _l(r.get("fixes")):
+        out.append("## Fixes\n")
+        for fix in _l(r.get("fixes")):
+            out.append(f"### {esc(fix.get('title'))} (`{esc(fix.get('cause'))}`)\n")
+            out.append(esc(fix.get("fix")) + "\n")
+            for f in _l(fix.get("fixes")):
+                if f.get("note"):
+                    out.append(esc(f["note"]) + "\n")
+                lang = {"env": "sh", "command": "sh", "code": "python"}.get(str(f.get("kind")), "")
+                out.append(fence(str(f.get("text", "")), lang))
+    switches = _l(r.get("switches_to_remove"))
+    out.append("## Switches to remove later\n")
+    if switches:
+        out.append("Debugging switches must not stay in production scripts: find the root cause, "
+                   "then remove each of these.\n")
+        out.append(table(["switch", "value", "where", "why"],
+                         [[s.get("name"), s.get("value"), s.get("where"), s.get("why")] for s in switches]))
+    else:
+        out.append("None found in the checked environment or the bisection.\n")
+    return out
+
+
+def _steps(r: Mapping[str, Any]) -> list[str]:
+    steps = _l(r.get("steps"))
+    if not steps:
+        return ["## Steps taken\n", "No step recorded yet.\n"]
+    return ["## Steps taken\n", table(["#", "step", "kind", "time", "result"],
+                                      [[s.get("n"), s.get("step"), s.get("kind"), s.get("time"),
+                                        s.get("summary")] for s in steps])]
+
+
+def _findings(r: Mapping[str, Any]) -> list[str]:
+    out = []
+    findings = _l(r.get("findings"))
+    if findings:
+        out += ["## Findings\n", table(
+            ["status", "finding", "detail", "causes", "fix"],
+            [[str(f.get("status", "")).upper(), f.get("title"), f.get("detail"),
+              ", ".join(map(str, _l(f.get("cause_ids")))), f.get("fix")] for f in findings])]
+    evidence = _l(r.get("evidence"))
+    if evidence:
+        out.append("## Log evidence\n")
+        by_cause: dict[str, list[dict[str, Any]]] = {}
+        for e in evidence:
+            by_cause.setdefault(str(e.get("cause")), []).append(e)
+        for cause, lines in by_cause.items():
+            out.append(f"`{esc(cause)}`:\n")
+            out.append(fence("\n".join(f"{e.get('file')}:{e.get('line')}: {e.get('text')}" for e in lines)))
+    logs = _d(r.get("logs"))
+    first = _d(logs.get("first_failure"))
+    if first:
+        out.append(f"First failure: rank {esc(first.get('rank'))}, {esc(first.get('file'))}:"
+                   f"{esc(first.get('line'))}\n")
+        out.append(fence(str(first.get("text", ""))))
+    return out
+
+
+def _environment(r: Mapping[str, Any]) -> list[str]:
+    rows = _l(r.get("environment"))
+    if not rows:
+        return []
+    return ["## Environment\n", table(["probe", "fact", "value"],
+                                      [[e.get("group"), e.get("name"), e.get("value")] for e in rows])]
+
+
+def _topology(r: Mapping[str, Any]) -> list[str]:
+    t = r.get("topology")
+    if not isinstance(t, dict):
+        return []
+    out = ["## Topology\n"]
+    summary = _d(t.get("summary"))
+    if summary:
+        out.append(", ".join(f"{esc(k)}: **{esc(v)}**" for k, v in summary.items()) + "\n")
+    if t.get("text"):
+        out.append(fence(str(t["text"]), "text"))
+    elif t.get("note"):
+        out.append(f"_{esc(t['note'])}_\n")
+    out += [f"- {esc(a)}" for a in _l(t.get("advice"))]
+    return out + [""]
+
+
+def tables_md(title: str, data: Any) -> list[str]:
+    if not isinstance(data, dict):
+        return []
+    out = [f"## {title}\n"]
+    if _l(data.get("summary")):
+        out.append(table(["", ""], _l(data.get("summary"))))
+    for t in _l(data.get("tables")):
+        out.append(f"{esc(t.get('title'))}:\n")
+        out.append(table(_l(t.get("columns")), _l(t.get("rows"))))
+        if t.get("more"):
+            out.append(f"({t['more']} more rows not shown)\n")
+    if data.get("log_tail"):
+        out.append("Last lines of its output:\n")
+        out.append(fence(str(data["log_tail"])))
+    return out
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    """The report as one Markdown document."""
+    parts = (_header(report) + _symptom(report) + _conclusion(report) + _steps(report)
+             + _findings(report) + _environment(report) + _topology(report)
+             + tables_md("Minimal repro", report.get("repro"))
+             + tables_md("Bisection", report.get("bisect"))
+             + tables_md("Fleet comparison", report.get("fleet")))
+    return "\n".join(parts).rstrip() + "\n"

@@ -1,0 +1,106 @@
+"""Report sections for the minimal repro and the bisection (`repro --json`, `bisect --json`)."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .report_tables import cell, tabulate
+
+LOG_TAIL_LINES = 40
+LOG_TAIL_BYTES = 64 * 1024
+# Run details that only matter on the machine that ran them (or are shown elsewhere).
+_SKIP = frozenset({"log", "run_dir", "script", "env_added", "manual_commands", "port", "log_file"})
+
+
+def _d(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def log_tail(value: Any) -> str:
+    """The last lines of a run's output: `value` is the output itself or the path of its log file
+    (repro --json gives the path; the file is read here when it is still on this machine)."""
+    text = value if isinstance(value, str) else ""
+    if text and "\n" not in text and len(text) < 4096 and os.path.isabs(text):
+        try:
+            with open(text, "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - LOG_TAIL_BYTES))
+                text = fh.read().decode("utf-8", "replace")
+        except OSError as exc:
+            return f"(log {text} is not readable here: {exc.strerror or exc})"
+    return "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
+
+
+def _causes(value: Any) -> str:
+    out = []
+    for item in _l(value):
+        if isinstance(item, dict):
+            score = f" ({item['score']})" if item.get("score") is not None else ""
+            out.append(f"{item.get('id')}{score}")
+        else:
+            out.append(str(item))
+    return ", ".join(out)
+
+
+def _run_rows(data: dict[str, Any]) -> list[list[str]]:
+    rows = [["outcome", cell(data.get("outcome"))], ["duration_s", cell(data.get("duration_s"))]]
+    for key in ("nproc", "exit_codes", "stuck_at", "first_error", "progress", "cleanup"):
+        if data.get(key) not in (None, "", {}, []):
+            rows.append([key, cell(data[key])])
+    if data.get("causes"):
+        rows.append(["causes", _causes(data["causes"])])
+    if isinstance(data.get("command"), list):
+        rows.append(["command", " ".join(map(str, data["command"]))])
+    return rows
+
+
+def repro_section(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """{"summary", "tables", "log_tail"} for a repro result; unknown shapes are tabulated whole."""
+    if data is None:
+        return None
+    if "outcome" not in data:
+        out = tabulate({k: v for k, v in data.items() if k not in _SKIP})
+    else:
+        known = {"outcome", "duration_s", "nproc", "exit_codes", "stuck_at", "first_error",
+                 "progress", "cleanup", "causes", "command"}
+        extra = tabulate({k: v for k, v in data.items() if k not in known | _SKIP})
+        out = {"summary": _run_rows(data) + extra["summary"], "tables": extra["tables"]}
+    out["log_tail"] = str(data.get("log") or "")  # report._trim turned a log path into its tail
+    return out
+
+
+def bisect_section(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """{"summary", "tables"} for a bisection: baseline, one row per switch run, the verdict."""
+    if data is None:
+        return None
+    if "runs" not in data and "baseline" not in data:
+        return tabulate(data)
+    summary: list[list[str]] = []
+    if data.get("backend"):
+        summary.append(["backend", cell(data["backend"])])
+    base = _d(data.get("baseline"))
+    summary += [[f"baseline {k}", v] for k, v in _run_rows(base) if k != "command"] if base else []
+    verdict = _d(data.get("verdict"))
+    if verdict:
+        summary.append(["verdict", f"passes with {verdict.get('env') or verdict.get('switch')}: "
+                                   f"{verdict.get('cause_title') or verdict.get('cause') or ''}"])
+        for key in ("why", "permanent_fix", "reminder"):
+            if verdict.get(key):
+                summary.append([key.replace("_", " "), cell(verdict[key], 1000)])
+    elif base:
+        summary.append(["verdict", "the baseline passed: nothing to bisect on this node"
+                        if data.get("baseline_passed") else "no single switch turned the failure into a pass"])
+    for key in ("rules_out", "points_at"):
+        if data.get(key):
+            summary.append([key.replace("_", " "), ", ".join(map(str, _l(data[key])))])
+    if data.get("stopped"):
+        summary.append(["stopped", "the bisection was stopped before every switch ran"])
+    rows = [[cell(_d(r).get("env") or _d(r).get("switch")), cell(_d(r).get("outcome")),
+             cell(_d(r).get("duration_s")), _causes(_d(r).get("causes"))] for r in _l(data.get("runs"))]
+    tables = [{"title": "runs, one switch each", "columns": ["switch", "outcome", "duration_s", "causes"],
+               "rows": rows, "more": 0}] if rows else []
+    return {"summary": summary, "tables": tables}
