@@ -1,17 +1,91 @@
-"""`distdoctor collect` (placeholder until its issue lands)."""
+"""`distdoctor collect`: this node's snapshot (every probe's facts) as JSON, for the fleet view."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
 
 from ..cli import UsageError
-from .common import add_common
+from .common import add_common, knowledge, print_json
+
+EPILOG = """\
+The snapshot holds host, time, the facts of every probe (versions, shm, launch,
+switches, network, topology), the fields nodes must agree on, and the topology summary.
+`distdoctor fleet collect` runs this on every node; `distdoctor fleet compare` finds the
+odd node out.
+
+examples:
+  distdoctor collect                          JSON on stdout
+  distdoctor collect -o node17.json           write it to a file
+  distdoctor collect --python ~/venvs/train/bin/python -o node17.json
+  distdoctor fleet collect --via srun -o fleet/   every node of this Slurm allocation
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("collect", help="collect (not built yet)")
-    add_common(parser)
+    parser = sub.add_parser(
+        "collect", help="snapshot this node as JSON (for `fleet compare`)",
+        description="Snapshot this node for the fleet view: versions, driver, GPUs, /dev/shm, "
+                    "interfaces, switches, launch variables and topology, as one JSON document.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="write the snapshot to FILE instead of stdout")
+    parser.add_argument("--python", metavar="PATH",
+                        help="the training job's interpreter to ask about torch/NCCL "
+                             "(default: this one)")
+    add_common(parser, session=False)
     parser.set_defaults(func=run)
 
 
+def interpreter(path: str | None) -> str:
+    """The --python interpreter as an absolute path; a missing one is a usage error."""
+    if not path:
+        return sys.executable
+    found = shutil.which(path) if os.sep not in path else path
+    if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        raise UsageError(f"--python {path}: no such interpreter (give the path of the job's python)")
+    return os.path.abspath(found)
+
+
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("collect is not built yet")
+    from distdoctor.probes.base import ProbeContext
+    from distdoctor.probes.fleet import SnapshotError, snapshot
+
+    ctx = ProbeContext(python=interpreter(args.python))
+    kb = knowledge(args)
+    try:
+        doc = snapshot(ctx, kb)
+    except SnapshotError as exc:
+        raise UsageError(str(exc)) from None
+    if not args.output:
+        print_json(doc)
+        return 0
+    write(Path(args.output), json.dumps(doc, indent=1) + "\n")
+    if args.json:
+        print_json(doc)
+    else:
+        print(f"wrote {args.output}: {doc['host']}, {len(doc['probes'])} probes in "
+              f"{doc['duration_s']:.1f}s")
+    return 0
+
+
+def write(path: Path, text: str) -> None:
+    """Write atomically, so a reader never sees half a snapshot."""
+    if path.is_dir():
+        raise UsageError(f"-o {path}: is a folder; give a file name such as {path}/node.json")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
+                                   prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"-o {path}: cannot write there ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"-o {path}: cannot write ({exc.strerror or exc})") from None

@@ -1,17 +1,233 @@
-"""`distdoctor fleet` (placeholder until its issue lands)."""
+"""`distdoctor fleet collect|compare`: snapshot every node, then find the node that differs."""
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
 
 from ..cli import UsageError
-from .common import add_common
+from .collect import interpreter
+from .common import add_common, print_json, record
+
+EPILOG = """\
+The node that differs is the usual cause of a job that fails only at scale: every
+node must run the same torch, CUDA build, NCCL, driver, GPU model and count, /dev/shm
+size and distributed switches.
+
+examples:
+  salloc -N 8 distdoctor fleet collect --via srun -o fleet/
+  distdoctor fleet collect --via ssh --hostfile hosts.txt -o fleet/ --timeout 60
+  distdoctor fleet collect --via pdsh --hosts 'node[01-64]' -o fleet/
+  distdoctor fleet compare fleet/
+  distdoctor fleet compare fleet/*.json --json
+
+exit codes: collect 0 every host answered, 1 some failed, 2 bad usage;
+            compare 0 all agree, 1 outliers found, 2 nothing readable.
+"""
+COLLECT_EPILOG = """\
+--via srun   one step, one task per node of the current Slurm allocation (--overlap,
+             so it runs beside a hung job's step)
+--via ssh    one `ssh -o BatchMode=yes HOST distdoctor collect` per host, at most
+             --concurrency at once, each killed after --timeout seconds
+--via pdsh   `pdsh -w HOSTS -f N -t T -u TIMEOUT distdoctor collect`, output split per host
+--via local  this node only
+
+Hosts that fail or time out are listed with the reason; the others are kept, one
+DIR/<host>.json each. Progress goes to stderr as hosts finish.
+
+examples:
+  salloc -N 8 distdoctor fleet collect --via srun -o fleet/
+  distdoctor fleet collect --via ssh --hosts node01,node02,node03 -o fleet/
+  distdoctor fleet collect --via pdsh --hostfile hosts.txt -o fleet/ --concurrency 64
+  distdoctor fleet collect --via ssh --hosts 'gpu[1-4]' -o fleet/ \\
+      --python /shared/venvs/train/bin/python --distdoctor /shared/venvs/dd/bin/distdoctor
+"""
+COMPARE_EPILOG = """\
+Compared: torch, torch's CUDA, the NCCL torch loads, driver, CUDA driver version, GPU
+model and count, /dev/shm size and every distributed switch. Ignored: names,
+addresses, time. Truncated, foreign and newer-schema files are listed and left out.
+
+examples:
+  distdoctor fleet compare fleet/
+  distdoctor fleet compare a.json b.json c.json
+  distdoctor fleet compare fleet/ --json --session incident-42
+"""
+MAX_LINES = 20  # outlier lines per field in the text view; --json lists them all
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
+        return value
+    return parse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("fleet", help="fleet (not built yet)")
-    add_common(parser)
-    parser.set_defaults(func=run)
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = sub.add_parser("fleet", help="snapshot every node and find the odd one out",
+                            description="Fan out `distdoctor collect` to every node, then compare "
+                                        "the snapshots field by field.",
+                            epilog=EPILOG, formatter_class=raw)
+    # the shared flags go on the actions only: argparse lets a sub-parser's defaults overwrite them
+    parser.set_defaults(func=_no_action)
+    actions = parser.add_subparsers(dest="fleet_action", metavar="ACTION")
+    col = actions.add_parser("collect", help="run `distdoctor collect` on every node",
+                             description="Run `distdoctor collect` on every node through srun, "
+                                         "ssh or pdsh and keep one snapshot per node.",
+                             epilog=COLLECT_EPILOG, formatter_class=raw)
+    col.add_argument("--via", required=True, choices=("srun", "ssh", "pdsh", "local"),
+                     help="how to reach the nodes")
+    hosts = col.add_mutually_exclusive_group()
+    hosts.add_argument("--hosts", metavar="H1,H2", help="hosts, ranges allowed: node[01-08],gpu9")
+    hosts.add_argument("--hostfile", metavar="FILE", help="one host per line, # comments")
+    col.add_argument("-o", "--output", metavar="DIR", required=True, help="folder for the snapshots")
+    col.add_argument("--timeout", type=_positive(float), default=60.0, metavar="S",
+                     help="seconds per host before it is given up (default 60)")
+    col.add_argument("--concurrency", type=_positive(int), default=32, metavar="N",
+                     help="hosts at once (default 32)")
+    col.add_argument("--python", metavar="PATH", help="the job's interpreter on the nodes")
+    col.add_argument("--distdoctor", metavar="CMD", default="distdoctor",
+                     help="distdoctor on the nodes, if not on their PATH")
+    add_common(col, session=False)
+    col.set_defaults(func=run_collect)
+    cmp = actions.add_parser("compare", help="find the node that differs",
+                             description="Group nodes by the fields that must agree and name the "
+                                         "majority value and the outliers of each.",
+                             epilog=COMPARE_EPILOG, formatter_class=raw)
+    cmp.add_argument("paths", nargs="+", metavar="DIR|FILE", help="snapshot folders or files")
+    add_common(cmp)
+    cmp.set_defaults(func=run_compare)
 
 
-def run(args: argparse.Namespace) -> int:
-    raise UsageError("fleet is not built yet")
+def _no_action(args: argparse.Namespace) -> int:
+    raise UsageError("fleet needs an action: `distdoctor fleet collect --via ssh --hosts H1,H2 "
+                     "-o fleet/` or `distdoctor fleet compare fleet/`")
+
+
+# ---- collect ----------------------------------------------------------------------------------
+
+def _hosts(args: argparse.Namespace) -> tuple[str, ...]:
+    from distdoctor.probes.fleet import HostListError, expand_hosts, read_hostfile
+
+    try:
+        if args.hostfile:
+            return tuple(read_hostfile(args.hostfile))
+        return tuple(expand_hosts(args.hosts)) if args.hosts else ()
+    except HostListError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from distdoctor.probes.fleet import FanoutOptions
+
+    hosts = _hosts(args)
+    if args.via in ("ssh", "pdsh") and not hosts:
+        raise UsageError(f"--via {args.via} needs hosts: --hosts H1,H2 or --hostfile FILE")
+    if args.via == "local" and hosts:
+        raise UsageError("--via local collects this node only; drop --hosts/--hostfile")
+    tool = {"srun": "srun", "ssh": "ssh", "pdsh": "pdsh"}.get(args.via)
+    if tool and not shutil.which(tool):
+        other = "ssh" if tool != "ssh" else "pdsh"
+        raise UsageError(f"{tool}: command not found on PATH; try --via {other}")
+    python = args.python
+    if args.via == "local":
+        python = interpreter(python)
+    return FanoutOptions(via=args.via, hosts=hosts, timeout=args.timeout,
+                         concurrency=args.concurrency, python=python, distdoctor=args.distdoctor)
+
+
+def _progress(result: Any, done: int, total: int) -> None:
+    status = "ok" if result.ok else f"FAILED: {result.reason}"
+    print(f"[{done}/{total}] {result.host} {status} ({result.duration_s:.1f}s)",
+          file=sys.stderr, flush=True)
+
+
+def run_collect(args: argparse.Namespace) -> int:
+    from distdoctor.probes import fleet
+
+    opts = _options(args)
+    out_dir = Path(args.output)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"-o {out_dir}: exists and is not a folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"-o {out_dir}: cannot create ({exc.strerror or exc})") from None
+    before = {p.name for p in out_dir.glob("*.json")}
+    command: list[str] = []
+    if opts.via == "ssh":
+        results = fleet.fan_out_ssh(opts, on_host=_progress)
+        command = fleet.ssh_argv("HOST", opts)
+    elif opts.via == "pdsh":
+        command = fleet.pdsh_argv(opts)
+        results = fleet.fan_out_pdsh(opts, on_host=_progress)
+    elif opts.via == "srun":
+        try:
+            command = fleet.srun_argv(os.environ, opts)
+        except fleet.SlurmError as exc:
+            raise UsageError(str(exc)) from None
+        results = fleet.fan_out_srun(os.environ, opts, on_host=_progress)
+    else:
+        results = fleet.collect_local(opts, on_host=_progress)
+    try:
+        fleet.write_results(results, out_dir)
+    except OSError as exc:
+        raise UsageError(f"-o {out_dir}: cannot write ({exc.strerror or exc})") from None
+    stale = sorted(before - {Path(r.file).name for r in results if r.file})
+    data = {"via": opts.via, "out_dir": str(out_dir), "command": command,
+            "hosts": len(results), "ok": [r.to_dict() for r in results if r.ok],
+            "failed": [{"host": r.host, "reason": r.reason} for r in results if not r.ok],
+            "stale_files": stale}
+    if args.json:
+        print_json(data)
+    else:
+        _print_collect(data)
+    return 1 if data["failed"] or not data["ok"] else 0
+
+
+def _print_collect(data: dict[str, Any]) -> None:
+    ok, failed = data["ok"], data["failed"]
+    print(f"fleet collect via {data['via']}: {len(ok)} of {data['hosts']} hosts answered, "
+          f"snapshots in {data['out_dir']}/")
+    if failed:
+        print("failed:")
+        width = max(len(f["host"]) for f in failed)
+        for f in failed:
+            print(f"  {f['host']:<{width}}  {f['reason']}")
+    if data["stale_files"]:
+        print(f"note: {len(data['stale_files'])} older file(s) in {data['out_dir']}/ were not "
+              f"replaced this time (e.g. {data['stale_files'][0]}); compare will read them too")
+    if ok:
+        print(f"next: distdoctor fleet compare {data['out_dir']}/")
+
+
+# ---- compare ----------------------------------------------------------------------------------
+
+def run_compare(args: argparse.Namespace) -> int:
+    from distdoctor.probes.fleet import compare, load_snapshots
+
+    records, skipped = load_snapshots(args.paths)
+    result = compare(records, skipped)
+    if not records:
+        if args.json:
+            print_json(result)
+        for s in skipped:
+            print(f"distdoctor: skipped {s['file']}: {s['reason']}", file=sys.stderr)
+        raise UsageError(f"no readable snapshots in {' '.join(args.paths)} "
+                         f"(make them with `distdoctor fleet collect -o DIR`)")
+    record(args, "fleet", result)
+    if args.json:
+        print_json(result)
+    else:
+        from .fleet_text import render_compare
+
+        print(render_compare(result, MAX_LINES))
+    return 1 if result["outliers"] else 0

@@ -1,0 +1,190 @@
+"""Fan-out: `distdoctor collect` on many nodes through ssh (or here); results and failures per host."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..runner import CommandResult, Runner, SubprocessRunner
+from .hosts import safe_name
+from .schema import SCHEMA_ID, validate_snapshot
+
+VIAS = ("srun", "ssh", "pdsh", "local")
+
+
+@dataclass
+class HostResult:
+    """One host's outcome: its snapshot document when ok, otherwise the reason it has none."""
+
+    host: str
+    ok: bool
+    reason: str = ""
+    duration_s: float = 0.0
+    doc: dict[str, Any] | None = field(default=None, repr=False)
+    file: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "ok": self.ok, "reason": self.reason,
+                "duration_s": round(self.duration_s, 3), "file": self.file}
+
+
+@dataclass(frozen=True)
+class FanoutOptions:
+    """What to run where. `timeout` is per host (ssh) or per command (pdsh -u, srun step)."""
+
+    via: str
+    hosts: tuple[str, ...] = ()
+    timeout: float = 60.0
+    concurrency: int = 32
+    python: str | None = None
+    distdoctor: str = "distdoctor"
+
+    @property
+    def connect_timeout(self) -> int:
+        return max(1, min(10, int(self.timeout)))
+
+
+OnHost = Callable[[HostResult, int, int], None]
+
+
+def collect_command(opts: FanoutOptions) -> list[str]:
+    """The command each node runs: `distdoctor collect [--python PATH]` (JSON on stdout)."""
+    argv = [opts.distdoctor, "collect"]
+    if opts.python:
+        argv += ["--python", opts.python]
+    return argv
+
+
+def ssh_argv(host: str, opts: FanoutOptions) -> list[str]:
+    """ssh never prompts (BatchMode) and gives up connecting after connect_timeout seconds."""
+    return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={opts.connect_timeout}", host,
+            shlex.join(collect_command(opts))]
+
+
+def parse_output(text: str) -> tuple[dict[str, Any] | None, str]:
+    """A snapshot from a node's stdout, or None and why it is not one."""
+    text = text.strip()
+    if not text:
+        return None, "no output"
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        start = text.find("\n{")
+        if start >= 0:  # a login banner or a shell rc file printed something first
+            return parse_output(text[start + 1:])
+        if exc.pos >= len(text):
+            return None, "bad output: the JSON is cut short"
+        first = text.splitlines()[0][:120]
+        return None, f"bad output, not a snapshot: {first!r}"
+    if isinstance(doc, dict) and doc.get("schema") not in (None, SCHEMA_ID):
+        return None, f"the node's distdoctor writes {doc.get('schema')}, this one reads {SCHEMA_ID}"
+    problems = validate_snapshot(doc)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        return None, f"invalid snapshot: {problems[0]}{more}"
+    return doc, ""
+
+
+def failure_reason(res: CommandResult, tool: str) -> str:
+    """Why a command gave no snapshot: its own error, or the last line it wrote to stderr."""
+    if res.error:
+        return res.error
+    lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
+    last = lines[-1] if lines else ""
+    if res.returncode == 255 and tool == "ssh":
+        return f"ssh failed (exit 255): {last or 'connection error'}"
+    if res.returncode == 127:
+        return (f"exit code 127: {last or 'command not found'} (install distdoctor there or "
+                f"pass --distdoctor PATH)")
+    return f"exit code {res.returncode}" + (f": {last}" if last else "")
+
+
+def _ssh_one(host: str, opts: FanoutOptions, runner: Runner) -> HostResult:
+    start = time.monotonic()
+    res = runner(ssh_argv(host, opts), timeout=opts.timeout)
+    took = time.monotonic() - start
+    if res.error or res.returncode != 0:
+        return HostResult(host, False, failure_reason(res, "ssh"), took)
+    doc, reason = parse_output(res.stdout)
+    return HostResult(host, doc is not None, reason, took, doc)
+
+
+def fan_out_ssh(opts: FanoutOptions, runner: Runner | None = None,
+                on_host: OnHost | None = None) -> list[HostResult]:
+    """One ssh per host, at most `concurrency` at once, each killed (its whole process group)
+    after `timeout` seconds. Results in host-list order."""
+    runner = runner or SubprocessRunner()
+    hosts = list(opts.hosts)
+    results: dict[str, HostResult] = {}
+    pool = ThreadPoolExecutor(max_workers=max(1, min(opts.concurrency, len(hosts) or 1)),
+                              thread_name_prefix="fleet-ssh")
+    try:
+        futures = {pool.submit(_ssh_one, host, opts, runner): host for host in hosts}
+        for future in as_completed(futures):
+            host = futures[future]
+            try:
+                result = future.result()
+            except Exception as exc:  # a runner bug is this host's failure, not the fan-out's
+                result = HostResult(host, False, f"{type(exc).__name__}: {exc}")
+            results[host] = result
+            if on_host:
+                on_host(result, len(results), len(hosts))
+    except KeyboardInterrupt:
+        # start no more hosts; the running ones end at their own timeout at the latest
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return [results[h] for h in hosts]
+
+
+def collect_local(opts: FanoutOptions, on_host: OnHost | None = None) -> list[HostResult]:
+    """This node only, in process."""
+    from ..base import ProbeContext
+    from .snapshot import SnapshotError, snapshot
+
+    start = time.monotonic()
+    ctx = ProbeContext(python=opts.python) if opts.python else ProbeContext()
+    try:
+        doc = snapshot(ctx)
+    except SnapshotError as exc:
+        result = HostResult("localhost", False, str(exc), time.monotonic() - start)
+    else:
+        result = HostResult(doc["host"], True, "", time.monotonic() - start, doc)
+    if on_host:
+        on_host(result, 1, 1)
+    return [result]
+
+
+def write_results(results: Sequence[HostResult], out_dir: Path) -> None:
+    """Write each ok host's snapshot to OUT_DIR/<host>.json (atomically); sets `.file`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    used: set[str] = set()
+    for result in results:
+        if not result.ok or result.doc is None:
+            continue
+        name = safe_name(result.host)
+        stem, n = name, 1
+        while name in used:
+            n += 1
+            name = f"{stem}-{n}"
+        used.add(name)
+        path = out_dir / f"{name}.json"
+        _write_atomic(path, json.dumps(result.doc, indent=1) + "\n")
+        result.file = str(path)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,77 @@
+"""Host lists: `node[01-04],gpu7` ranges, host files, and names safe to use as file names."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_RANGE = re.compile(r"^([^\[\]]*)\[([^\[\]]+)\]([^\[\]]*)$")
+_SAFE = re.compile(r"[^A-Za-z0-9_.@-]")
+
+
+class HostListError(ValueError):
+    """A host list that cannot be read; the message is one line."""
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside brackets: "n[1-2,5],m" -> ["n[1-2,5]", "m"]."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def expand_hosts(text: str) -> list[str]:
+    """Expand a Slurm/pdsh style list: "node[01-03,7],login" -> node01 node02 node03 node7 login."""
+    hosts: list[str] = []
+    for item in _split_top(text):
+        match = _RANGE.match(item)
+        if not match:
+            if "[" in item or "]" in item:
+                raise HostListError(f"bad host range {item!r}: use one bracket, e.g. node[01-04]")
+            hosts.append(item)
+            continue
+        prefix, body, suffix = match.groups()
+        for part in body.split(","):
+            lo, sep, hi = part.strip().partition("-")
+            if not lo.isdigit() or (sep and not hi.isdigit()):
+                raise HostListError(f"bad host range {item!r}: {part!r} is not N or N-M")
+            if not sep:
+                hosts.append(f"{prefix}{lo}{suffix}")
+                continue
+            if int(hi) < int(lo):
+                raise HostListError(f"bad host range {item!r}: {part!r} counts down")
+            width = len(lo) if lo.startswith("0") else 0
+            hosts.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(int(lo), int(hi) + 1))
+    for host in hosts:
+        if host.startswith("-") or any(c.isspace() for c in host):
+            raise HostListError(f"bad host name {host!r}")
+    return list(dict.fromkeys(hosts))  # keep order, drop repeats
+
+
+def read_hostfile(path: str | Path) -> list[str]:
+    """One host (or range) per line; '#' comments, blank lines and MPI `slots=` fields ignored."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise HostListError(f"host file {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HostListError(f"host file {path}: unreadable ({exc})") from None
+    hosts: list[str] = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            hosts.extend(expand_hosts(line.split()[0]))
+    return list(dict.fromkeys(hosts))
+
+
+def safe_name(host: str) -> str:
+    """A file name for a host: `user@node:22` -> `user@node_22`."""
+    name = _SAFE.sub("_", host).lstrip(".") or "host"
+    return name[:200]

@@ -1,0 +1,159 @@
+"""Reading snapshot files one by one, keeping only the compared fields; bad files are reported.
+
+A snapshot written by `collect` starts with schema, host and a few scalars, then the summary,
+and ends with `"end": "<schema id>"`. For such a file only its head and its last bytes are
+read: the summary is parsed alone, and identical summaries are parsed and validated once and
+shared. Anything else (a missing trailer, other key order) is parsed whole, so a truncated,
+foreign or newer-schema file is still told apart exactly.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Iterable, Iterator
+
+from .schema import SCHEMA_ID, SCHEMA_RE, SCHEMA_VERSION, SNAPSHOT_SCHEMA, validate
+
+_SUMMARY_SCHEMA = SNAPSHOT_SCHEMA["properties"]["summary"]
+HEAD_BYTES = 8192
+TAIL_BYTES = 256
+_STR = rb'"[^"\\]*(?:\\.[^"\\]*)*"'  # a JSON string, the unrolled form re matches fastest
+_HEAD = re.compile(
+    rb'\A\s*\{\s*"schema"\s*:\s*"(?P<schema>[^"\\]*)"\s*,\s*"host"\s*:\s*(?P<host>' + _STR + rb')'
+    rb'(?:\s*,\s*' + _STR + rb'\s*:\s*(?:' + _STR + rb'|[-+.\w]+))*'  # scalar members only
+    rb'\s*,\s*"summary"\s*:\s*')
+_SCHEMA_BYTES = SCHEMA_ID.encode()
+_TRAILER = re.compile(rb'"end"\s*:\s*"' + re.escape(SCHEMA_ID.encode()) + rb'"\s*\}\s*\Z')
+_DECODER = json.JSONDecoder()
+
+
+def snapshot_files(paths: Iterable[str | os.PathLike[str]],
+                   skipped: list[dict[str, str]]) -> Iterator[str]:
+    """Each FILE as given and each DIR's *.json files in name order; missing paths are skipped."""
+    for raw in paths:
+        path = os.fspath(raw)
+        if os.path.isdir(path):
+            try:
+                with os.scandir(path) as it:
+                    names = sorted(e.name for e in it if e.name.endswith(".json") and e.is_file())
+            except OSError as exc:
+                skipped.append({"file": path, "reason": f"cannot list: {exc.strerror or exc}"})
+                continue
+            if not names:
+                skipped.append({"file": path, "reason": "no *.json files in this folder"})
+            for name in names:
+                yield os.path.join(path, name)
+        elif os.path.exists(path):
+            yield path
+        else:
+            skipped.append({"file": path, "reason": "no such file or folder"})
+
+
+def read_record(path: str, cache: dict[str, dict[str, Any]] | None = None
+                ) -> tuple[dict[str, Any] | None, str]:
+    """The compact record of one snapshot file ({"node", "file", "fields"}), or None and why not.
+    `cache` maps summary texts already seen to their parsed fields (shared between records)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        return None, f"unreadable: {exc.strerror or exc}"
+    try:
+        size = os.fstat(fd).st_size
+        head = os.read(fd, HEAD_BYTES)
+        tail = head[-TAIL_BYTES:] if size <= len(head) else os.pread(fd, TAIL_BYTES, size - TAIL_BYTES)
+        if _TRAILER.search(tail):
+            record = _fast_record(head, path, {} if cache is None else cache)
+            if record is not None:
+                return record, ""
+        data = head if size <= len(head) else head + _read_rest(fd)
+    except OSError as exc:
+        return None, f"unreadable: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+    return parse_record(data, path)
+
+
+def _read_rest(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _fast_record(head: bytes, file: str, cache: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The record from the head alone, or None to fall back to parsing the whole file."""
+    match = _HEAD.match(head)
+    if not match or match["schema"] != _SCHEMA_BYTES:
+        return None
+    # a character cut at the end of the head lies past the summary, or the summary is cut too
+    text = head[match.end():].decode("utf-8", "replace")
+    raw_host = match["host"]
+    try:
+        summary, end = _DECODER.raw_decode(text)
+        host = json.loads(raw_host) if b"\\" in raw_host else raw_host[1:-1].decode()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # the summary does not fit in the head
+    key = text[:end]
+    fields = cache.get(key)
+    if fields is None:
+        if validate(summary, _SUMMARY_SCHEMA, "$.summary"):
+            return None  # the whole-file path names the problem
+        fields = cache[key] = summary
+    if not isinstance(host, str) or not host:
+        return None
+    return {"node": host, "file": file, "fields": fields}
+
+
+def parse_record(data: bytes, file: str) -> tuple[dict[str, Any] | None, str]:
+    """The record of a whole file's bytes, or None and why it cannot be compared."""
+    if not data.strip():
+        return None, "empty file"
+    try:
+        doc = json.loads(data)
+    except UnicodeDecodeError:
+        return None, "not JSON text (binary data?)"
+    except json.JSONDecodeError as exc:
+        body = data.strip()
+        # cut short: the parser ran off the end, or an object never closes
+        if exc.pos >= len(body) or exc.msg.startswith("Unterminated string") or (
+                body.startswith(b"{") and not body.endswith(b"}")):
+            return None, f"truncated: the JSON stops at byte {len(data)}"
+        return None, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+    return record_of(doc, file)
+
+
+def record_of(doc: Any, file: str = "") -> tuple[dict[str, Any] | None, str]:
+    """A document's compact record, or None and why it cannot be compared."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("schema"), str):
+        return None, "foreign file: not a distdoctor snapshot (no schema field)"
+    schema = doc["schema"]
+    if schema != SCHEMA_ID:
+        match = SCHEMA_RE.match(schema)
+        if match and int(match.group(1)) > SCHEMA_VERSION:
+            return None, (f"newer schema {schema}: this distdoctor reads {SCHEMA_ID}; "
+                          f"upgrade it (pip install -U distdoctor) to compare this file")
+        return None, f"foreign file: schema {schema!r}, expected {SCHEMA_ID}"
+    host, summary = doc.get("host"), doc.get("summary")
+    if not isinstance(host, str) or not host:
+        return None, "invalid snapshot: no host"
+    problems = validate(summary, _SUMMARY_SCHEMA, "$.summary")
+    if problems:
+        return None, f"invalid snapshot: {problems[0]}"
+    return {"node": host, "file": file, "fields": summary}, ""
+
+
+def load_snapshots(paths: Iterable[str | os.PathLike[str]]
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Read DIR or FILE paths into compact records for compare(); truncated, foreign and
+    newer-schema files are left out and listed as {"file", "reason"}."""
+    records: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    cache: dict[str, dict[str, Any]] = {}
+    for path in snapshot_files(paths, skipped):
+        record, reason = read_record(path, cache)
+        if record is None:
+            skipped.append({"file": path, "reason": reason})
+        else:
+            records.append(record)
+    return records, skipped

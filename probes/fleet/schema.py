@@ -1,0 +1,132 @@
+"""The snapshot document's schema as a Python dict, and a small validator for it (no dependencies)."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+SCHEMA_NAME = "distdoctor.snapshot"
+SCHEMA_VERSION = 1
+SCHEMA_ID = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
+SCHEMA_RE = re.compile(r"^distdoctor\.snapshot/(\d+)$")
+
+PROBE_NAMES = ("versions", "shm", "launch", "switches", "network", "topology")
+STATUSES = ("ok", "warn", "fail", "unavailable", "error")
+
+# The fields nodes must agree on, in the order compare reports them; `switches` is added per name.
+SUMMARY_FIELDS = ("torch", "torch_cuda", "nccl", "driver", "cuda_driver", "gpu_model", "gpu_count",
+                  "shm_bytes")
+
+_OPT_STR = {"type": ["string", "null"]}
+_OPT_INT = {"type": ["integer", "null"]}
+
+SNAPSHOT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["schema", "host", "time", "summary", "topology", "probes", "end"],
+    "properties": {
+        "schema": {"type": "string", "const": SCHEMA_ID},
+        "host": {"type": "string", "min_length": 1},
+        "time": {"type": "string", "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$"},
+        "distdoctor": {"type": "string"},
+        "duration_s": {"type": "number"},
+        "python": {"type": "string"},
+        "summary": {
+            "type": "object",
+            "required": [*SUMMARY_FIELDS, "switches"],
+            "properties": {
+                "torch": _OPT_STR, "torch_cuda": _OPT_STR, "nccl": _OPT_STR, "driver": _OPT_STR,
+                "cuda_driver": _OPT_STR, "gpu_model": _OPT_STR, "gpu_count": _OPT_INT,
+                "shm_bytes": _OPT_INT,
+                "switches": {"type": "object", "values": {"type": "string"}},
+            },
+        },
+        "topology": {
+            "type": "object",
+            "required": ["status", "gpu_count", "p2p", "nvlink"],
+            "properties": {
+                "status": {"type": "string", "enum": list(STATUSES)},
+                "reason": {"type": "string"},
+                "source": {"type": ["string", "null"]},
+                "gpu_count": _OPT_INT,
+                "gpu_models": {"type": "array", "items": {"type": "string"}},
+                # p2p and nvlink are the topology probe's own facts, carried as they are
+                "p2p": {"type": "any"},
+                "nvlink": {"type": "any"},
+            },
+        },
+        "probes": {
+            "type": "object",
+            "required": list(PROBE_NAMES),
+            "values": {
+                "type": "object",
+                "required": ["status", "facts"],
+                "properties": {
+                    "status": {"type": "string", "enum": list(STATUSES)},
+                    "reason": {"type": "string"},
+                    "duration_s": {"type": "number"},
+                    "facts": {"type": "object"},
+                },
+            },
+        },
+        "findings": {"type": "array", "items": {"type": "object"}},
+        "notes": {"type": "array", "items": {"type": "string"}},
+        "end": {"type": "string", "const": SCHEMA_ID},
+    },
+}
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,), "array": (list,), "string": (str,), "number": (int, float),
+    "integer": (int,), "boolean": (bool,), "null": (type(None),),
+}
+
+
+def _type_ok(value: Any, name: str) -> bool:
+    if name == "any":
+        return True
+    # bool is an int in Python but not a number in JSON
+    if name in ("integer", "number") and isinstance(value, bool):
+        return False
+    return isinstance(value, _TYPES[name])
+
+
+def validate(doc: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
+    """Problems of `doc` against `schema` (type, required, properties, values, items, const,
+    enum, pattern, min_length), each as "PATH: what is wrong"; empty when it conforms."""
+    types = schema.get("type", "any")
+    types = [types] if isinstance(types, str) else list(types)
+    if not any(_type_ok(doc, t) for t in types):
+        return [f"{path}: expected {' or '.join(types)}, got {_json_type(doc)}"]
+    problems: list[str] = []
+    if "const" in schema and doc != schema["const"]:
+        problems.append(f"{path}: expected {schema['const']!r}, got {doc!r}")
+    if "enum" in schema and doc not in schema["enum"]:
+        problems.append(f"{path}: {doc!r} is not one of {', '.join(map(str, schema['enum']))}")
+    if isinstance(doc, str):
+        if "pattern" in schema and not re.search(schema["pattern"], doc):
+            problems.append(f"{path}: {doc!r} does not match {schema['pattern']}")
+        if len(doc) < schema.get("min_length", 0):
+            problems.append(f"{path}: empty")
+    if isinstance(doc, dict):
+        for key in schema.get("required", ()):
+            if key not in doc:
+                problems.append(f"{path}: missing {key!r}")
+        props = schema.get("properties", {})
+        for key, value in doc.items():
+            sub = props.get(key, schema.get("values"))
+            if sub is not None:
+                problems.extend(validate(value, sub, f"{path}.{key}"))
+    if isinstance(doc, list) and "items" in schema:
+        for i, item in enumerate(doc):
+            problems.extend(validate(item, schema["items"], f"{path}[{i}]"))
+    return problems
+
+
+def validate_snapshot(doc: Any) -> list[str]:
+    """Problems that keep `doc` from being a valid snapshot of this schema version."""
+    return validate(doc, SNAPSHOT_SCHEMA)
+
+
+def _json_type(value: Any) -> str:
+    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
+        if _type_ok(value, name):
+            return name
+    return type(value).__name__

@@ -1,0 +1,160 @@
+"""distdoctor collect: a real snapshot of this machine validates against the schema."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from distdoctor.probes.base import ProbeContext, ProbeResult
+from distdoctor.probes.fleet import SCHEMA_ID, SnapshotError, snapshot, validate_snapshot
+from distdoctor.probes.fleet.schema import PROBE_NAMES
+from fleet_gen import NODE_FACTS, fake_probes
+
+DISTDOCTOR = Path(sys.executable).parent / "distdoctor"
+
+
+def collect(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(DISTDOCTOR), "collect", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_collect_on_this_machine_validates() -> None:
+    proc = collect()
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert validate_snapshot(doc) == []
+    assert doc["schema"] == SCHEMA_ID and doc["host"] == socket.gethostname()
+    assert list(doc["probes"]) == list(PROBE_NAMES)
+    summary = doc["summary"]
+    # facts that can be checked against this machine independently
+    st = os.statvfs("/dev/shm")
+    assert summary["shm_bytes"] == st.f_blocks * st.f_frsize
+    assert summary["torch"] == version("torch")
+    assert os.path.samefile(doc["python"], sys.executable)
+
+
+def test_collect_to_a_file_imports_neither_torch_nor_textual(tmp_path: Path) -> None:
+    out = tmp_path / "node.json"
+    code = ("import sys; from distdoctor.tui.cli import main; rc = main(['collect', '-o', sys.argv[1]]); "
+            "print(rc, 'torch' in sys.modules, 'textual' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "0 False False"
+    assert proc.stdout.startswith(f"wrote {out}: ")
+    assert validate_snapshot(json.loads(out.read_text())) == []
+
+
+def test_collect_for_another_interpreter(tmp_path: Path) -> None:
+    # a second interpreter without torch: the snapshot says so instead of failing
+    other = Path("/usr/bin/python3")
+    if not other.exists():
+        pytest.skip("no /usr/bin/python3 on this machine")
+    check = subprocess.run([str(other), "-c", "import torch"], capture_output=True, timeout=60)
+    if check.returncode == 0:
+        pytest.skip("/usr/bin/python3 has torch")
+    proc = collect("--python", str(other))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert validate_snapshot(doc) == []
+    assert doc["python"] == str(other) and doc["summary"]["torch"] is None
+
+
+def test_missing_interpreter_is_exit_2_one_line() -> None:
+    proc = collect("--python", "/no/such/python")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("distdoctor: error: --python /no/such/python")
+    assert proc.stderr.count("\n") == 1
+
+
+def test_a_crashing_or_hanging_probe_still_gives_a_valid_snapshot() -> None:
+    never = threading.Event()
+    probes = fake_probes()
+
+    def crash(ctx: ProbeContext) -> ProbeResult:
+        raise RuntimeError("wedged NVML")
+
+    def hang(ctx: ProbeContext) -> ProbeResult:
+        never.wait()
+        raise AssertionError("unreachable")
+
+    probes["network"], probes["topology"] = crash, hang
+    doc = snapshot(ProbeContext(), probes=probes, deadline=0.5)
+    assert validate_snapshot(doc) == []
+    assert doc["probes"]["network"]["status"] == "error"
+    assert "wedged NVML" in doc["probes"]["network"]["reason"]
+    assert doc["topology"]["status"] == "unavailable"
+    assert "timed out" in doc["topology"]["reason"]
+    # the compared fields still come from the probes that answered
+    assert doc["summary"]["driver"] == "550.54.15" and doc["summary"]["gpu_count"] == 8
+    assert doc["summary"]["gpu_model"] is None  # only the topology probe names the model
+    never.set()
+
+
+def test_topology_summary_and_mixed_models() -> None:
+    facts = {k: dict(v) for k, v in NODE_FACTS.items()}
+    facts["topology"] = {"source": "nvidia-smi", "p2p": {"0-1": "OK"}, "nvlink": False,
+                         "gpus": [{"name": "NVIDIA A100"}, {"name": "NVIDIA A100"},
+                                  {"name": "NVIDIA H100"}]}
+    doc = snapshot(ProbeContext(), probes=fake_probes(facts))
+    assert doc["topology"] == {"status": "ok", "reason": "", "source": "nvidia-smi", "gpu_count": 3,
+                               "gpu_models": ["NVIDIA A100", "NVIDIA A100", "NVIDIA H100"],
+                               "p2p": {"0-1": "OK"}, "nvlink": False}
+    assert doc["summary"]["gpu_model"] == "NVIDIA A100 x2, NVIDIA H100 x1"
+
+
+def test_findings_come_with_a_knowledge_base() -> None:
+    from distdoctor.knowledge import load_knowledge
+
+    facts = {k: dict(v) for k, v in NODE_FACTS.items()}
+    doc = snapshot(ProbeContext(), load_knowledge(use_env=False), probes=fake_probes(facts))
+    assert validate_snapshot(doc) == []
+    assert isinstance(doc["findings"], list)
+    assert all({"probe", "check", "status"} <= set(f) for f in doc["findings"])
+
+
+def test_schema_problems_are_named() -> None:
+    doc = snapshot(ProbeContext(), probes=fake_probes())
+    broken = json.loads(json.dumps(doc))
+    del broken["host"]
+    broken["summary"]["gpu_count"] = True  # a bool is not a JSON integer
+    broken["probes"]["shm"]["status"] = "fine"
+    broken["schema"] = "distdoctor.snapshot/2"
+    assert validate_snapshot(broken) == [
+        "$: missing 'host'",
+        "$.schema: expected 'distdoctor.snapshot/1', got 'distdoctor.snapshot/2'",
+        "$.summary.gpu_count: expected integer or null, got boolean",
+        "$.probes.shm.status: 'fine' is not one of ok, warn, fail, unavailable, error",
+    ]
+    assert validate_snapshot([]) == ["$: expected object, got array"]
+
+
+def test_no_registry_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distdoctor.probes.registry", None)
+    with pytest.raises(SnapshotError, match="probe registry distdoctor.probes.registry"):
+        snapshot(ProbeContext())
+
+
+def test_snapshot_of_a_recorded_8_gpu_node() -> None:
+    """The real probes, with the topology probe reading a recorded HGX H100 NVML."""
+    fake = pytest.importorskip("topology_fake_nvml")
+    from distdoctor.probes.registry import PROBES
+    from distdoctor.probes.runner import RecordedRunner
+    from distdoctor.probes.topology import probe_topology
+
+    nvml = fake.FakePynvml.load("nvml-hgx-h100-8gpu-nvswitch.json")
+    probes = dict(PROBES)
+    probes["topology"] = lambda ctx: probe_topology(ProbeContext(runner=RecordedRunner({})), nvml=nvml)
+    doc = snapshot(ProbeContext(), probes=probes)
+    assert validate_snapshot(doc) == []
+    assert (doc["summary"]["gpu_model"], doc["summary"]["gpu_count"]) == ("NVIDIA H100 80GB HBM3", 8)
+    topo = doc["topology"]
+    assert (topo["status"], topo["source"], topo["gpu_count"], topo["p2p"], topo["nvlink"]) == \
+        ("ok", "nvml", 8, "all", True)

@@ -1,0 +1,80 @@
+"""The text view of `distdoctor fleet compare`: what agrees, what differs, and where to look next."""
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from distdoctor.probes.fleet.compare import label, outlier_line, show
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _names(nodes: list[str], limit: int = 6) -> str:
+    shown = ", ".join(nodes[:limit])
+    return shown + (f" and {len(nodes) - limit} more" if len(nodes) > limit else "")
+
+
+def render_compare(result: dict[str, Any], max_lines: int = 20) -> str:
+    """compare()'s result as text; at most `max_lines` outlier lines per field."""
+    n, skipped = result["nodes"], result["skipped"]
+    lines = [f"{_plural(n, 'node')} compared" + (f", {_plural(len(skipped), 'file')} skipped"
+                                                  if skipped else "")]
+    if result["agreed"]:
+        agreed = ", ".join(f"{label(f)} {show(f, v)}" for f, v in result["agreed"].items())
+        lines.append(f"agree: {agreed}")
+    by_field: dict[str, list[dict[str, Any]]] = {}
+    for outlier in result["outliers"]:
+        by_field.setdefault(outlier["field"], []).append(outlier)
+    if result["disagreements"]:
+        lines.append("")
+        lines.append(f"DIFFER: {_plural(len(result['disagreements']), 'field')}")
+    for d in result["disagreements"]:
+        field = d["field"]
+        spread = ", ".join(f"{show(field, v['value'])} on {v['count']}" for v in d["values"][:4])
+        more = f", {len(d['values']) - 4} other values" if len(d["values"]) > 4 else ""
+        cause = f" [{d['cause_id']}]" if d["cause_id"] else ""
+        lines.append(f"  {label(field)}: {spread}{more}{cause}")
+        outliers = by_field.get(field, [])
+        for outlier in outliers[:max_lines]:
+            lines.append(f"    {outlier_line(outlier)}")
+        if len(outliers) > max_lines:
+            lines.append(f"    ... and {len(outliers) - max_lines} more nodes (--json lists all)")
+    if len(result["groups"]) > 1:
+        majority = {d["field"]: d["majority"] for d in result["disagreements"]}
+        lines.append("")
+        lines.append(f"groups ({len(result['groups'])} kinds of node):")
+        for group in result["groups"][:10]:
+            odd = {f: v for f, v in group["values"].items() if v != majority[f]}
+            values = ", ".join(f"{label(f)} {show(f, v)}" for f, v in odd.items()) or "majority"
+            lines.append(f"  {_plural(group['count'], 'node')} [{values}]: {_names(group['nodes'])}")
+        if len(result["groups"]) > 10:
+            lines.append(f"  ... and {len(result['groups']) - 10} more groups (--json lists all)")
+    if skipped:
+        lines.append("")
+        lines.append("skipped:")
+        lines.extend(f"  {s['file']}: {s['reason']}" for s in skipped)
+    lines.extend(_next(result))
+    return "\n".join(lines)
+
+
+def _next(result: dict[str, Any]) -> list[str]:
+    if result["nodes"] < 2:
+        return ["", "only one node: collect more, e.g. distdoctor fleet collect --via ssh "
+                    "--hostfile hosts.txt -o fleet/"]
+    if not result["outliers"]:
+        return ["", "every node agrees: the fleet's versions are not the cause."]
+    nodes = list(dict.fromkeys(o["node"] for o in result["outliers"]))
+    causes = sorted({d["cause_id"] for d in result["disagreements"] if d["cause_id"]})
+    out = ["", "next:"]
+    for node in nodes[:3]:
+        host = node.split(" (")[0]
+        out.append(f"  ssh {shlex.quote(host)} distdoctor check      # everything else on {host}")
+    for cause in causes:
+        out.append(f"  distdoctor knowledge show {cause}      # why it matters, how to fix")
+    if any(d["field"].startswith("switch:") for d in result["disagreements"]):
+        out.append("  set the same switches on every node (job environment and /etc/nccl.conf)")
+    out.append("  rebuild the odd nodes from the same image as the majority, then collect and "
+               "compare again")
+    return out
