@@ -1,17 +1,189 @@
-"""`distdoctor repro` (placeholder until its issue lands)."""
+"""`distdoctor repro` and `distdoctor bisect`: the minimal job, then one switch at a time."""
 from __future__ import annotations
 
 import argparse
+import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
 
 from ..cli import UsageError
-from .common import add_common
+from .common import add_common, knowledge, print_json, record
+
+REPRO_EPILOG = """\
+Runs a small self-contained job for real with the failing job's Python (its torchrun): init with
+an explicit timeout, a self-check of every rank, a barrier, an all-reduce whose sum is checked, a
+broadcast, a clean shutdown. NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL are set so every
+run leaves evidence; each run's output is kept on disk. A hang or an error kills the whole
+process tree. The script and the commands to run it by hand on two nodes are printed.
+
+examples:
+  distdoctor repro                                   two ranks, nccl if CUDA else gloo
+  distdoctor repro --python /opt/job-env/bin/python  the failing job's interpreter
+  distdoctor repro --backend gloo --timeout 30 --env GLOO_SOCKET_IFNAME=eth0
+  distdoctor repro --json --session 20261129-101500-ab12
+
+exit codes: 0 the repro passed, 1 it failed (error or hang), 2 bad input.
+"""
+
+BISECT_EPILOG = """\
+A baseline run, then each switch alone (never two at once) in the knowledge base's order:
+NCCL_IB_DISABLE=1, NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1, NCCL_SOCKET_IFNAME=<each interface>
+(GLOO_SOCKET_IFNAME=<each interface> for gloo). Switches apply on top of the job's environment
+(--env, or the current one). The verdict names the switch that turns a failing baseline into a
+pass, the cause it implicates and the permanent fix; remove the switch once that is fixed.
+
+examples:
+  distdoctor bisect
+  distdoctor bisect --python /opt/job-env/bin/python --env NCCL_SOCKET_IFNAME=docker0
+  distdoctor bisect --switch p2p-disable --switch NCCL_SOCKET_IFNAME=eth0
+  distdoctor bisect --backend gloo --env GLOO_SOCKET_IFNAME=eth9 --json
+
+exit codes: 0 a switch explained the failure, or the baseline passes; 1 no switch helped;
+2 bad input.
+"""
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nproc", type=int, default=2, metavar="N",
+                        help="processes (ranks) on this node (default 2)")
+    parser.add_argument("--nnodes", type=int, default=1, metavar="N",
+                        help="nodes: only 1 runs here; the two-node commands are printed")
+    parser.add_argument("--backend", choices=("nccl", "gloo", "auto"), default="auto",
+                        help="auto: nccl when the target torch sees CUDA, else gloo")
+    parser.add_argument("--python", metavar="PATH",
+                        help="the failing job's interpreter (default: python3 on PATH)")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                        help="seconds before a run counts as a hang (default 60)")
+    parser.add_argument("--env", action="append", default=[], metavar="K=V",
+                        help="add to the job's environment (repeatable)")
+    parser.add_argument("--run-dir", metavar="DIR",
+                        help="keep the runs here (default: $XDG_STATE_HOME/distdoctor/runs/ID)")
+    add_common(parser)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("repro", help="repro (not built yet)")
-    add_common(parser)
-    parser.set_defaults(func=run)
+    fmt = argparse.RawDescriptionHelpFormatter
+    repro = sub.add_parser("repro", help="run a minimal all-reduce job for real",
+                           description="Minimal repro: the smallest job that still fails.",
+                           epilog=REPRO_EPILOG, formatter_class=fmt)
+    _options(repro)
+    repro.set_defaults(func=run)
+    bisect = sub.add_parser("bisect", help="one switch at a time until the repro passes",
+                            description="One-switch bisection on the minimal repro.",
+                            epilog=BISECT_EPILOG, formatter_class=fmt)
+    _options(bisect)
+    bisect.add_argument("--switch", action="extend", nargs="+", default=[], metavar="NAME",
+                        help="only these switches (id or variable, optionally =VALUE)")
+    bisect.add_argument("--all", action="store_true",
+                        help="keep going after a verdict or a passing baseline")
+    bisect.set_defaults(func=run_bisect_command)
+
+
+def _prepare(args: argparse.Namespace, kb: Any) -> tuple[Any, Any]:
+    """(options, python info); every input problem becomes a UsageError."""
+    from distdoctor.probes.repro import ReproInputError, ReproOptions, check_python, parse_env
+
+    from ..session import SessionError, SessionStore
+
+    if getattr(args, "session", None):
+        try:
+            SessionStore().path(args.session)  # a bad id fails now, not after minutes of runs
+        except SessionError as exc:
+            raise UsageError(str(exc)) from None
+    try:
+        opts = ReproOptions(nproc=args.nproc, nnodes=args.nnodes, backend=args.backend,
+                            python=args.python or "", timeout=args.timeout,
+                            env=parse_env(args.env),
+                            run_dir=Path(args.run_dir) if args.run_dir else None)
+        info = check_python(opts)
+    except ReproInputError as exc:
+        raise UsageError(str(exc)) from None
+    return replace(opts, python=info.python), info
+
+
+def _in_thread(work: Callable[[threading.Event], Any]) -> tuple[Any, bool]:
+    """Run `work(cancel)` in a thread so Ctrl-C sets `cancel` (and the run's tree is killed)
+    instead of abandoning the processes. Returns (result, interrupted)."""
+    cancel = threading.Event()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = work(cancel)
+        except BaseException as exc:  # handed to the main thread and re-raised there
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="repro-run")
+    thread.start()
+    interrupted = False
+    while thread.is_alive():
+        try:
+            thread.join(0.2)
+        except KeyboardInterrupt:
+            interrupted = True
+            cancel.set()
+    if "error" in box:
+        raise box["error"]
+    return box["result"], interrupted
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("repro is not built yet")
+    from distdoctor.probes.repro import run_repro, script_text
+
+    from .repro_view import Live, render_repro
+
+    kb = knowledge(args)
+    opts, info = _prepare(args, kb)
+    live = Live(enabled=not args.json or sys.stderr.isatty())
+    live.say(f"repro: {opts.nproc} ranks, backend {info.backend_for(opts.backend)}, "
+             f"torch {info.torch} ({info.python}), timeout {opts.timeout:g}s")
+    with live:
+        live.begin("repro")
+        result, interrupted = _in_thread(lambda cancel: run_repro(opts, kb, live.line, cancel))
+    data = result.to_dict()
+    record(args, "repro", data)
+    if args.json:
+        print_json(data)
+    else:
+        print(render_repro(result, kb, script_text(opts)))
+    if interrupted:
+        return 130
+    return 0 if result.passed else 1
+
+
+def run_bisect_command(args: argparse.Namespace) -> int:
+    from distdoctor.probes.repro import ReproInputError, find_switch, plan, run_bisect, trials
+
+    from .repro_view import Live, render_bisect
+
+    kb = knowledge(args)
+    try:
+        for name in args.switch:
+            find_switch(kb, name)  # an unknown switch fails before the slow interpreter check
+        opts, info = _prepare(args, kb)
+        backend = info.backend_for(opts.backend)
+        trials(kb, backend, args.switch)  # a switch for the other backend: exit 2 too
+    except ReproInputError as exc:
+        raise UsageError(str(exc)) from None
+    live = Live(enabled=not args.json or sys.stderr.isatty())
+    for line in plan(opts, kb, backend, args.switch):
+        live.say(f"plan: {line}")
+
+    def finished(label: str, result: Any) -> None:
+        live.say(f"{label}: {result.outcome.upper()} in {result.duration_s:.1f}s")
+
+    with live:
+        outcome, interrupted = _in_thread(lambda cancel: run_bisect(
+            opts, kb, args.switch, finished, cancel, backend=backend, keep_going=args.all,
+            on_line=lambda label, line: live.line(line, label)))
+    data = outcome.to_dict()
+    record(args, "bisect", data)
+    if args.json:
+        print_json(data)
+    else:
+        print(render_bisect(data, kb))
+    if interrupted:
+        return 130
+    return 0 if outcome.found else 1

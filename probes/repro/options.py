@@ -1,0 +1,145 @@
+"""What a repro run takes (ReproOptions) and the checks made before anything is launched."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+from ..runner import Runner, SubprocessRunner
+
+BACKENDS = ("nccl", "gloo", "auto")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# Asked of the target interpreter in a subprocess: distdoctor never imports torch itself.
+_PROBE_CODE = (
+    "import json, torch, torch.distributed as d\n"
+    "cuda = bool(torch.cuda.is_available())\n"
+    "print(json.dumps({'torch': torch.__version__, 'cuda': cuda,"
+    " 'gpus': torch.cuda.device_count() if cuda else 0,"
+    " 'nccl': bool(d.is_available() and d.is_nccl_available()),"
+    " 'gloo': bool(d.is_available() and d.is_gloo_available())}))\n"
+)
+
+
+class ReproInputError(ValueError):
+    """Bad input for a repro or a bisection; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class ReproOptions:
+    """One minimal job: `nproc` ranks on this node, run by the target `python`'s torchrun.
+
+    `env` holds the user's K=V additions (`--env`); they apply on top of `base_env`
+    (None: this process's environment), so a broken job environment can be reproduced."""
+
+    nproc: int = 2
+    nnodes: int = 1
+    backend: str = "auto"
+    python: str = ""  # "" = default_python()
+    timeout: float = 60.0
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    run_dir: Path | None = None
+    base_env: Mapping[str, str] | None = None
+
+    def target_python(self) -> str:
+        return self.python or default_python()
+
+
+@dataclass(frozen=True)
+class PythonInfo:
+    """What the target interpreter's torch offers."""
+
+    python: str
+    torch: str
+    cuda: bool
+    gpus: int
+    nccl: bool
+    gloo: bool
+
+    def backend_for(self, requested: str) -> str:
+        """The backend the script will pick: `auto` means nccl when CUDA is available."""
+        if requested == "auto":
+            return "nccl" if self.cuda else "gloo"
+        return requested
+
+
+def default_python() -> str:
+    """The job's interpreter is most likely the `python3` on PATH (an activated env)."""
+    return shutil.which("python3") or shutil.which("python") or sys.executable
+
+
+def parse_env(items: list[str] | None) -> dict[str, str]:
+    """`K=V` strings to a dict; a malformed one is a ReproInputError."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not ENV_NAME_RE.match(name):
+            raise ReproInputError(f"--env {item!r}: expected NAME=VALUE (e.g. --env NCCL_P2P_DISABLE=1)")
+        out[name] = value
+    return out
+
+
+def validate(opts: ReproOptions) -> None:
+    """Reject options that cannot describe a run on this node."""
+    if opts.nproc < 1:
+        raise ReproInputError(f"--nproc {opts.nproc}: need at least 1 process (2 is the minimal repro)")
+    if opts.nnodes != 1:
+        raise ReproInputError(f"--nnodes {opts.nnodes}: only 1 runs here; the output prints the "
+                              "commands to run the same script by hand on two nodes")
+    if opts.backend not in BACKENDS:
+        raise ReproInputError(f"--backend {opts.backend!r}: one of {', '.join(BACKENDS)}")
+    if not opts.timeout > 0:
+        raise ReproInputError(f"--timeout {opts.timeout:g}: must be more than 0 seconds")
+    for name in opts.env:
+        if not ENV_NAME_RE.match(name):
+            raise ReproInputError(f"--env {name!r}: not a valid variable name")
+
+
+def resolve_python(python: str) -> str:
+    """An executable path for `python` (a path or a name on PATH), or a ReproInputError."""
+    found = shutil.which(python) if os.sep not in python else python
+    if not found or not Path(found).is_file():
+        raise ReproInputError(f"--python {python}: no such interpreter")
+    if not os.access(found, os.X_OK):
+        raise ReproInputError(f"--python {python}: not executable")
+    return os.path.abspath(found)  # runs start in their own folder: a relative path would break
+
+
+def check_python(opts: ReproOptions, *, runner: Runner | None = None,
+                 timeout: float = 90.0) -> PythonInfo:
+    """Ask the target interpreter for torch, CUDA and backend support; ReproInputError when it
+    cannot run the repro with the requested backend."""
+    validate(opts)
+    python = resolve_python(opts.target_python())
+    result = (runner or SubprocessRunner())([python, "-c", _PROBE_CODE], timeout=timeout)
+    if result.error:
+        raise ReproInputError(f"--python {python}: {result.error}")
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["exit code %s" % result.returncode])[-1]
+        if "No module named" in last and "torch" in last:
+            raise ReproInputError(f"--python {python}: torch is not installed there "
+                                  "(point --python at the failing job's interpreter)")
+        raise ReproInputError(f"--python {python}: cannot import torch: {last}")
+    try:
+        facts = json.loads(result.stdout.strip().splitlines()[-1])
+        info = PythonInfo(python, str(facts["torch"]), bool(facts["cuda"]), int(facts["gpus"]),
+                          bool(facts["nccl"]), bool(facts["gloo"]))
+    except (IndexError, ValueError, KeyError, TypeError):
+        raise ReproInputError(f"--python {python}: unexpected answer {result.stdout[-200:]!r}") from None
+    backend = info.backend_for(opts.backend)
+    if backend == "nccl":
+        if not (info.cuda and info.nccl):
+            raise ReproInputError(f"--backend nccl: torch {info.torch} at {python} has no CUDA/NCCL "
+                                  "(use --backend gloo)")
+        if opts.nproc > info.gpus:
+            raise ReproInputError(f"--nproc {opts.nproc}: nccl needs one GPU per process and this "
+                                  f"node has {info.gpus}")
+    elif not info.gloo:
+        raise ReproInputError(f"--backend gloo: torch {info.torch} at {python} was built without Gloo")
+    return info

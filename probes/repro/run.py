@@ -1,0 +1,146 @@
+"""One real repro run: write the script, launch torchrun, judge pass / error / hang, clean up."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ...knowledge.model import KnowledgeBase
+from .causes import match_causes
+from .judge import judge
+from .options import ReproOptions, validate
+from .proctree import ProcessTree, free_port, port_is_free
+from .script import debug_env, manual_commands, torchrun_argv, write_script
+
+LOG_NAME = "output.log"
+MAX_ANALYSE_BYTES = 8 << 20
+
+
+def runs_root(env: Mapping[str, str] | None = None) -> Path:
+    """Where runs are kept: $XDG_STATE_HOME/distdoctor/runs (~/.local/state by default)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "distdoctor" / "runs"
+
+
+def new_run_dir(kind: str = "repro") -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(2).hex()
+    return runs_root() / f"{stamp}-{kind}"
+
+
+@dataclass
+class ReproResult:
+    """What one run did; `to_dict()` is `distdoctor repro --json`."""
+
+    outcome: str  # pass | error | hang | stopped
+    duration_s: float
+    exit_codes: dict[str, Any]
+    causes: list[dict[str, Any]]
+    log: str
+    run_dir: str
+    script: str
+    command: list[str]
+    env_added: dict[str, str]
+    nproc: int
+    port: int
+    progress: dict[int, str] = field(default_factory=dict)  # rank -> last step finished
+    stuck_at: str = ""  # the first step not every rank finished
+    first_error: str = ""
+    survivors: list[int] = field(default_factory=list)
+    port_free: bool = True
+    manual: str = ""  # the commands to run the same script by hand on two nodes
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "pass"
+
+    @property
+    def clean(self) -> bool:
+        """No process of the run left and its port free again."""
+        return not self.survivors and self.port_free
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "duration_s": round(self.duration_s, 3),
+                "exit_codes": self.exit_codes, "causes": self.causes, "log": self.log,
+                "run_dir": self.run_dir, "script": self.script, "command": self.command,
+                "env_added": self.env_added, "nproc": self.nproc, "port": self.port,
+                "progress": {str(k): v for k, v in sorted(self.progress.items())},
+                "stuck_at": self.stuck_at, "first_error": self.first_error,
+                "cleanup": {"survivors": self.survivors, "port_free": self.port_free},
+                "manual_commands": self.manual}
+
+
+def run_env(opts: ReproOptions) -> tuple[dict[str, str], dict[str, str]]:
+    """(the full environment of the run, what distdoctor adds on top of the base)."""
+    base = dict(os.environ if opts.base_env is None else opts.base_env)
+    added = {**dict(opts.env), **debug_env({**base, **dict(opts.env)})}
+    added["PYTHONUNBUFFERED"] = "1"  # markers must arrive as they happen, not at exit
+    return {**base, **added}, added
+
+
+def _read_log(path: Path, lines: int | None = None) -> str:
+    """The log's text (its first `lines` lines when given), at most MAX_ANALYSE_BYTES of it."""
+    try:
+        with open(path, "rb") as fh:
+            if lines is not None:
+                data = b"".join(fh.readline() for _ in range(lines))
+            else:
+                data = fh.read()
+    except OSError:
+        return ""
+    return data[-MAX_ANALYSE_BYTES:].decode("utf-8", "replace")
+
+
+def run_repro(opts: ReproOptions, kb: KnowledgeBase | None = None,
+              on_line: Callable[[str], None] | None = None,
+              cancel: threading.Event | None = None) -> ReproResult:
+    """Run the minimal job for real and judge it. Never leaves a process or a bound port behind:
+    on a hang, an error or a stop the whole tree is killed and checked gone. Options that
+    cannot describe a run raise ReproInputError (a ValueError) before anything starts."""
+    validate(opts)
+    run_dir = Path(opts.run_dir) if opts.run_dir else new_run_dir()
+    script = write_script(opts, run_dir)
+    log_path = run_dir / LOG_NAME
+    port = free_port()
+    python = opts.target_python()
+    if os.sep in python:
+        python = os.path.abspath(python)  # the run's working directory is its own folder
+    argv = torchrun_argv(python, opts.nproc, port, script)
+    env, added = run_env(opts)
+    start = time.monotonic()
+    try:
+        tree = ProcessTree(argv, env, run_dir, log_path, on_line)
+    except OSError as exc:
+        log_path.write_text(f"distdoctor: cannot start {argv[0]}: {exc.strerror or exc}\n",
+                            encoding="utf-8")
+        return ReproResult("error", 0.0, {"launcher": None, "ranks": {}}, [], str(log_path),
+                           str(run_dir), str(script), argv, added, opts.nproc, port,
+                           first_error=f"cannot start {argv[0]}: {exc.strerror or exc}",
+                           manual=manual_commands(opts, script))
+    how = tree.wait(start + opts.timeout, cancel)
+    duration = time.monotonic() - start
+    cut: int | None = None  # what the run printed before distdoctor stopped it
+    if how != "exited":
+        cut = tree.note("no result after %.0fs: killing the run's process tree" % duration
+                        if how == "timeout" else "stopped by the user: killing the run's process tree")
+        tree.kill(graceful=True)
+    elif tree.survivors():
+        tree.kill(graceful=False)  # the launcher is gone; a straggler must not outlive it
+    tree.close()
+    text = _read_log(log_path, cut)
+    verdict = judge(text, tree.returncode, how, opts.nproc)
+    causes = [] if verdict.outcome in ("pass", "stopped") else match_causes(
+        text, kb, name=str(log_path), symptom="hang" if verdict.outcome == "hang" else "error")
+    error = verdict.first_error
+    if tree.callback_error:
+        error = error or f"output callback failed: {tree.callback_error}"
+    result = ReproResult(verdict.outcome, duration, verdict.exit_codes, causes, str(log_path),
+                         str(run_dir), str(script), argv, added, opts.nproc, port,
+                         verdict.progress, verdict.stuck_at, error, tree.survivors(),
+                         port_is_free(port), manual_commands(opts, script))
+    (run_dir / "result.json").write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")
+    return result

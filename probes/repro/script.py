@@ -1,0 +1,93 @@
+"""The repro script's text, the torchrun command lines, and the commands for a run by hand."""
+from __future__ import annotations
+
+import shlex
+import socket
+from importlib import resources
+from pathlib import Path
+from typing import Mapping
+
+from .options import ReproOptions
+
+TEMPLATE = "repro_script.py.txt"
+SCRIPT_NAME = "distdoctor_repro.py"
+# Every run leaves evidence: NCCL's connection and transport lines, torch's collective checks.
+DEBUG_ENV = {"NCCL_DEBUG": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
+MANUAL_PORT = 29500
+
+
+def script_text(opts: ReproOptions) -> str:
+    """The self-contained repro script for these options (backend and timeout filled in)."""
+    text = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
+    return (text.replace("__DISTDOCTOR_BACKEND__", repr(opts.backend))
+                .replace("__DISTDOCTOR_TIMEOUT__", repr(script_timeout(opts))))
+
+
+def script_timeout(opts: ReproOptions) -> int:
+    """The script's own init/collective timeout: longer than distdoctor's, so that a hang is
+    seen (and killed) as a hang by distdoctor rather than turned into a timeout error."""
+    return int(opts.timeout) + 60
+
+
+def write_script(opts: ReproOptions, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / SCRIPT_NAME
+    path.write_text(script_text(opts), encoding="utf-8")
+    return path
+
+
+def debug_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The debug variables to add: a user's TRACE is kept, anything quieter becomes INFO."""
+    out = dict(DEBUG_ENV)
+    if env.get("NCCL_DEBUG", "").upper() == "TRACE":
+        out.pop("NCCL_DEBUG")
+    return out
+
+
+def torchrun_argv(python: str, nproc: int, port: int, script: Path | str, *, nnodes: int = 1,
+                  node_rank: int | None = None, master_addr: str = "127.0.0.1") -> list[str]:
+    """`PY -m torch.distributed.run ...`: the target interpreter's own torchrun."""
+    argv = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+            "--nnodes", str(nnodes)]
+    if node_rank is not None:
+        argv += ["--node-rank", str(node_rank)]
+    return argv + ["--master-addr", master_addr, "--master-port", str(port), str(script)]
+
+
+def routable_address(timeout: float = 1.0) -> str:
+    """This node's outbound address: a UDP connect sends no packet but picks the route's source
+    address. Falls back to the host name when there is no route."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(("8.8.8.8", 53))  # any off-node address: UDP connect sends nothing
+        address = sock.getsockname()[0]
+    except OSError:
+        address = ""
+    finally:
+        sock.close()
+    if not address or address.startswith("127.") or address == "0.0.0.0":
+        return socket.gethostname()
+    return address
+
+
+def manual_commands(opts: ReproOptions, script: Path | str | None = None,
+                    master_addr: str | None = None) -> str:
+    """Shell lines to run the same script by hand on two nodes (or opts.nnodes, if more)."""
+    nodes = max(2, opts.nnodes)
+    addr = master_addr or routable_address()
+    path = str(script) if script else f"./{SCRIPT_NAME}"
+    env = {**dict(opts.env), **debug_env(opts.env)}
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    python = opts.target_python()
+    lines = [f"# 1. copy the script to the same path on every node, e.g.: "
+             f"scp {shlex.quote(path)} NODE1:{shlex.quote(path)}",
+             f"# 2. run one line per node (node 0 is this one, {addr}); open port {MANUAL_PORT} "
+             "between the nodes"]
+    for rank in range(nodes):
+        argv = torchrun_argv(python, opts.nproc, MANUAL_PORT, path, nnodes=nodes, node_rank=rank,
+                             master_addr=addr)
+        lines.append(f"# node {rank}:")
+        lines.append(f"{prefix} {shlex.join(argv)}")
+    lines.append("# every rank prints DISTDOCTOR_STEP lines; the last one of each rank shows where it stopped")
+    return "\n".join(lines)

@@ -1,0 +1,208 @@
+"""`distdoctor repro`: real two-rank Gloo runs (pass, crash, hang, stop), judging and bad input."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from distdoctor.knowledge import load_knowledge
+from distdoctor.probes.repro import (ReproInputError, ReproOptions, check_python, manual_commands,
+                                     parse_env, parse_steps, run_repro, script_text, validate)
+from distdoctor.probes.repro.causes import scan_signatures
+from distdoctor.probes.repro.judge import judge
+from distdoctor.probes.repro.proctree import port_is_free
+
+DISTDOCTOR = Path(sys.executable).with_name("distdoctor")
+RECORDINGS = Path(__file__).parent / "fixtures" / "repro"
+PID_RE = re.compile(r"distdoctor repro: host=\S+ rank=(\d+) .* pid=(\d+)")
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return load_knowledge(use_env=False)
+
+
+def gloo(tmp_path: Path, timeout: float = 60.0, **env: str) -> ReproOptions:
+    return ReproOptions(python=sys.executable, backend="gloo", timeout=timeout, env=env,
+                        run_dir=tmp_path / "run")
+
+
+def rank_pids(log: str) -> dict[int, int]:
+    text = Path(log).read_text(encoding="utf-8")
+    return {int(r): int(p) for r, p in PID_RE.findall(text)}
+
+
+def assert_gone(result) -> None:
+    """Independently of the result's own check: no rank process alive, nothing on the port."""
+    for pid in rank_pids(result.log).values():
+        if psutil.pid_exists(pid):
+            assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    try:
+        listening = [c for c in psutil.net_connections(kind="tcp")
+                     if c.laddr and c.laddr.port == result.port and c.status == psutil.CONN_LISTEN]
+    except psutil.AccessDenied:  # some hosts hide other users' sockets: the bind check remains
+        listening = []
+    assert listening == []
+    assert port_is_free(result.port)
+    assert result.survivors == [] and result.port_free
+
+
+@pytest.mark.slow
+def test_two_rank_repro_passes(tmp_path: Path, kb) -> None:
+    lines: list[str] = []
+    result = run_repro(gloo(tmp_path), kb, on_line=lines.append)
+    assert result.outcome == "pass", Path(result.log).read_text()
+    assert result.progress == {0: "done", 1: "done"}
+    assert result.exit_codes == {"launcher": 0, "ranks": {"0": 0, "1": 0}}
+    assert sorted(rank_pids(result.log)) == [0, 1]
+    assert ("allreduce", 1) in [m for line in lines for m in parse_steps(line)]
+    assert result.env_added["NCCL_DEBUG"] == "INFO"
+    assert result.env_added["TORCH_DISTRIBUTED_DEBUG"] == "DETAIL"
+    saved = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert saved == json.loads(json.dumps(result.to_dict()))
+    assert "--node-rank 1" in saved["manual_commands"]
+    assert_gone(result)
+
+
+@pytest.mark.slow
+def test_crashing_rank_gives_error_and_leaves_nothing(tmp_path: Path, kb) -> None:
+    result = run_repro(gloo(tmp_path, DISTDOCTOR_REPRO_CRASH_RANK="1"), kb)
+    assert result.outcome == "error"
+    assert "rank 1 crashed on purpose" in result.first_error
+    assert result.exit_codes["ranks"].get("1") == 1
+    assert result.stuck_at in ("init", "selfcheck", "barrier", "allreduce")
+    assert_gone(result)
+
+
+@pytest.mark.slow
+def test_hanging_rank_gives_hang_within_timeout_and_leaves_nothing(tmp_path: Path, kb) -> None:
+    timeout, grace = 12.0, 15.0  # grace: SIGTERM, then SIGKILL and the wait for the tree to go
+    start = time.monotonic()
+    result = run_repro(gloo(tmp_path, timeout, DISTDOCTOR_REPRO_HANG_RANK="1"), kb)
+    elapsed = time.monotonic() - start
+    assert result.outcome == "hang"
+    assert result.duration_s >= timeout and elapsed < timeout + grace
+    assert "killing the run's process tree" in Path(result.log).read_text()
+    assert result.progress.get(0) != "done" and result.progress.get(1) != "done"
+    assert_gone(result)
+
+
+@pytest.mark.slow
+def test_cancel_stops_the_run_and_kills_the_tree(tmp_path: Path, kb) -> None:
+    cancel = threading.Event()
+
+    def on_line(line: str) -> None:
+        if "hangs on purpose" in line:
+            cancel.set()
+
+    result = run_repro(gloo(tmp_path, 60.0, DISTDOCTOR_REPRO_HANG_RANK="1",
+                            DISTDOCTOR_REPRO_AT="barrier"), kb, on_line, cancel)
+    assert result.outcome == "stopped"
+    assert result.progress.get(1) == "selfcheck"
+    assert_gone(result)
+
+
+@pytest.mark.parametrize("case", ["pass", "crash", "hang", "gloo-bad-ifname"])
+def test_recorded_runs_are_judged_as_recorded(case: str) -> None:
+    meta = json.loads((RECORDINGS / case / "meta.json").read_text())
+    text = (RECORDINGS / case / "output.log").read_text()
+    before_kill = text.split("\ndistdoctor: ", 1)[0]  # what the run printed before the kill
+    verdict = judge(before_kill, meta["launcher"], meta["how"], meta["nproc"])
+    assert verdict.outcome == meta["outcome"]
+    assert {str(k): v for k, v in verdict.progress.items()} == meta["progress"]
+    assert verdict.stuck_at == meta["stuck_at"]
+    assert verdict.first_error == meta["first_error"]
+
+
+def test_judge_needs_every_done_marker_for_a_pass() -> None:
+    text = "DISTDOCTOR_STEP done rank=0\nDISTDOCTOR_STEP allreduce rank=1DISTDOCTOR_STEP init rank=2\n"
+    verdict = judge(text, 0, "exited", 3)
+    assert verdict.outcome == "error"
+    assert verdict.progress == {0: "done", 1: "allreduce", 2: "init"}
+    assert verdict.stuck_at == "selfcheck"
+    assert "not every rank" in verdict.first_error
+
+
+def test_script_is_valid_python_with_options_filled_in(tmp_path: Path) -> None:
+    text = script_text(ReproOptions(backend="nccl", timeout=30))
+    compile(text, "distdoctor_repro.py", "exec")
+    assert "BACKEND = 'nccl'" in text and "TIMEOUT_S = 90" in text
+    assert "__DISTDOCTOR" not in text
+
+
+def test_manual_commands_name_both_nodes_and_the_master() -> None:
+    text = manual_commands(ReproOptions(python="/opt/env/bin/python", env={"A": "b c"}),
+                           "/tmp/x/distdoctor_repro.py", master_addr="10.1.2.3")
+    for rank in (0, 1):
+        assert f"--nnodes 2 --node-rank {rank} --master-addr 10.1.2.3" in text
+    assert "A='b c' NCCL_DEBUG=INFO" in text and "/opt/env/bin/python -m torch.distributed.run" in text
+
+
+def test_bad_options_are_rejected() -> None:
+    for opts in (ReproOptions(nproc=0), ReproOptions(nnodes=2), ReproOptions(backend="mpi"),
+                 ReproOptions(timeout=0)):
+        with pytest.raises(ReproInputError):
+            validate(opts)
+    for bad in (["NOVALUE"], ["=1"], ["1X=2"]):
+        with pytest.raises(ReproInputError):
+            parse_env(bad)
+    assert parse_env(["A=1", "B=x=y"]) == {"A": "1", "B": "x=y"}
+
+
+def test_check_python_reports_torch_and_backend() -> None:
+    info = check_python(ReproOptions(python=sys.executable, backend="auto"))
+    assert info.gloo and info.torch
+    assert info.backend_for("auto") == ("nccl" if info.cuda else "gloo")
+
+
+def test_signature_scan_fallback_skips_harmless_lines(tmp_path: Path) -> None:
+    (tmp_path / "sigs.toml").write_text(
+        '[[signature]]\nid = "t-gloo-if"\npattern = "Unable to find address for"\n'
+        'cause = "nic-selection"\nweight = 2.0\n'
+        '[[harmless]]\nid = "t-quiet"\npattern = "harmless: Unable"\n', encoding="utf-8")
+    kb = load_knowledge(tmp_path, use_env=False)
+    text = "harmless: Unable to find address for x\nok\nRuntimeError: Unable to find address for: eth9\n"
+    causes = scan_signatures(text, kb, name="run.log")
+    assert causes[0]["id"] == "nic-selection"
+    assert causes[0]["evidence"][0]["line"] == 3
+
+
+def python_without_torch() -> str:
+    for candidate in (Path(sys.base_prefix) / "bin" / "python3", Path("/usr/bin/python3"),
+                      Path("/usr/local/bin/python3")):
+        if candidate.is_file() and subprocess.run([str(candidate), "-c", "import torch"],
+                                                  capture_output=True, timeout=60).returncode != 0:
+            return str(candidate)
+    pytest.skip("no interpreter without torch on this machine")
+
+
+@pytest.mark.parametrize("argv", [
+    ["repro", "--python", "TORCHLESS"],
+    ["repro", "--python", "/nonexistent/bin/python"],
+    ["repro", "--nproc", "0"],
+    ["repro", "--env", "NOVALUE"],
+    ["bisect", "--switch", "no-such-switch"],
+    ["repro", "--session", "bad id!"],
+])
+def test_bad_input_is_one_line_and_exit_2(argv: list[str]) -> None:
+    argv = [python_without_torch() if a == "TORCHLESS" else a for a in argv]
+    proc = subprocess.run([str(DISTDOCTOR), *argv], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("distdoctor: error: "), proc.stderr
+
+
+def test_cli_modules_import_neither_torch_nor_textual() -> None:
+    code = ("import sys, distdoctor.tui.commands.repro, distdoctor.tui.commands.repro_view, "
+            "distdoctor.probes.repro; "
+            "print([m for m in ('torch', 'textual') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
