@@ -30,7 +30,7 @@ class KnowledgeError(Exception):
     """A broken knowledge file: which file, which key, and why."""
 
     def __init__(self, file: str, key: str, reason: str) -> None:
-        super().__init__(f"{file}: {key}: {reason}")
+        super().__init__(f"{file}: {reason}" if key == "-" else f"{file}: {key}: {reason}")
         self.file, self.key, self.reason = file, key, reason
 
 
@@ -46,10 +46,12 @@ class _Raw:
 KINDS = ("cause", "symptom", "check", "switch", "signature", "harmless", "step")
 
 
-def _read_dir(directory: Path, raw: _Raw) -> None:
+def _read_dir(directory: Path, raw: _Raw, origin: str = "") -> None:
     if not directory.is_dir():
-        raise KnowledgeError(str(directory), "-", "not a directory")
-    for path in sorted(directory.glob("*.toml")):
+        what = "not a directory" if directory.exists() else "no such directory"
+        raise KnowledgeError(str(directory), "-", what + origin)
+    # regular files only: a FIFO or device named *.toml would block the read or never end
+    for path in sorted(p for p in directory.glob("*.toml") if p.is_file()):
         try:
             doc = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
@@ -59,6 +61,8 @@ def _read_dir(directory: Path, raw: _Raw) -> None:
         raw.sources.append(str(path))
         for key, value in doc.items():
             if key == "meta":
+                if not isinstance(value, dict):
+                    raise KnowledgeError(str(path), key, "must be a table ([meta])")
                 raw.meta.update(value)
                 continue
             if key not in KINDS:
@@ -90,12 +94,19 @@ def _build(kind: str, cls: type, file: str, entry: dict[str, Any],
                 values[name] = fn(values[name])
             except (TypeError, ValueError, KeyError, re.error) as exc:
                 raise KnowledgeError(file, f"{where}.{name}", str(exc)) from None
+    for f in fields(cls):  # annotations are strings here (from __future__ import annotations)
+        want, words = {"str": (str, "a string"), "int": (int, "an integer")}.get(str(f.type), (None, ""))
+        if want and f.name in values and not isinstance(values[f.name], want):
+            raise KnowledgeError(file, f"{where}.{f.name}",
+                                 f"must be {words}, not {type(values[f.name]).__name__}")
     return cls(**values)
 
 
 def _fixes(items: Iterable[Any]) -> tuple[Fix, ...]:
     out = []
     for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise ValueError("each fix must be a table with a text string")
         if item.get("kind") not in FIX_KINDS:
             raise ValueError(f"fix kind must be one of {FIX_KINDS}")
         out.append(Fix(kind=item["kind"], text=item["text"], note=item.get("note", "")))
@@ -106,20 +117,31 @@ def _weights(table: Any) -> MappingProxyType:
     return MappingProxyType({str(k): float(v) for k, v in dict(table).items()})
 
 
+def _strings(items: Any) -> tuple[str, ...]:
+    """A TOML array of strings (ids, tags): anything else is a broken entry, not a crash later."""
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ValueError("must be an array of strings")
+    return tuple(items)
+
+
 def _regex(pattern: str) -> str:
     re.compile(pattern)
     return pattern
 
 
 def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
-                   base: Path = DATA_DIR, use_env: bool = True) -> KnowledgeBase:
-    """Load the packaged knowledge, then the overlay (argument, else $DISTDOCTOR_KNOWLEDGE)."""
+                   base: Path = DATA_DIR, use_env: bool = True, tree: bool = True) -> KnowledgeBase:
+    """Load the packaged knowledge, then the overlay (argument, else $DISTDOCTOR_KNOWLEDGE).
+    `tree=False` skips the tree check, which imports networkx (~0.25 s): the app does it after
+    its first screen is up."""
     raw = _Raw({k: {} for k in KINDS}, {}, [])
     _read_dir(base, raw)
-    overlay = overlay or (os.environ.get(OVERLAY_ENV) if use_env else None)
+    origin = ""
+    if not overlay and use_env and os.environ.get(OVERLAY_ENV):
+        overlay, origin = os.environ[OVERLAY_ENV], f" (set by ${OVERLAY_ENV})"
     if overlay:
-        _read_dir(Path(overlay), raw)
-    tuple_ = lambda v: tuple(v)  # noqa: E731
+        _read_dir(Path(overlay), raw, origin)
+    tuple_ = _strings
     specs: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
         "cause": (Cause, {"fixes": _fixes}),
         "symptom": (Symptom, {"causes": _weights}),
@@ -148,14 +170,12 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
         root_step=str(raw.meta.get("root_step", "classify")),
         sources=tuple(raw.sources),
     )
-    validate(kb, lambda kind, entry_id: files.get((kind, entry_id), "?"))
+    validate(kb, lambda kind, entry_id: files.get((kind, entry_id), "?"), tree=tree)
     return kb
 
 
-def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str]) -> None:
+def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str], tree: bool = True) -> None:
     """Resolve every cross-reference; raise KnowledgeError on the first broken one."""
-    from .tree import check_tree  # networkx is only needed here
-
     def need_cause(kind: str, entry_id: str, key: str, cause_id: str) -> None:
         if cause_id not in kb.causes:
             raise KnowledgeError(file_of(kind, entry_id), f"{kind}.{entry_id}.{key}",
@@ -181,4 +201,7 @@ def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str]) -> None:
     for sig in kb.signatures.values():
         if sig.cause != "other":
             need_cause("signature", sig.id, "cause", sig.cause)
-    check_tree(kb, file_of)
+    if tree:
+        from .tree import check_tree  # networkx is only needed here
+
+        check_tree(kb, file_of)

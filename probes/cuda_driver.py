@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 from .base import ProbeContext
@@ -35,9 +36,30 @@ def cuda_tuple(cuda: str) -> tuple[int, int] | None:
     return (parts[0], parts[1] if len(parts) > 1 else 0) if parts else None
 
 
+NVML_LIBRARY = "libnvidia-ml.so.1"  # what pynvml dlopens on Linux
+NVML_NOT_FOUND = "NVML Shared Library Not Found"  # pynvml's own words when that dlopen fails
+
+
+def nvml_library_missing() -> bool:
+    """True when the driver's NVML library cannot be loaded, which is exactly when pynvml's
+    nvmlInit fails with "NVML Shared Library Not Found". Asking the dynamic loader first costs
+    well under a millisecond; importing pynvml to learn the same costs ~30 ms."""
+    if not sys.platform.startswith("linux"):
+        return False  # pynvml looks elsewhere on other systems: let it say so itself
+    import ctypes
+
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return True
+    return False
+
+
 def driver_from_nvml(nvml: Any) -> tuple[dict[str, Any] | None, str]:
     """(facts, "") from NVML, or (None, why not). Every call is guarded: NVML raises on no driver."""
     if nvml is None:
+        if nvml_library_missing():
+            return None, f"NVML: {NVML_NOT_FOUND}"
         try:
             import pynvml as nvml  # nvidia-ml-py; only the driver library is needed, not CUDA
         except ImportError as exc:

@@ -14,6 +14,9 @@ from .procenv import EnvUnreadable, target_env
 
 NAME = "versions"
 MARKER = "DISTDOCTOR_JSON:"
+# Printed first thing: without it the "interpreter" never ran Python (a shell script, another
+# binary, a wrapper that hangs), which is bad usage rather than a fact about torch.
+STARTED = "DISTDOCTOR_STARTED"
 # Where system NCCL builds live (the CUDA repos, conda-less installs, NGC images).
 SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
                    "/usr/lib", "/usr/local/lib", "/usr/local/cuda/lib64", "/usr/local/nccl/lib")
@@ -21,7 +24,10 @@ SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/
 # Runs in the target interpreter. It never initialises CUDA and imports torch only for a CUDA or
 # ROCm build: a CPU build has no NCCL to ask about, and version.py is read as a plain file.
 SNIPPET = r'''
-import glob, json, os, platform, sys
+import sys
+sys.stdout.write("''' + STARTED + r'''\n")
+sys.stdout.flush()
+import glob, json, os, platform
 out = {"python": {"executable": sys.executable, "version": platform.python_version(),
                   "implementation": platform.python_implementation()}}
 try:
@@ -94,21 +100,24 @@ sys.stdout.write("\n''' + MARKER + r'''" + json.dumps(out) + "\n")
 _LIB_VERSION_RE = re.compile(r"libnccl\.so\.(\d+\.\d+\.\d+)$")
 
 
-def ask_target(ctx: ProbeContext, env: dict[str, str] | None) -> tuple[dict[str, Any] | None, str]:
-    """Run SNIPPET in the target interpreter; (answer, "") or (None, why it failed)."""
+def ask_target(ctx: ProbeContext, env: dict[str, str] | None) -> tuple[dict[str, Any] | None, str, bool]:
+    """Run SNIPPET in the target interpreter: (answer, "", True), or (None, why it failed, whether
+    the interpreter ran Python code at all)."""
     result = ctx.runner([ctx.python, "-c", SNIPPET], timeout=ctx.timeout, env=env)
+    started = STARTED in result.stdout
     if result.error:
-        return None, result.error
+        prefix = f"{ctx.python}: "  # the runner names the command; the reason names it already
+        return None, result.error.removeprefix(prefix), started
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(MARKER):
             try:
                 answer = json.loads(line[len(MARKER):])
             except json.JSONDecodeError as exc:
-                return None, f"{ctx.python}: unreadable answer: {exc}"
+                return None, f"unreadable answer: {exc}", started
             if isinstance(answer, dict):
-                return answer, ""
+                return answer, "", True
     tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-    return None, f"{ctx.python} exited {result.returncode}: {tail[:200]}"
+    return None, f"exited {result.returncode}: {tail[:200]}", started
 
 
 def system_nccl_libs(ctx: ProbeContext) -> list[dict[str, str]]:
@@ -164,9 +173,10 @@ def probe_versions(ctx: ProbeContext, *, nvml: Any = None) -> ProbeResult:
         env = dict(target_env(ctx))
     except EnvUnreadable as exc:
         return unavailable(NAME, str(exc))
-    answer, why = ask_target(ctx, env)
+    answer, why, started = ask_target(ctx, env)
     if answer is None:
-        return unavailable(NAME, f"could not ask {ctx.python}: {why}")
+        return unavailable(NAME, f"could not ask {ctx.python}: {why}", interpreter_started=started,
+                           interpreter_error=why)
     facts: dict[str, Any] = {
         "python": answer.get("python", {}),
         "glibc": answer.get("glibc"),

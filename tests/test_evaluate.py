@@ -131,3 +131,12 @@ def test_topology_wrapper_reports_a_missing_probe(monkeypatch: pytest.MonkeyPatc
     result = PROBES["topology"](ProbeContext())
     assert result.status == "unavailable"
     assert "probe_topology" in result.reason
+
+
+def test_packaged_fixes_start_with_the_command_to_paste() -> None:
+    """What comes before '   #' goes to a shell: prose there ("let one launcher set the ranks:
+    torchrun ...", "upgrade the driver to ...") fails when pasted. Placeholders <...> may be prose."""
+    kb = load_knowledge(use_env=False)
+    for c in kb.checks.values():
+        command = re.sub(r"<[^>]*>", "<x>", c.fix.split("   #")[0])
+        assert not re.search(r"\w: |, |^(let|upgrade|derive|use|set|run) ", command), (c.id, c.fix)

@@ -52,12 +52,91 @@ def test_validate_json_and_show(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_broken_overlay_is_one_line_with_file_and_key(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`validate` exists to find this: exit 1, the same with and without --json (it was 2 in text
+    and 1 in JSON). To `show` and `list` a broken overlay is bad input: exit 2."""
     (tmp_path / "bad.toml").write_text('[[switch]]\nid = "x"\nenv = "A"\n')
-    assert main(["knowledge", "validate", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "bad.toml" in err and "switch.x" in err and "missing field" in err
+    assert main(["knowledge", "validate", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith(f"knowledge: invalid: {tmp_path / 'bad.toml'}: switch.x: ")
+    assert "missing field" in out
+    assert main(["knowledge", "validate", str(tmp_path), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["valid"] is False and data["key"] == "switch.x" and data["file"].endswith("bad.toml")
+    assert main(["knowledge", "--knowledge", str(tmp_path), "show", "p2p-unsupported", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("distdoctor: error: knowledge: ")
+
+
+MALFORMED = {  # each once crashed the loader, or later `check`, with a traceback
+    "meta-not-a-table": ("meta = 3\n", "meta: must be a table ([meta])"),
+    "fix-not-a-table": ('[[cause]]\nid = "p2p-unsupported"\ntitle = "t"\nwhat = "w"\nwhy = "y"\n'
+                        'fix = "f"\nsection = "s"\nfixes = [3]\n',
+                        "cause.p2p-unsupported.fixes: each fix must be a table with a text string"),
+    "fact-not-a-string": ('[[check]]\nid = "x"\nprobe = "shm"\nfact = 3\nop = "eq"\nvalue = 1\n'
+                          'status = "fail"\ntitle = "t"\ndetail = "d"\ncause_ids = []\n',
+                          "check.x.fact: must be a string, not int"),
+    "nested-cause-ids": ('[[check]]\nid = "x"\nprobe = "shm"\nfact = "a"\nop = "eq"\nvalue = 1\n'
+                         'status = "fail"\ntitle = "t"\ndetail = "d"\ncause_ids = [["a"]]\n',
+                         "check.x.cause_ids: must be an array of strings"),
+    "parent-a-list": ('[[symptom]]\nid = "x"\nkind = "hang"\ntitle = "t"\nquestion = "q"\n'
+                      'parent = ["hang"]\ncauses = {}\n', "symptom.x.parent: must be a string, not list"),
+    "order-a-string": ('[[switch]]\nid = "x"\nenv = "A"\nvalue = "1"\nbackend = "nccl"\n'
+                       'order = "a"\nimplicates = []\nwhy = "w"\npermanent_fix = "p"\n',
+                       "switch.x.order: must be an integer, not str"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_overlay_entries_are_findings_not_tracebacks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    text, where_why = MALFORMED[name]
+    (tmp_path / "site.toml").write_text(text)
+    assert main(["knowledge", "validate", str(tmp_path)]) == 1
+    assert capsys.readouterr().out == f"knowledge: invalid: {tmp_path / 'site.toml'}: {where_why}\n"
+
+
+@pytest.mark.parametrize("make, problem", [
+    (lambda tmp: tmp / "missing", "no such directory"),
+    (lambda tmp: tmp / "file.toml", "not a directory"),
+])
+@pytest.mark.parametrize("argv", [["validate"], ["validate", "--json"], ["list", "causes", "--json"],
+                                  ["show", "p2p-unsupported"]])
+def test_knowledge_env_that_is_no_folder_is_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        make, problem: str, argv: list[str]) -> None:
+    (tmp_path / "file.toml").write_text("[meta]\n")
+    overlay = make(tmp_path)
+    monkeypatch.setenv("DISTDOCTOR_KNOWLEDGE", str(overlay))
+    assert main(["knowledge", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"distdoctor: error: knowledge: {overlay}: {problem} "
+                            "(set by $DISTDOCTOR_KNOWLEDGE)\n")
+
+
+def test_validate_of_a_missing_folder_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["knowledge", "validate", "/no/such/overlay", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == "distdoctor: error: knowledge: /no/such/overlay: no such directory\n"
 
 
 def test_show_unknown_id_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["knowledge", "show", "no-such-thing"]) == 2
     assert "no-such-thing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("item_id, shown, hint", [
+    ("P2P-UNSUPPORTED", "'P2P-UNSUPPORTED'", "did you mean p2p-unsupported"),
+    ("shm_insufficient", "'shm_insufficient'", "did you mean shm-insufficient"),
+    ("x" * 5000, "'" + "x" * 60 + "...'", ""),        # the whole id once filled the terminal
+    ("shm\x1b[31m", "'shm\\x1b[31m'", ""),             # escaped, never sent to the terminal raw
+    ("", "''", ""),
+], ids=["upper-case", "underscore", "5000-characters", "escape-code", "empty"])
+def test_show_odd_ids_is_one_short_line(capsys: pytest.CaptureFixture[str], item_id: str, shown: str,
+                                        hint: str) -> None:
+    assert main(["knowledge", "show", item_id, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and len(captured.err) < 300
+    assert captured.err.startswith("distdoctor: error: no cause, check, switch, symptom, signature "
+                                   f"or step with id {shown} (")
+    assert hint in captured.err and "\x1b" not in captured.err

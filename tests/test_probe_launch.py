@@ -103,8 +103,10 @@ def test_unreadable_pid_is_unavailable(tmp_path: Path) -> None:
 
 def test_real_running_process_environment() -> None:
     env = {**TORCHRUN, "RANK": "2", "PATH": os.environ.get("PATH", "/usr/bin")}
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], env=env,
-                            stdin=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"],
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    # /proc/PID/environ holds the parent's environment until the child has exec'd: wait for it
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
     try:
         result = probe_launch(ProbeContext(pid=proc.pid, env={}))
     finally:

@@ -14,7 +14,7 @@ import pytest
 from distdoctor.probes import cuda_driver
 from distdoctor.probes.base import ProbeContext
 from distdoctor.probes.runner import CommandResult, RecordedRunner
-from distdoctor.probes.versions import MARKER, SNIPPET, probe_versions
+from distdoctor.probes.versions import MARKER, SNIPPET, STARTED, probe_versions
 
 PROC_VERSION = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
                 "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
@@ -229,3 +229,26 @@ def test_cuda_build_that_fails_to_import_is_a_failed_check(tmp_path: Path) -> No
     # a CPU build is never imported, so whether it imports is not claimed either way
     cpu = probe_versions(ProbeContext(timeout=60), nvml=FakeNVML(None))
     assert "torch_broken" not in cpu.facts
+
+
+@pytest.mark.parametrize("answer, started, why", [
+    # a shell wrapper that hangs: killed at the timeout, and no Python ever ran
+    (CommandResult((), None, "", "", 5.0, f"{sys.executable}: timed out after 5s"), False,
+     "timed out after 5s"),
+    # Python ran the snippet, then `import torch` hung: a fact about the target, not bad usage
+    (CommandResult((), None, f"{STARTED}\n", "", 5.0, f"{sys.executable}: timed out after 5s"), True,
+     "timed out after 5s"),
+    (CommandResult((), 0, "", "", 0.1), False, "exited 0: no output"),  # /bin/true
+])
+def test_whether_the_interpreter_ran_python_is_a_fact(answer: CommandResult, started: bool,
+                                                      why: str) -> None:
+    runner = RecordedRunner({(sys.executable, "-c", SNIPPET): answer})
+    result = probe_versions(ProbeContext(runner=runner), nvml=FakeNVML(None))
+    assert result.status == "unavailable"
+    assert result.facts == {"interpreter_started": started, "interpreter_error": why}
+    assert result.reason == f"could not ask {sys.executable}: {why}"  # the path once came twice
+
+
+def test_snippet_announces_itself_before_any_import() -> None:
+    proc = subprocess.run([sys.executable, "-c", SNIPPET], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.startswith(f"{STARTED}\n") and f"\n{MARKER}" in proc.stdout

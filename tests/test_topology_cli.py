@@ -101,3 +101,73 @@ def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
         main(["topo", "--help"])
     out = capsys.readouterr().out
     assert exc.value.code == 0 and "distdoctor topo --input topo.txt" in out and "--dot" in out
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"\x00" * 4096, "binary data"),                                       # only NUL bytes
+    (bytes(b % 255 + 1 for b in range(65536)) * 4, "binary data"),        # binary with no NUL at all
+    (b'{"gpus": [{"id": "GPU0", "bus', "no GPU topology found"),           # truncated JSON
+    (b'<system version="1">\n  <cpu numaid="0" affinity="ff">\n    <pci busid=', "NCCL topology XML that describes no GPU"),
+], ids=["nul-only", "binary-without-nul", "truncated-json", "truncated-xml"])
+def test_more_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           content: bytes, problem: str) -> None:
+    path = tmp_path / "input"
+    path.write_bytes(content)
+    code, out, err = run(capsys, "--input", str(path), "--json")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"distdoctor: error: {path}: ") and problem in err
+
+
+@pytest.mark.parametrize("path, problem", [("/dev/null", "empty file"), (".", "is a directory")])
+def test_special_paths_are_one_line_exit_2(capsys: pytest.CaptureFixture[str], path: str,
+                                           problem: str) -> None:
+    code, out, err = run(capsys, "--input", path)
+    assert code == 2 and out == "" and err == f"distdoctor: error: {path}: {problem}" + (
+        f" (expected `nvidia-smi topo -m` or `topo -p2p` output, NCCL topology XML or NCCL INFO lines)\n"
+        if problem == "empty file" else ", not a file\n")
+
+
+HOSTILE = {
+    # one 2 MB line of word characters: the NCCL line detector rescanned it from every position
+    "line.txt": (lambda: "a" * (2 << 20), "no GPU topology found"),
+    # a cut-off XML tag followed by 2 MB of blanks: two adjacent \s* tried every split
+    "blank.xml": (lambda: '<system version="1"><pci busid="0000:01:00.0" ' + " " * (2 << 20) + "x",
+                  "NCCL topology XML that describes no GPU"),
+    # 100,000 matrix rows: the "rows missing" note rebuilt a set of every row per column
+    "rows.txt": (lambda: "GPU0 X\n" * 100_000, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))  # ids stay short: PYTEST_CURRENT_TEST is in env
+def test_hostile_inputs_are_read_in_linear_time(tmp_path: Path, name: str) -> None:
+    """Each took from minutes to hours before (quadratic work); the generous timeout only turns
+    such a hang into a failure instead of a stuck test run."""
+    make, problem = HOSTILE[name]
+    path = tmp_path / name
+    path.write_text(make())
+    exe = Path(sys.executable).with_name("distdoctor")
+    proc = subprocess.run([str(exe), "topo", "--input", str(path), "--json"], capture_output=True,
+                          text=True, timeout=120)
+    if problem is None:
+        assert proc.returncode == 0 and json.loads(proc.stdout)["gpus"][0]["id"] == "GPU0"
+    else:
+        assert proc.returncode == 2 and proc.stdout == "" and problem in proc.stderr
+
+
+@pytest.mark.parametrize("argv, clash", [
+    (["--json", "--dot", "-"], "--dot - and --json"),
+    (["--dot", "-", "--svg", "-"], "--dot - and --svg -"),
+    (["--json", "--svg", "-"], "--svg - and --json"),
+])
+def test_two_documents_on_stdout_are_refused(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                             clash: str) -> None:
+    """`--json --dot -` printed the graph and then the JSON: stdout was valid as neither."""
+    code, out, err = run(capsys, "--input", str(EIGHT), *argv)
+    assert code == 2 and out == ""
+    assert err == (f"distdoctor: error: {clash} would both write to stdout: give the picture a "
+                   "file name\n")
+
+
+def test_svg_to_stdout_is_the_only_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--input", str(EIGHT), "--svg", "-")
+    assert code == 0 and out.startswith("<svg") and "GPU topology from" not in out

@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 
 import pytest
 from topology_fake_nvml import FIXTURES, FakePynvml
 
+from distdoctor.probes import cuda_driver
 from distdoctor.probes.base import OK, UNAVAILABLE, WARN, ProbeContext
 from distdoctor.probes.runner import RecordedRunner
 from distdoctor.probes.topology import analyse, probe_topology
@@ -123,3 +127,53 @@ def test_recordings_are_documented() -> None:
     readme = (FIXTURES / "README.md").read_text()
     for path in FIXTURES.glob("nvml-*.json"):
         assert "nvml-*.json" in readme and json.loads(path.read_text())["description"]
+
+
+def _no_nvml_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader cannot find libnvidia-ml, and importing pynvml would fail loudly if tried."""
+    import ctypes
+
+    def cdll(name: str, *args: object, **kwargs: object) -> None:
+        raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` now raises ImportError
+
+
+def test_no_driver_is_decided_before_importing_pynvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same reason text as pynvml gives, without its ~30 ms import (and the probe's networkx)."""
+    _no_nvml_library(monkeypatch)
+    assert nvml_topology(None) == (None, "no NVIDIA driver (NVML Shared Library Not Found)")
+    assert cuda_driver.driver_from_nvml(None) == (None, "NVML: NVML Shared Library Not Found")
+    result = probe_topology(ProbeContext(runner=RecordedRunner({})))
+    assert result.status == UNAVAILABLE
+    assert result.reason == "no NVIDIA driver (NVML Shared Library Not Found); nvidia-smi: command not found"
+
+
+def test_a_loadable_library_still_goes_through_pynvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name, *a, **k: object())
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    topo, reason = nvml_topology(None)
+    assert topo is None and reason.startswith("pynvml (nvidia-ml-py) not importable")
+
+
+def test_the_probe_imports_no_networkx_until_there_is_a_topology(tmp_path: Path) -> None:
+    """A fresh interpreter: the package, the probe on a driverless node, then the lazy names."""
+    code = textwrap.dedent("""
+        import sys
+        import distdoctor.probes.topology as topology
+        from distdoctor.probes.base import ProbeContext
+        from distdoctor.probes.runner import RecordedRunner
+        result = topology.probe_topology(ProbeContext(runner=RecordedRunner({})), nvml=None)
+        print(result.status, 'networkx' in sys.modules)
+        from distdoctor.probes.topology import TopologyInputError, build_graph, parse_text
+        print(TopologyInputError.__name__, build_graph.__module__, 'networkx' in sys.modules)
+    """)
+    if not cuda_driver.nvml_library_missing():
+        pytest.skip("this host has libnvidia-ml: NVML answers and the verdict needs networkx")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+    assert proc.stdout.split("\n")[:2] == [
+        "unavailable False", "TopologyInputError distdoctor.probes.topology.graph True"], proc.stderr

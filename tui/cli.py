@@ -31,7 +31,8 @@ class Parser(argparse.ArgumentParser):
     """argparse with a one-line error and exit code 2, never a usage dump."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # "distdoctor: error:" for every command, like UsageError; the help pointer names the command
+        self.exit(2, f"distdoctor: error: {message} (see {self.prog} --help)\n")
 
 
 class UsageError(Exception):

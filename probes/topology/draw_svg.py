@@ -2,13 +2,18 @@
 then a GPU x GPU grid coloured by P2P status and labelled with the link code."""
 from __future__ import annotations
 
+from html import escape as _html_escape
 from typing import Any
-from xml.sax.saxutils import escape
 
 from .model import P2P_BAD, P2P_GOOD
 
 FILL = {"good": "#c8e6c9", "bad": "#ffcdd2", "unknown": "#eeeeee", "self": "#9e9e9e", "none": "#ffffff"}
 PANEL_W, GPU_H, ROW_H = 270, 28, 36
+
+
+def escape(body: str) -> str:
+    """&, < and > as entities (xml.sax.saxutils.escape's job, without importing urllib for it)."""
+    return _html_escape(body, quote=False)
 
 
 def text(x: float, y: float, body: str, size: int = 11, weight: str = "normal",

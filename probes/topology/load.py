@@ -13,7 +13,9 @@ from .parse_xml import parse_xml
 MAX_BYTES = 32 << 20
 XML_MARK = re.compile(r"<system\b|<cpu\b[^>]*\bnumaid=|<pci\b[^>]*\bbusid=|<gpu\b[^>]*\bdev=")
 # NCCL's own line prefix (host:pid:tid [dev] NCCL INFO), its version banner, nccl-tests' device list.
-NCCL_MARK = re.compile(r"[\w.\-]*:\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN|TRACE|ERROR)|^NCCL version \d"
+# The lookbehind starts a host name only where a word starts: without it a long run of word
+# characters (10 MB with no newline) is rescanned from every position, which is quadratic.
+NCCL_MARK = re.compile(r"(?<![\w.\-])[\w.\-]*:\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN|TRACE|ERROR)|^NCCL version \d"
                        r"|#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s", re.M)
 WHAT = ("expected `nvidia-smi topo -m` or `topo -p2p` output, NCCL topology XML or NCCL INFO lines")
 
@@ -37,9 +39,20 @@ def read_input(path: str | Path) -> str:
         raise TopologyInputError(f"{name}: is a directory, not a file") from None
     except OSError as exc:
         raise TopologyInputError(f"{name}: cannot read ({exc.strerror or exc})") from None
-    if b"\x00" in data[:8192]:
+    if looks_binary(data[:8192]):
         raise TopologyInputError(f"{name}: binary data, not a topology file ({WHAT})")
     return data.decode("utf-8", "replace")
+
+
+def looks_binary(head: bytes) -> bool:
+    """NUL bytes, or more than a tenth of the characters undecodable or control characters (tabs,
+    line ends and the ESC of coloured logs are text). Random bytes without a NUL are caught here
+    instead of costing seconds of parsing."""
+    if b"\x00" in head:
+        return True
+    text = head.decode("utf-8", "replace")
+    odd = sum(1 for ch in text if ch == "\ufffd" or (ch < " " and ch not in "\t\n\r\f\v\x1b"))
+    return odd > max(8, len(text) // 10)
 
 
 def parse_text(text: str, name: str = "<text>") -> Topology:

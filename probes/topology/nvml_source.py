@@ -7,6 +7,7 @@ import threading
 from types import ModuleType
 from typing import Any, Callable
 
+from ..cuda_driver import NVML_NOT_FOUND, nvml_library_missing
 from .model import NVML_LEVEL_CODE, Gpu, Topology, cpu_ranges, norm_bus_id, short_bus
 
 # nvmlGpuP2PStatus_t -> the code `nvidia-smi topo -p2p` prints.
@@ -119,6 +120,8 @@ def init_reason(exc: BaseException) -> str:
 def sweep(nvml: ModuleType | Any | None) -> tuple[Topology | None, str]:
     """(topology, "") or (None, why not), without a deadline."""
     if nvml is None:
+        if nvml_library_missing():  # no driver: say so without importing pynvml
+            return None, f"no NVIDIA driver ({NVML_NOT_FOUND})"
         try:
             import pynvml as nvml  # nvidia-ml-py: needs only the driver's libnvidia-ml
         except ImportError as exc:

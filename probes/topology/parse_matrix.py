@@ -16,6 +16,10 @@ NICS_FOUND = re.compile(r"(\d+)\s+NICs?\s+found in the topology.*?only displayin
 P2P_MODE = re.compile(r"topo\s+-p2p\s+([rwnap]{1,5})\b")
 P2P_KIND = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "prop"}
 P2P_CELLS = frozenset(P2P_CODES) | {"X"}
+# Bounds no real `nvidia-smi topo` output comes near (a few dozen devices, a few hundred columns
+# wide); beyond them a line or a row is not read, so a hostile paste costs time linear and small.
+MAX_LINE = 1 << 16
+MAX_ROWS = 1024
 
 
 @dataclass
@@ -71,15 +75,15 @@ def find_blocks(lines: list[str]) -> list[Block]:
     blocks: list[Block] = []
     current: Block | None = None
     for i, line in enumerate(lines):
-        if "NCCL " in line:  # log lines are never matrix lines; skip the tokenising
+        if "NCCL " in line or len(line) > MAX_LINE:  # never matrix lines; skip the tokenising
             if current is not None and current.rows:
                 current = None
             continue
         tokens = line.split()
-        labels = header_labels(tokens) if "GPU" in line else None
         row_like = (len(tokens) >= 2 and DEVICE_LABEL.match(tokens[0]) is not None
                     and is_cell(tokens[1]))
-        if labels is not None and not row_like:
+        labels = header_labels(tokens) if "GPU" in line and not row_like else None
+        if labels is not None:
             rest = " ".join(tokens[tokens.index(labels[-1]) + 1:])
             current = Block(i, labels, AFFINITY_NAMES.findall(rest))
             blocks.append(current)
@@ -88,6 +92,9 @@ def find_blocks(lines: list[str]) -> list[Block]:
             if current is None or (current.rows and i > current.rows_end + 1):
                 current = Block(i, [], [])  # headerless paste: columns come from the rows
                 blocks.append(current)
+            if len(current.rows) >= MAX_ROWS:
+                current.rows_end = i
+                continue
             width = len(current.labels) or None
             cells, rest = split_row(tokens[1:], width)
             current.rows.append((tokens[0], cells, rest))
@@ -154,7 +161,8 @@ def parse_topo_m(block: Block, lines: list[str]) -> Topology:
     if short:
         topo.note(f"Matrix rows cut short ({', '.join(short[:4])}{'...' if len(short) > 4 else ''}):"
                   " read what is there.")
-    missing = [c for c in cols if c and c not in {label for label, _, _ in block.rows}]
+    row_labels = {label for label, _, _ in block.rows}  # once, not per column: 10k rows happen
+    missing = [c for c in cols if c and c not in row_labels]
     if missing and block.rows:
         topo.note(f"No rows for {', '.join(missing[:6])}{'...' if len(missing) > 6 else ''}"
                   " (truncated output); their links come from the other rows.")

@@ -10,7 +10,8 @@ from .parse_nccl_dump import DumpReader
 from .parse_xml import tree_links
 
 # host:pid:tid [cudaDev] (file.cc:line )?NCCL LEVEL text; host may be empty, a prefix may precede it.
-PREFIX = re.compile(r"(?P<host>[\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+ )?"
+# The lookbehind keeps a long word from being rescanned at each of its characters (quadratic).
+PREFIX = re.compile(r"(?<![\w.\-])(?P<host>[\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+ )?"
                     r"NCCL (?P<lvl>INFO|WARN|TRACE|ERROR) ?(?P<rest>.*)$")
 CHANNEL = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : (\d+)\[([0-9a-fA-F]+)\] -> (\d+)\[([0-9a-fA-F]+)\]"
                      r"(?: \[(?:send|receive)\])? via (\S+)")

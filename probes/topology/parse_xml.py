@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 from .model import Gpu, Nic, Topology, cpus_from_mask, norm_bus_id, short_bus
 
-TAG = re.compile(r"<\s*(/?)\s*([A-Za-z_][\w.-]*)((?:\s+[\w:.-]+\s*=\s*\"[^\"]*\")*)\s*(/?)\s*>")
+# One optional whitespace run before '>' unless a '/' splits it: two adjacent \s* runs would try
+# every split of a long blank stretch in a cut-off tag (quadratic).
+TAG = re.compile(r"<\s*(/?)\s*([A-Za-z_][\w.-]*)((?:\s+[\w:.-]+\s*=\s*\"[^\"]*\")*)\s*(?:(/)\s*)?>")
 ATTR = re.compile(r"([\w:.-]+)\s*=\s*\"([^\"]*)\"")
 NVSWITCH_CLASS = "0x0680"
 BRIDGE_CLASS = "0x0604"

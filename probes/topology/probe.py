@@ -6,9 +6,10 @@ from typing import Any
 
 from ..base import OK, WARN, ProbeContext, ProbeResult, unavailable
 from ..runner import CommandResult
-from .load import TopologyInputError, parse_text
 from .nvml_source import nvml_topology
-from .verdict import analyse
+
+# The parsers and the verdict (networkx) are imported only once there is a topology to read:
+# a node without a driver answers "unavailable" in milliseconds, not after ~0.3 s of imports.
 
 NAME = "topology"
 TOPO_M = ("nvidia-smi", "topo", "-m")
@@ -28,6 +29,11 @@ def probe_topology(ctx: ProbeContext, nvml: Any = None) -> ProbeResult:
     topo, nvml_reason = nvml_topology(nvml, deadline=max(ctx.timeout, 1.0))
     smi = ctx.runner(TOPO_M, timeout=ctx.timeout)
     raw = [f"$ {' '.join(TOPO_M)}\n{smi.stdout}"]
+    if topo is None and not smi.ok:
+        return unavailable(NAME, f"{nvml_reason}; {why_failed(smi)}")
+    from .load import TopologyInputError, parse_text
+    from .verdict import analyse
+
     if topo is not None:
         if smi.ok:  # NVML knows nothing of NICs: the matrix adds them and their distances
             try:
@@ -35,8 +41,6 @@ def probe_topology(ctx: ProbeContext, nvml: Any = None) -> ProbeResult:
             except TopologyInputError as exc:
                 topo.note(f"nvidia-smi topo -m could not be read: {exc}")
     else:
-        if not smi.ok:
-            return unavailable(NAME, f"{nvml_reason}; {why_failed(smi)}")
         text = smi.stdout
         p2p = ctx.runner(TOPO_P2P, timeout=ctx.timeout)
         if p2p.ok:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import socket
@@ -12,11 +13,10 @@ from typing import Any, Mapping
 
 from ..cli import UsageError
 from . import common
+from .check_text import render
 
 KIND = "check"
-STATUS_ORDER = ("fail", "warn", "error", "unavailable", "ok")
-STYLES = {"fail": "bold red", "warn": "yellow", "error": "magenta", "unavailable": "dim",
-          "ok": "green"}
+MAX_DEADLINE = 3600.0
 DESCRIPTION = """\
 Check this node (or a running rank) for what breaks distributed training: versions (torch, CUDA,
 NCCL, driver), /dev/shm, launch variables, NCCL/torch switches, network (interfaces, NCCL/Gloo
@@ -56,8 +56,14 @@ def _interpreter(value: str | None, pid: int | None, pid_env: Mapping[str, str])
     """--python as given (a path or a name on PATH); else the --pid process's python; else ours."""
     if value:
         path = value if os.sep in value else shutil.which(value)
-        if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
-            raise UsageError(f"--python {value}: no such interpreter")
+        if not path:
+            raise UsageError(f"--python {value}: no such interpreter (not a path, and not on PATH)")
+        if os.path.isdir(path):
+            raise UsageError(f"--python {value}: no such interpreter ({path} is a directory)")
+        if not os.path.isfile(path):
+            raise UsageError(f"--python {value}: no such interpreter (no file {path})")
+        if not os.access(path, os.X_OK):
+            raise UsageError(f"--python {value}: no such interpreter ({path} is not executable)")
         return os.path.abspath(path)
     if pid is not None:
         return _pid_python(pid, pid_env) or sys.executable
@@ -86,6 +92,26 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _knowledge(args: argparse.Namespace):
+    """The knowledge base without the method-tree check: `check` never walks the tree, and the
+    check imports networkx (~0.2 s). `distdoctor knowledge validate` still checks the tree."""
+    from distdoctor.knowledge import KnowledgeError, load_knowledge
+
+    try:
+        return load_knowledge(getattr(args, "knowledge", None), tree=False)
+    except KnowledgeError as exc:
+        raise UsageError(f"knowledge: {exc}") from None
+
+
+def _interpreter_answered(args: argparse.Namespace, results: Mapping[str, Any]) -> None:
+    """An explicit --python that never ran the versions snippet (a shell script, a hung wrapper,
+    a binary that is not Python) is bad usage, not a finding about this node."""
+    versions = results.get("versions")
+    if args.python and versions is not None and versions.facts.get("interpreter_started") is False:
+        why = versions.facts.get("interpreter_error") or versions.reason
+        raise UsageError(f"--python {args.python}: not a Python interpreter that answers ({why})")
+
+
 def run(args: argparse.Namespace) -> int:
     from distdoctor.probes.base import ProbeContext
     from distdoctor.probes.procenv import EnvUnreadable, read_environ
@@ -93,8 +119,11 @@ def run(args: argparse.Namespace) -> int:
     from distdoctor.probes.sweep import run_sweep, select
 
     start = time.monotonic()
-    if args.deadline <= 0:
-        raise UsageError("--deadline must be a positive number of seconds")
+    if not (math.isfinite(args.deadline) and 0 < args.deadline <= MAX_DEADLINE):
+        raise UsageError(f"--deadline must be a positive number of seconds (at most {MAX_DEADLINE:g})")
+    twice = sorted({name for name in args.only or () if args.only.count(name) > 1})
+    if twice:
+        raise UsageError(f"--only: {twice[0]!r} is named more than once")
     try:
         probes = select(PROBES, args.only)
     except KeyError as exc:
@@ -113,14 +142,23 @@ def run(args: argparse.Namespace) -> int:
     # before the sweep gives up on its probe.
     ctx = ProbeContext(python=python, pid=args.pid, timeout=max(0.5, args.deadline * 0.9))
     box: dict[str, Any] = {}
-    sweep = threading.Thread(target=lambda: box.update(results=run_sweep(
-        ctx, probes, deadline=args.deadline)), daemon=True, name="check-sweep")
+
+    def sweep_probes() -> None:
+        try:
+            box["results"] = run_sweep(ctx, probes, deadline=args.deadline)
+        except Exception as exc:  # re-raised below, in the main thread, with its traceback
+            box["error"] = exc
+
+    sweep = threading.Thread(target=sweep_probes, daemon=True, name="check-sweep")
     sweep.start()
-    kb = common.knowledge(args)  # loads while the probes run: the torch subprocess is the long part
+    kb = _knowledge(args)  # loads while the probes run: the torch subprocess is the long part
     sweep.join()
+    if "error" in box:
+        raise box["error"]
     from distdoctor.knowledge.evaluate import evaluate
 
     results = box["results"]
+    _interpreter_answered(args, results)
     findings = evaluate(kb, results)
     data = {
         "host": socket.gethostname(),
@@ -136,40 +174,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         render(data)
     return 1 if any(f.status == "fail" for f in findings) else 0
-
-
-def render(data: dict[str, Any]) -> None:
-    """The findings as a table grouped by status (word and colour), then the actions to copy."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = Console(highlight=False)
-    findings = sorted(data["findings"], key=lambda f: STATUS_ORDER.index(f["status"])
-                      if f["status"] in STATUS_ORDER else len(STATUS_ORDER))
-    counts = {s: sum(1 for f in findings if f["status"] == s) for s in STATUS_ORDER}
-    table = Table(title=f"distdoctor check on {data['host']} ({data['duration_s']:.2f} s)",
-                  show_lines=False, expand=True)
-    table.add_column("Status", no_wrap=True)
-    table.add_column("Finding", ratio=4, overflow="fold")
-    table.add_column("Cause", ratio=2, overflow="fold")
-    table.add_column("Next action", ratio=4, overflow="fold")
-    previous = None
-    for f in findings:
-        if previous is not None and f["status"] != previous:
-            table.add_section()
-        previous = f["status"]
-        finding = Text(f["title"])
-        if f["detail"] and f["status"] != "ok":
-            finding.append("\n" + f["detail"], style="dim")
-        table.add_row(Text(f["status"].upper(), style=STYLES.get(f["status"], "")), finding,
-                      Text(", ".join(f["cause_ids"])), Text(f["fix"]))
-    console.print(table)
-    summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_ORDER if counts[s])
-    console.print(Text(f"{summary or 'no findings'}.", style="bold"))
-    actions = [f for f in findings if f["status"] in ("fail", "warn") and f["fix"]]
-    if actions:
-        console.print(Text("\nNext actions (copy-paste):", style="bold"))
-        for f in actions:
-            console.print(Text(f"# {f['check']}", style="dim"), soft_wrap=True)
-            console.print(Text(f["fix"]), soft_wrap=True)

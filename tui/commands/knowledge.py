@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import os
 import textwrap
+from pathlib import Path
 from typing import Any
 
 from ..cli import UsageError
@@ -50,10 +53,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         kb = load_knowledge(overlay)
     except KnowledgeError as exc:
+        missing = exc.key == "-" and exc.file == _overlay_path(overlay)
+        if args.action != "validate" or missing:
+            # a missing overlay folder is bad usage everywhere; a broken file is bad input to
+            # `show` and `list`, and the finding `validate` exists to report
+            raise UsageError(f"knowledge: {exc}") from None
         if args.json:
             print_json({"valid": False, "file": exc.file, "key": exc.key, "reason": exc.reason})
-            return 1
-        raise UsageError(f"knowledge: {exc}") from None
+        else:
+            print(f"knowledge: invalid: {exc}")
+        return 1
     if args.action == "validate":
         counts = {t: len(getattr(kb, t)) for t in TABLES}
         if args.json:
@@ -73,13 +82,31 @@ def run(args: argparse.Namespace) -> int:
         return 0
     item = kb.find(args.id)
     if item is None:
-        raise UsageError(f"no cause, check, switch, symptom, signature or step with id {args.id!r} "
-                         "(see `distdoctor knowledge list causes`)")
+        raise UsageError(unknown_id(kb, args.id))
     if args.json:
         print_json({"kind": type(item).__name__.lower(), **_plain(dataclasses.asdict(item))})
     else:
         print(explain(item))
     return 0
+
+
+def _overlay_path(overlay: str | None) -> str | None:
+    """The overlay folder load_knowledge reads: the argument, else $DISTDOCTOR_KNOWLEDGE."""
+    from distdoctor.knowledge.loader import OVERLAY_ENV
+
+    chosen = overlay or os.environ.get(OVERLAY_ENV)
+    return str(Path(chosen)) if chosen else None
+
+
+def unknown_id(kb: Any, item_id: str) -> str:
+    """One line: the id as typed (cut short, control characters escaped) and the nearest ids."""
+    shown = repr(item_id if len(item_id) <= 60 else item_id[:60] + "...")
+    ids = [i for t in TABLES for i in getattr(kb, t)]
+    lowered = {i.lower(): i for i in ids}
+    near = difflib.get_close_matches(item_id.strip().lower()[:100], list(lowered), n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(lowered[n] for n in near)}? " if near else ""
+    return (f"no cause, check, switch, symptom, signature or step with id {shown} "
+            f"({hint}see `distdoctor knowledge list causes`)")
 
 
 def _plain(value: Any) -> Any:

@@ -95,9 +95,19 @@ def advice_lines(facts: dict[str, Any], width: int = 80) -> list[str]:
     return lines
 
 
+def stdout_flags(args: argparse.Namespace) -> list[str]:
+    """The outputs that want stdout: --json, and --dot/--svg given '-'."""
+    flags = [f"--{name} -" for name in ("dot", "svg") if getattr(args, name) == "-"]
+    return flags + (["--json"] if args.json else [])
+
+
 def run(args: argparse.Namespace) -> int:
     from distdoctor.probes.topology import draw_matrix, draw_text, to_dot, to_svg
 
+    on_stdout = stdout_flags(args)
+    if len(on_stdout) > 1:  # two documents on one stream is neither valid JSON nor a valid graph
+        raise UsageError(f"{' and '.join(on_stdout)} would both write to stdout: give the "
+                         "picture a file name")
     facts = collect(args)
     if args.dot:
         write(args.dot, to_dot(facts))
@@ -106,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     record(args, "topo", facts)
     if args.json:
         print_json(facts)
-    elif args.dot != "-":
+    elif not on_stdout:
         print(draw_matrix(facts) if args.matrix else draw_text(facts))
         print("\n".join(advice_lines(facts)))
     return 1 if facts["p2p"] in ("none", "partial") else 0
