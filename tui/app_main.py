@@ -2,9 +2,30 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def run_app(args: argparse.Namespace) -> int:
-    from .cli import UsageError
+    """Build the app from the parsed arguments (--learn, --resume, --knowledge), run it, and
+    return its exit code. A session that cannot be reopened is a usage error (exit 2)."""
+    from distdoctor.knowledge import KnowledgeError, load_knowledge
+    from distdoctor.probes.base import ProbeContext
 
-    raise UsageError("the app is not built yet")
+    from .cli import UsageError
+    from .session import SessionError, SessionStore
+
+    overlay = getattr(args, "knowledge", None) or os.environ.get("DISTDOCTOR_KNOWLEDGE") or ""
+    try:
+        # Everything but the tree check (networkx) now; the app runs that after its first paint.
+        kb = load_knowledge(overlay or None, tree=False)
+    except KnowledgeError as exc:
+        raise UsageError(f"knowledge: {exc}") from None
+    from .app import make_app
+
+    try:
+        app = make_app(kb, ProbeContext(), SessionStore(), learn=bool(getattr(args, "learn", False)),
+                       resume=getattr(args, "resume", None), check_knowledge=overlay)
+    except SessionError as exc:
+        raise UsageError(str(exc)) from None
+    app.run()
+    return app.return_code or 0

@@ -1,1 +1,1 @@
-"""(filled in by its issue)"""
+"""One screen per step of the method (see tui.app.STEP_SCREENS) and the dialogs they open."""

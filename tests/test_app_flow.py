@@ -1,0 +1,404 @@
+"""The app walked end to end with Pilot: hang path and error path on a recorded host, and the
+Environment step against the real host."""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import appkit
+from appkit import run_async, screen_text
+
+from distdoctor.tui.session import SessionStore
+
+LOGS = appkit.FIXTURES / "app"
+
+
+def has_log_analysis() -> bool:
+    try:
+        module = importlib.import_module("distdoctor.knowledge.logs")
+    except ImportError:
+        return False
+    return all(hasattr(module, name) for name in ("analyse", "analyse_text", "read_context"))
+
+
+needs_logs = pytest.mark.skipif(not has_log_analysis(), reason="log analysis not in this build yet")
+
+
+async def settle(pilot) -> None:
+    """Let workers finish and their messages land: no sleeps. A DirectoryTree's "_loader" worker
+    lives as long as the tree, so it is not waited for; the loads it starts are."""
+    for _ in range(2):  # a worker's messages may start another worker (the tree's loads do)
+        await pilot.pause()
+        for worker in list(pilot.app.workers):
+            if worker.group != "_loader":
+                await worker.wait()
+    await pilot.pause()
+
+
+def kinds(tmp: Path, session: str) -> list[str]:
+    return [e["kind"] for e in SessionStore(tmp / "sessions").load(session)["events"]]
+
+
+def latest(tmp: Path, session: str, kind: str) -> dict:
+    events = SessionStore(tmp / "sessions").load(session)["events"]
+    return [e["data"] for e in events if e["kind"] == kind][-1]
+
+
+async def load_logs(pilot, path: Path) -> None:
+    await pilot.press("f")
+    assert pilot.app.focused.id == "path"
+    pilot.app.focused.value = str(path)
+    await pilot.press("enter")
+    await settle(pilot)
+    await pilot.press("escape")  # out of the field, so letter keys drive the app again
+
+
+@needs_logs
+@run_async
+async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
+    app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="hang")
+    async with app.run_test(size=(80, 24)) as pilot:
+        # 1. classify: the two top-level symptoms from the knowledge base, then where it hangs
+        text = screen_text(app)
+        assert "What do you see?" in text and "Hang:" in text and "Error:" in text
+        assert app.current_step == "classify"
+        await pilot.press("enter")  # Hang
+        await pilot.pause()
+        assert "Hang: where exactly?" in screen_text(app)
+        assert kinds(tmp_path, "hang") == ["answer"]
+        await pilot.press("enter")  # Hang at process-group init
+        await pilot.pause()
+        classify = latest(tmp_path, "hang", "classify")
+        assert (classify["symptom"], classify["sub"]) == ("hang", "hang-init")
+        assert classify["suspects"][0]["id"] == "rank-env-mismatch"  # 3 (init) + 2.5 (hang)
+        text = screen_text(app)
+        assert "Rank variables disagree" in text and "5.5 = Hang at process-group init 3 + Hang 2.5" in text
+        assert "First suspect: Rank variables disagree" in text
+
+        # 2. logs: torchrun detected from the job's environment; the lines to copy
+        await pilot.press("n")
+        assert app.current_step == "logs"
+        text = screen_text(app)
+        assert "Launcher: torchrun (TORCHELASTIC_RUN_ID is set)" in text
+        assert "export NCCL_DEBUG=INFO" in text and "export NCCL_DEBUG_SUBSYS=INIT,NET" in text
+        assert "export NCCL_DEBUG_FILE=./nccl-logs/nccl.%h.%p.log" in text
+        await load_logs(pilot, LOGS / "logs-hang")
+        logs = latest(tmp_path, "hang", "logs")
+        assert logs["paths"] == [str(LOGS / "logs-hang")]
+        found = [c["id"] for c in logs["causes"]]
+        assert "nic-selection" in found and "collective-timeout" in found
+        text = screen_text(app)
+        assert "NCCL or Gloo picked the wrong network interface" in text
+        assert "rank0.log:1" in text and "Bootstrap : Using lo:127.0.0.1<0>" in text
+        # an evidence line opens in its file, marked, with its neighbours
+        app.set_focus(app.screen.query_one("#evidence"))
+        await pilot.press("enter")
+        await settle(pilot)
+        viewer = screen_text(app)
+        # the first evidence line (rank0.log:1) is marked; its neighbours come from the file
+        assert ">1 | node-a:1201:1201 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>" in viewer
+        assert " 2 | node-a:1201:1201 [0] NCCL INFO NET/Plugin : No plugin found" in viewer
+        await pilot.press("escape")
+        await pilot.pause()
+
+        # 3. environment: probes run when the step opens, with progress and words for status
+        await pilot.press("n")
+        await settle(pilot)
+        assert app.current_step == "environment"
+        text = screen_text(app)
+        assert "6 probes done" in text
+        assert "FAIL | /dev/shm is only 64.0 MiB (runtime: docker) | shm" in text
+        assert "MASTER_ADDR=127.0.0.1 is loopback but the job spans several nodes" in text
+        assert "What: /dev/shm is only 64.0 MiB" in text and "Fix: docker run --shm-size=16g" in text
+        check = latest(tmp_path, "hang", "check")
+        assert set(check["facts"]) == {"versions", "shm", "launch", "switches", "network", "topology"}
+        assert {f["status"] for f in check["findings"]} >= {"fail", "ok"}
+        await pilot.press("down")  # the detail follows the highlighted finding
+        await pilot.pause()
+        assert "What: MASTER_ADDR=127.0.0.1 is loopback" in screen_text(app)
+        await pilot.press("a")  # OK findings are listed on request
+        await pilot.pause()
+        assert "OK | MASTER_PORT=29911 is a valid port | launch" in screen_text(app)
+
+        # 4 and 5: the plans, from the repro module and the knowledge base's switches
+        await pilot.press("n")
+        assert "baseline: 2 ranks on this node" in screen_text(app)
+        await pilot.press("n")
+        text = screen_text(app)
+        assert "then alone: NCCL_IB_DISABLE=1 (if only this passes: ib-rdma-failure)" in text
+
+        # 6. conclusion: every piece of evidence counted, the fix, switches to remove, export
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.current_step == "conclusion"
+        conclusion = latest(tmp_path, "hang", "conclusion")
+        ranked = [c["id"] for c in conclusion["causes"]]
+        assert ranked[0] == "nic-selection", ranked  # symptom prior + log evidence
+        assert "shm-insufficient" in ranked  # from the FAIL finding alone
+        why = " ".join(conclusion["causes"][0]["why"])
+        assert "logs: score" in why and "symptom: Hang at process-group init" in why
+        text = screen_text(app)
+        assert "NCCL_SOCKET_IFNAME" in text  # the fix of the top cause, from kb.causes
+        assert "NCCL_DEBUG=INFO: added for the Logs step" in text
+        target = tmp_path / "incident.md"
+        app.screen.query_one("#export-path").value = str(target)
+        await pilot.press("e")
+        await settle(pilot)
+        assert f"OK wrote {target}" in screen_text(app)
+        report = target.read_text(encoding="utf-8")
+        assert "hang" in report.lower() and "nic-selection" in report
+
+    assert kinds(tmp_path, "hang") == ["answer", "classify", "logs", "check", "topo", "conclusion"]
+
+
+@needs_logs
+@run_async
+async def test_error_path_with_pasted_line_learn_mode_and_jumps(tmp_path: Path) -> None:
+    app = appkit.build(tmp_path, appkit.ERROR_ENV, session_id="err", learn=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        # learn mode shows why each step exists and its terms, from kb.steps
+        text = screen_text(app)
+        assert "Why this step: Hangs and errors have different usual suspects" in text
+        assert "collective: An operation every rank must join" in text
+        await pilot.press("down", "enter")  # Error
+        await pilot.pause()
+        assert "Error: where exactly?" in screen_text(app)
+        await pilot.press("slash")
+        app.focused.value = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1269, "
+                             "unhandled system error, NCCL version 2.18.1")
+        await pilot.press("enter")
+        await settle(pilot)
+        classify = latest(tmp_path, "err", "classify")
+        assert "unhandled system error" in classify["text"]
+        assert "network-unreachable" in [m["id"] for m in classify["matches"]]
+        assert "The line matches:" in screen_text(app)
+        await pilot.press("escape")
+        app.set_focus(app.screen.query_one("#sub"))
+        await pilot.press("enter")  # the first error sub-symptom: unhandled system error
+        await pilot.pause()
+        assert latest(tmp_path, "err", "classify")["sub"] == "error-unhandled"
+
+        await pilot.press("2")
+        text = screen_text(app)
+        assert "Launcher: Slurm (srun) (SLURM_JOB_ID is set)" in text
+        assert "srun --export=ALL ... python train.py" in text
+        # a path that does not exist is an error on the screen, not a crash
+        await load_logs(pilot, tmp_path / "no-such-dir")
+        assert f"ERROR no such file or folder: {tmp_path / 'no-such-dir'}" in screen_text(app)
+        await load_logs(pilot, LOGS / "logs-error" / "rank0.log")
+        assert "shm-insufficient" in [c["id"] for c in latest(tmp_path, "err", "logs")["causes"]]
+
+        await pilot.press("3")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "FAIL | /dev/shm is only 64.0 MiB" in text
+        check = latest(tmp_path, "err", "check")
+        titles = " ".join(f["title"] for f in check["findings"] if f["status"] in ("warn", "fail"))
+        assert "NCCL_P2P_DISABLE" in titles
+
+        await pilot.press("6")
+        await pilot.pause()
+        conclusion = latest(tmp_path, "err", "conclusion")
+        assert conclusion["causes"][0]["id"] == "shm-insufficient"
+        removed = {s["name"] for s in conclusion["switches_to_remove"]}
+        assert {"NCCL_P2P_DISABLE", "NCCL_DEBUG"} <= removed
+        assert "NCCL_P2P_DISABLE=1" in screen_text(app)
+
+        # jump back: the classify screen still shows what was chosen and pasted
+        await pilot.press("1")
+        await pilot.pause()
+        assert app.current_step == "classify"
+        text = screen_text(app)
+        assert "unhandled system error" in text and "The line matches:" in text
+        await pilot.press("l")  # learn mode off
+        await pilot.pause()
+        assert "Why this step" not in screen_text(app)
+
+
+@run_async
+async def test_help_and_command_palette_list_every_action(tmp_path: Path) -> None:
+    app = appkit.build(tmp_path, appkit.HANG_ENV)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = screen_text(app)
+        for key, what in (("n", "Next step"), ("l", "Learn"), ("/", "Paste a line"), ("c", "Copy lines"),
+                          ("r", "Rerun probes"), ("a", "Show OK"), ("x", "Stop"), ("e", "Export report")):
+            assert any(line.split()[:1] == [key] and what in line for line in text.splitlines()), (key, what)
+        await pilot.press("escape")
+        names = [name for name, _, _ in app.palette_commands()]
+        assert "Go to step 3: Check the environment" in names
+        for name in ("Run the environment probes", "Run the minimal repro", "Run the bisection",
+                     "Export the report", "Toggle learn mode", "Compare fleet snapshots"):
+            assert name in names
+        # the palette runs a step's action: here, open the repro step's plan
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Go to step 4")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.current_step == "repro"
+
+
+@run_async
+async def test_logs_step_without_the_analyser_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distdoctor.knowledge.logs", None)  # import now fails
+    app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="nolog")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await load_logs(pilot, LOGS / "logs-hang")
+        assert "log analysis not available" in screen_text(app)
+        assert latest(tmp_path, "nolog", "answer")["answer"] == [str(LOGS / "logs-hang")]
+
+
+@run_async
+async def test_fleet_snapshots_name_the_odd_node_and_count_in_the_conclusion(tmp_path: Path) -> None:
+    from fleet_gen import write_fleet
+
+    write_fleet(tmp_path / "fleet", 4, plants={2: {"driver": "535.104.05"}})
+    app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="fleet")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("3")
+        await settle(pilot)
+        await pilot.press("f")
+        await pilot.pause()
+        app.screen.query_one("#fleet-path").value = str(tmp_path / "fleet")
+        app.set_focus(app.screen.query_one("#fleet-path"))
+        await pilot.press("enter")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "4 node(s): 1 odd value(s) out" in text
+        assert "node-02 | driver | 535.104.05 | 550.54.15 (3)" in text
+        await pilot.press("escape")
+        await pilot.press("6")
+        await pilot.pause()
+    fleet = latest(tmp_path, "fleet", "fleet")
+    assert fleet["outliers"][0]["node"] == "node-02"
+    causes = {c["id"]: c["why"] for c in latest(tmp_path, "fleet", "conclusion")["causes"]}
+    assert "fleet: nodes disagree on driver" in causes["version-mismatch"]
+
+
+@run_async
+async def test_browse_picks_a_folder_for_the_logs(tmp_path: Path) -> None:
+    app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="pick")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2", "f")
+        app.focused.value = str(LOGS / "logs-hang")
+        await pilot.press("escape", "b")  # the tree opens at the typed folder
+        await settle(pilot)
+        assert str(LOGS / "logs-hang") in screen_text(app)
+        assert "rank0.log" in screen_text(app)
+        await pilot.press("down", "s")  # the highlighted entry's folder
+        await settle(pilot)
+        assert app.current_step == "logs"
+        assert app.screen.query_one("#path").value == str(LOGS / "logs-hang")
+
+
+@run_async
+async def test_environment_step_on_the_real_host(tmp_path: Path) -> None:
+    """The registry's probes against this machine: whatever it has, every probe ends in a word."""
+    from distdoctor.knowledge import load_knowledge
+    from distdoctor.probes.base import ProbeContext
+    from distdoctor.tui.app import make_app
+
+    app = make_app(load_knowledge(), ProbeContext(), SessionStore(tmp_path), session_id="host")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await settle(pilot)
+        text = screen_text(app)
+        check = SessionStore(tmp_path).load("host")["events"][-1]["data"]
+        assert list(check["probes"]) == ["versions", "shm", "launch", "switches", "network", "topology"]
+        for name, probe in check["probes"].items():
+            word = {"ok": "OK", "warn": "WARN", "fail": "FAIL", "unavailable": "N/A", "error": "ERROR"}
+            assert f" {name} " in f" {text} " and word[probe["status"]] in text
+        assert check["findings"] and all(f["status"] for f in check["findings"])
+        assert check["facts"]["versions"] or check["probes"]["versions"]["status"] == "unavailable"
+
+
+@pytest.mark.slow
+@run_async
+async def test_repro_step_runs_for_real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real two-rank Gloo job from the Repro step, live output into the Log, result recorded."""
+    from distdoctor.knowledge import load_knowledge
+    from distdoctor.probes.base import ProbeContext
+    from distdoctor.tui.app import make_app
+
+    # the repro runs the job's interpreter, python3 on PATH: here, this virtual environment's
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    app = make_app(load_knowledge(), ProbeContext(), SessionStore(tmp_path), session_id="rep")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        app.screen.query_one("#backend").value = "gloo"
+        await pilot.press("r")
+        await settle(pilot)
+        result = SessionStore(tmp_path).load("rep")["events"][-1]
+        assert result["kind"] == "repro"
+        assert result["data"]["outcome"] == "pass", result["data"].get("first_error")
+        text = screen_text(app)
+        assert "DISTDOCTOR_STEP done" in text  # live output reached the Log widget
+        assert "repro | PASS" in text and "finished in" in text
+        # Stop: a second run cancelled at once ends "stopped", its processes gone
+        await pilot.press("r", "x")
+        await settle(pilot)
+        stopped = SessionStore(tmp_path).load("rep")["events"][-1]["data"]
+        assert stopped["outcome"] == "stopped" and stopped["cleanup"]["survivors"] == []
+        # the bisection: a passing baseline stops there and clears this node's local setup
+        await pilot.press("5")
+        await pilot.pause()
+        app.screen.query_one("#backend").value = "gloo"
+        await pilot.press("r")
+        await settle(pilot)
+        bisect = SessionStore(tmp_path).load("rep")["events"][-1]
+        assert bisect["kind"] == "bisect" and bisect["data"]["baseline_passed"] is True
+        text = screen_text(app)
+        assert "baseline | PASS" in text and "Baseline PASS: this node's local setup works" in text
+
+
+@run_async
+async def test_a_broken_tree_in_an_overlay_ends_the_app_with_exit_code_2(tmp_path: Path) -> None:
+    """The tree check runs after the first screen (it imports networkx); a cycle still fails."""
+    from distdoctor.knowledge import load_knowledge
+    from distdoctor.tui.app import make_app
+
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "loop.toml").write_text('[[step]]\nid = "logs"\ntitle = "Logs"\nkind = "step"\n'
+                                       'next = ["classify"]\n', encoding="utf-8")
+    kb = load_knowledge(overlay, tree=False)  # everything but the tree is checked up front
+    app = make_app(kb, appkit.recorded_ctx(appkit.HANG_ENV, tmp_path), SessionStore(tmp_path),
+                   check_knowledge=str(overlay))
+    assert app.order == ["classify", "logs"]  # the walk stops at the cycle
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+    assert app.return_code == 2
+
+
+@run_async
+async def test_a_probe_bug_is_a_finding_and_a_crashing_worker_is_reported(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from distdoctor.knowledge import evaluate as evaluate_module
+
+    def broken(ctx):
+        raise RuntimeError("probe bug")
+
+    app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="bug")
+    app.probes = dict(app.probes, shm=broken)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await settle(pilot)
+        assert "shm       ERROR  RuntimeError: probe bug" in screen_text(app)  # run_sweep's own guard
+
+        def crash(kb, results):
+            raise KeyError("evaluate bug")
+
+        monkeypatch.setattr(evaluate_module, "evaluate", crash)
+        await pilot.press("r")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "ERROR: the sweep failed" in text and "KeyError: 'evaluate bug'" in text
+        assert app.screen.running == ""  # the next-action panel is not stuck on "Probing"

@@ -1,0 +1,249 @@
+"""The Textual app: one screen (mode) per step of the method, the session record behind them."""
+from __future__ import annotations
+
+import importlib
+import threading
+from functools import partial
+from typing import Any, Callable, Mapping
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+
+from .messages import KnowledgeChecked
+from .nextaction import next_action
+from .palette import DistDoctorCommands
+from .session import SessionError, SessionStore, new_id
+from .state import Flow
+
+# Step id -> (module under tui.screens, class). Imported when the step is first opened, so the
+# first screen does not pay for DataTable, Log or the probes. Unknown steps get GenericStepScreen.
+STEP_SCREENS: dict[str, tuple[str, str]] = {
+    "classify": ("classify", "ClassifyScreen"),
+    "logs": ("logs", "LogsScreen"),
+    "environment": ("environment", "EnvironmentScreen"),
+    "repro": ("repro", "ReproScreen"),
+    "bisect": ("repro", "BisectScreen"),
+    "conclusion": ("conclusion", "ConclusionScreen"),
+}
+
+
+def screen_class(step_id: str) -> type[Screen[Any]]:
+    module, name = STEP_SCREENS.get(step_id, ("base", "GenericStepScreen"))
+    return getattr(importlib.import_module(f"distdoctor.tui.screens.{module}"), name)
+
+
+def _make_screen(step_id: str) -> Screen[Any]:
+    return screen_class(step_id)(step_id)  # type: ignore[call-arg]
+
+
+def method_order(kb: Any) -> list[str]:
+    """The steps in the method's order: the longest path from the root step, as
+    `distdoctor.knowledge.tree.main_path` computes it, without importing networkx (a quarter of a
+    second of the app's start-up). Ties go to the earlier `next` entry; a cycle ends the walk (the
+    deferred tree check reports it)."""
+    best: dict[str, list[str]] = {}
+
+    def longest(step_id: str, path: frozenset[str]) -> list[str]:
+        if step_id in best:
+            return best[step_id]
+        step = kb.steps.get(step_id)
+        tails = [longest(n, path | {n}) for n in (step.next if step else ()) if n not in path]
+        result = [step_id] + max(tails, key=len, default=[])
+        best[step_id] = result
+        return result
+
+    return longest(kb.root_step, frozenset({kb.root_step}))
+
+
+class DistDoctorApp(App[int]):
+    """Walks an incident through the method; every result goes into the session record."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "distdoctor"
+    COMMANDS = App.COMMANDS | {DistDoctorCommands}
+    BINDINGS = [
+        Binding("n", "next_step", "Next step"),
+        Binding("p", "prev_step", "Prev step"),
+        Binding("l", "toggle_learn", "Learn"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("f1", "help", "Help", show=False),
+        Binding("q", "quit", "Quit"),
+        *(Binding(str(i), f"goto_index({i})", f"Go to step {i}", show=False) for i in range(1, 10)),
+    ]
+
+    learn: reactive[bool] = reactive(False)
+
+    def __init__(self, kb: Any, ctx: Any, store: SessionStore, flow: Flow, order: list[str],
+                 start: str, learn: bool = False, probes: Mapping[str, Any] | None = None,
+                 check_knowledge: str | None = None) -> None:
+        # Modes are per instance (the steps come from the data): set before App.__init__ copies them.
+        self.MODES = {step_id: partial(_make_screen, step_id) for step_id in order}
+        self.DEFAULT_MODE = start
+        super().__init__()
+        self.kb, self.ctx, self.store, self.flow, self.order = kb, ctx, store, flow, order
+        self.probes = probes  # None: distdoctor.probes.registry.PROBES, imported when first run
+        # The overlay ("" for none) whose full validation was deferred past the first screen;
+        # None when the knowledge base came in fully validated.
+        self.check_knowledge = check_knowledge
+        # Stop events of running repro/bisect jobs: set on quit so no torchrun outlives the app
+        # (thread workers cannot be interrupted, and the interpreter waits for them at exit).
+        self.cancel_events: set[threading.Event] = set()
+        self.set_reactive(DistDoctorApp.learn, learn)
+
+    def on_mount(self) -> None:
+        self.set_class(self.learn, "-learn")  # set_reactive in __init__ runs no watcher
+        if self.check_knowledge is not None:
+            # after the first frame: importing networkx in a thread still competes for the GIL
+            self.call_after_refresh(self.validate_knowledge, self.check_knowledge or None)
+
+    @work(thread=True, exit_on_error=False, group="knowledge", description="check the method's tree")
+    def validate_knowledge(self, overlay: str | None) -> None:
+        from distdoctor.knowledge import KnowledgeError, load_knowledge
+
+        try:
+            load_knowledge(overlay)
+        except KnowledgeError as exc:
+            self.post_message(KnowledgeChecked(str(exc)))
+            return
+        self.post_message(KnowledgeChecked())
+
+    def on_knowledge_checked(self, message: KnowledgeChecked) -> None:
+        if message.error:
+            self.exit(return_code=2, message=f"distdoctor: error: knowledge: {message.error}")
+
+    # --- session -----------------------------------------------------------------------------
+    def record(self, kind: str, data: Any) -> None:
+        """Fold a result into the flow and save it to the session at once."""
+        self.flow.apply(kind, data)
+        try:
+            self.store.append(self.flow.session_id, kind, data)
+        except SessionError as exc:
+            self.notify(f"session not saved: {exc}", severity="error", timeout=10)
+        self.refresh_chrome()
+
+    def refresh_chrome(self) -> None:
+        refresh = getattr(self.screen, "refresh_chrome", None)
+        if refresh:
+            refresh()
+
+    # --- data for the chrome -----------------------------------------------------------------
+    def step_titles(self) -> list[tuple[str, str]]:
+        return [(s, self.kb.steps[s].title) for s in self.order]
+
+    def next_action_text(self, step_id: str, running: str = "") -> str:
+        return next_action(self.kb, self.flow, step_id, self.order, running)
+
+    # --- navigation --------------------------------------------------------------------------
+    @property
+    def current_step(self) -> str:
+        return self.current_mode
+
+    def action_goto(self, step_id: str) -> None:
+        if step_id in self.order:
+            self.switch_mode(step_id)
+
+    def action_goto_index(self, n: int) -> None:
+        if 1 <= n <= len(self.order):
+            self.action_goto(self.order[n - 1])
+
+    def _neighbour(self, delta: int) -> str | None:
+        if delta > 0:
+            step = self.kb.steps.get(self.current_step)
+            # the next step is the tree's edge, so a site overlay can branch the method
+            if step and step.next and step.next[0] in self.order:
+                return step.next[0]
+        i = self.order.index(self.current_step) + delta if self.current_step in self.order else 0
+        return self.order[i] if 0 <= i < len(self.order) else None
+
+    def action_next_step(self) -> None:
+        step = self._neighbour(+1)
+        if step:
+            self.action_goto(step)
+
+    def action_prev_step(self) -> None:
+        step = self._neighbour(-1)
+        if step:
+            self.action_goto(step)
+
+    def action_stop_runs(self) -> None:
+        for event in list(self.cancel_events):
+            event.set()
+
+    async def action_quit(self) -> None:
+        self.action_stop_runs()
+        self.exit()
+
+    def action_toggle_learn(self) -> None:
+        self.learn = not self.learn
+
+    def watch_learn(self, learn: bool) -> None:
+        self.set_class(learn, "-learn")
+
+    def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def run_step_action(self, step_id: str, action: str) -> None:
+        """Open a step and run one of its screen's actions (for the command palette)."""
+        if step_id not in self.order:
+            self.notify(f"this method has no '{step_id}' step", severity="warning")
+            return
+        await self.switch_mode(step_id)
+        await self.screen.run_action(action)
+
+    def palette_commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        """(name, help, callback) for every action: the command palette lists these."""
+        out: list[tuple[str, str, Callable[[], Any]]] = []
+        for n, (step_id, title) in enumerate(self.step_titles(), 1):
+            out.append((f"Go to step {n}: {title}", self.kb.steps[step_id].why,
+                        partial(self.action_goto, step_id)))
+        out += [
+            ("Next step", "Open the step after this one", self.action_next_step),
+            ("Previous step", "Open the step before this one", self.action_prev_step),
+            ("Toggle learn mode", "Explain why each step exists and what its terms mean",
+             self.action_toggle_learn),
+            ("Help: all keys", "Every key of every screen", self.action_help),
+        ]
+        for step_id, action, name, help_ in (
+            ("logs", "copy", "Copy the logging switches", "Copy the lines that turn logging on"),
+            ("logs", "focus_path", "Load logs", "Type a log file or folder to analyse"),
+            ("logs", "browse", "Browse for logs", "Pick a log file or folder in a tree"),
+            ("environment", "rerun", "Run the environment probes", "Check this node again"),
+            ("environment", "topology", "Show the GPU topology", "Topology picture and P2P advice"),
+            ("environment", "fleet", "Compare fleet snapshots", "Load snapshots from other nodes"),
+            ("repro", "run", "Run the minimal repro", "One node, two processes, all-reduce"),
+            ("bisect", "run", "Run the bisection", "Baseline, then one switch at a time"),
+            ("conclusion", "export", "Export the report", "Write the session as md, html or json"),
+        ):
+            if step_id in self.order:
+                out.append((name, help_, partial(self.run_step_action, step_id, action)))
+        out.append(("Stop the running job", "Cancel a running repro or bisection",
+                    self.action_stop_runs))
+        out.append(("Quit", "Leave distdoctor (the session is already saved)", self.exit))
+        return out
+
+
+def make_app(kb: Any, ctx: Any, store: SessionStore, *, session_id: str | None = None,
+             learn: bool = False, resume: str | None = None,
+             probes: Mapping[str, Any] | None = None,
+             check_knowledge: str | None = None) -> DistDoctorApp:
+    """Build the app: nothing here probes the host. `resume` ("last" or an id) reopens a session
+    at its first step not done; raises SessionError when it cannot be read. `probes` replaces
+    the registry's probes (tests inject recorded ones); they run only on the Environment step.
+    `check_knowledge` (an overlay path, "" for none) asks for the knowledge base's full check in
+    the background, for a `kb` loaded with `tree=False`."""
+    order = method_order(kb)
+    if resume:
+        record = store.load(resume)
+        flow = Flow.from_record(record)
+        start = flow.first_undone(order)
+    else:
+        flow = Flow(session_id=session_id or new_id())
+        start = order[0]
+    return DistDoctorApp(kb, ctx, store, flow, order, start, learn=learn, probes=probes,
+                         check_knowledge=check_knowledge)

@@ -1,0 +1,76 @@
+"""Which launcher started the job, and the exact lines that turn distributed logging on for it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+# Logging switches of GUIDE.md section 1 step 2; NCCL expands %h to the host and %p to the pid,
+# so every rank writes its own file into one folder that the Logs step can then load.
+LOG_DIR = "./nccl-logs"
+LOG_SWITCHES: tuple[tuple[str, str], ...] = (
+    ("NCCL_DEBUG", "INFO"),
+    ("NCCL_DEBUG_SUBSYS", "INIT,NET"),
+    ("TORCH_DISTRIBUTED_DEBUG", "DETAIL"),
+    ("TORCH_CPP_LOG_LEVEL", "INFO"),
+    ("NCCL_DEBUG_FILE", f"{LOG_DIR}/nccl.%h.%p.log"),
+)
+
+# Checked in order: torchrun inside a Slurm allocation is still launched by torchrun.
+MARKERS: tuple[tuple[str, str], ...] = (
+    ("TORCHELASTIC_RUN_ID", "torchrun"),
+    ("OMPI_COMM_WORLD_SIZE", "mpirun"),
+    ("PMI_RANK", "mpirun"),
+    ("SLURM_JOB_ID", "slurm"),
+)
+NAMES = {"torchrun": "torchrun", "mpirun": "mpirun (Open MPI / MPICH)", "slurm": "Slurm (srun)",
+         "python": "plain python"}
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """The detected launcher, the variable that gave it away, and the lines to copy."""
+
+    id: str
+    name: str
+    evidence: str
+    lines: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def detect(env: Mapping[str, str]) -> tuple[str, str]:
+    """(launcher id, why) from the environment the job (or this shell) runs in."""
+    for var, launcher in MARKERS:
+        if env.get(var):
+            return launcher, f"{var} is set"
+    return "python", "no launcher variable (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, OMPI_COMM_WORLD_SIZE) is set"
+
+
+def logging_lines(launcher: str) -> tuple[str, ...]:
+    """Copy-pasteable lines for that launcher; the job command itself stays the user's own."""
+    pairs = [f"{k}={v}" for k, v in LOG_SWITCHES]
+    mkdir = f"mkdir -p {LOG_DIR}"
+    if launcher == "mpirun":
+        # mpirun does not forward the environment to remote ranks unless told with -x
+        return (mkdir, *(f"export {p}" for p in pairs),
+                "mpirun " + " ".join(f"-x {k}" for k, _ in LOG_SWITCHES) + " ... python train.py")
+    if launcher == "slurm":
+        return (mkdir, *(f"export {p}" for p in pairs),
+                "srun --export=ALL ... python train.py")
+    if launcher == "torchrun":
+        return (mkdir, *(f"export {p}" for p in pairs),
+                "torchrun --nproc-per-node=... train.py")
+    # one variable per line so the block still reads (and pastes) in a narrow terminal
+    return (mkdir, *(f"{p} \\" for p in pairs), "python train.py")
+
+
+def for_env(env: Mapping[str, str]) -> Launcher:
+    launcher, why = detect(env)
+    return Launcher(launcher, NAMES[launcher], why, logging_lines(launcher))
+
+
+def switches_to_remove() -> list[str]:
+    """The logging switches the Logs step asked for: debugging only, never for production."""
+    return [k for k, _ in LOG_SWITCHES]

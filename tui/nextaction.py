@@ -1,0 +1,64 @@
+"""What to do next on each step, from the session so far and the knowledge base's tree."""
+from __future__ import annotations
+
+from typing import Any
+
+from .state import Flow, suspects
+
+
+def _next_hint(kb: Any, step_id: str, order: list[str]) -> str:
+    """'n: <title of the step after this one>' from the tree's edges, not a fixed sequence."""
+    step = kb.steps.get(step_id)
+    nxt = step.next[0] if step and step.next else ""
+    if not nxt or nxt not in kb.steps:
+        return ""
+    return f"Next: n for '{kb.steps[nxt].title}'."
+
+
+def _title(kb: Any, cause_id: str) -> str:
+    cause = kb.causes.get(cause_id)
+    return cause.title if cause else cause_id
+
+
+def next_action(kb: Any, flow: Flow, step_id: str, order: list[str], running: str = "") -> str:
+    """One or two sentences: what the user should do now on this step."""
+    if running:
+        return running
+    hint = _next_hint(kb, step_id, order)
+    if step_id == "classify":
+        if not flow.kind and not flow.pasted:
+            return "Say what you see: choose Hang or Error (arrows, Enter), or paste an error line."
+        if not flow.symptom and not flow.paste_causes:
+            return f"Choose where the {flow.kind or 'problem'} happens, or paste an error line."
+        top = suspects(kb, flow.symptom)
+        lead = flow.paste_causes[0]["id"] if flow.paste_causes else (top[0]["id"] if top else "")
+        return f"First suspect: {_title(kb, lead)}. {hint}".strip() if lead else hint
+    if step_id == "logs":
+        event = flow.events.get("logs")
+        if not event:
+            return "Copy the logging lines (c) into the job, rerun it, then type the logs' path and Enter."
+        causes = event.get("causes") or []
+        if not causes:
+            return f"No known failure signature in {len(flow.log_paths)} path(s). {hint}".strip()
+        return f"Logs point at: {_title(kb, causes[0]['id'])}. Enter on an evidence line shows it. {hint}".strip()
+    if step_id == "environment":
+        if not flow.done("environment"):
+            return "Probes run when this step opens; r reruns them."
+        findings = flow.findings
+        fails = [f for f in findings if f.get("status") == "fail"]
+        warns = [f for f in findings if f.get("status") == "warn"]
+        if not fails and not warns:
+            return f"No FAIL or WARN on this node. {hint}".strip()
+        worst = (fails or warns)[0]
+        return f"{len(fails)} FAIL, {len(warns)} WARN; first: {worst.get('title', '')}. {hint}".strip()
+    if step_id in ("repro", "bisect"):
+        event = flow.events.get(step_id)
+        what = "minimal repro" if step_id == "repro" else "bisection"
+        if not event:
+            return f"r runs the {what} (x stops it). {hint}".strip()
+        verdict = event.get("verdict") or event.get("status") or ("passed" if event.get("ok") else "done")
+        return f"The {what} {verdict}. {hint}".strip() if isinstance(verdict, str) else hint
+    if step_id == "conclusion":
+        return "Apply the fix of the top cause, remove the debugging switches, e exports the report."
+    step = kb.steps.get(step_id)
+    return (step.why if step else "") + (" " + hint if hint else "")

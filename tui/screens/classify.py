@@ -1,0 +1,173 @@
+"""Step 1, classify: hang or error, then the sub-symptom (or a pasted error line); the suspects."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.binding import Binding
+from textual.widget import Widget
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option, OptionDoesNotExist
+
+from ..messages import LogsAnalysed
+from ..state import suspects
+from ..widgets import Plain
+from .base import StepScreen
+
+
+def suspects_table(kb: Any, rows: list[dict[str, Any]], pasted: list[dict[str, Any]],
+                   learn: bool = False) -> Table | Text:
+    """Suspect causes in order, each with why: the symptom weights or the matching log line."""
+    if not rows and not pasted:
+        return Text("No suspects yet: answer above.", style="dim")
+    table = Table(box=None, expand=True, padding=(0, 1), show_edge=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("Suspect", ratio=3)
+    table.add_column("Why", ratio=2)
+    n = 0
+    for match in pasted:
+        n += 1
+        cause = kb.causes.get(match.get("id"))
+        title = cause.title if cause else str(match.get("id"))
+        table.add_row(str(n), title, f"pasted line matches (score {match.get('score', 0):g})")
+    for row in rows:
+        n += 1
+        cause = kb.causes.get(row["id"])
+        title = Text(row["title"])
+        if learn and cause:
+            title.append("\n" + cause.what, style="dim")
+        table.add_row(str(n), title, f"{row['weight']:g} = {row['why']}")
+    return table
+
+
+class ClassifyScreen(StepScreen):
+    """Two questions from the knowledge base's symptoms, and a paste box for an error line."""
+
+    BINDINGS = [Binding("slash", "focus_paste", "Paste a line", key_display="/")]
+
+    def compose_step(self) -> Iterable[Widget]:
+        kb = self.dd.kb
+        tops = [s for s in kb.symptoms.values() if not s.parent]
+        yield Plain("What do you see?", classes="heading")
+        yield OptionList(*(Option(Text.assemble((s.title, "bold"), f": {s.question}"), id=s.id)
+                           for s in tops), id="kind")
+        yield Plain("", id="sub-label", classes="heading")
+        yield OptionList(id="sub")
+        yield Input(placeholder="or paste an error line here and press Enter", id="paste")
+        yield Plain("", id="paste-result")
+        yield Plain("Suspects, most likely first", classes="heading")
+        yield Plain(id="suspects")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        flow = self.dd.flow
+        if flow.pasted:
+            self.query_one("#paste", Input).value = flow.pasted
+        if flow.kind:
+            kinds = self.query_one("#kind", OptionList)
+            try:
+                kinds.highlighted = kinds.get_option_index(flow.kind)
+            except OptionDoesNotExist:  # a kind the knowledge base no longer has
+                self.log.warning(f"unknown symptom kind {flow.kind!r} in session")
+        self._show_subs(flow.kind, flow.symptom)
+        self._show_suspects()
+
+    def on_screen_resume(self) -> None:
+        super().on_screen_resume()
+        self._show_suspects()  # learn mode may have changed while elsewhere
+
+    def _show_subs(self, kind: str | None, chosen: str | None) -> None:
+        subs = self.query_one("#sub", OptionList)
+        label = self.query_one("#sub-label", Static)
+        children = [s for s in self.dd.kb.symptoms.values() if kind and s.parent == kind]
+        subs.display = label.display = bool(children)
+        subs.set_options(Option(Text.assemble((s.title, "bold"), f"\n{s.question}"), id=s.id)
+                         for s in children)
+        if children:
+            parent = self.dd.kb.symptoms[kind]
+            label.update(f"{parent.title}: where exactly?")
+            ids = [s.id for s in children]
+            subs.highlighted = ids.index(chosen) if chosen in ids else 0
+
+    def _show_suspects(self) -> None:
+        flow = self.dd.flow
+        rows = suspects(self.dd.kb, flow.symptom or flow.kind)
+        self.query_one("#suspects", Static).update(
+            suspects_table(self.dd.kb, rows, flow.paste_causes, self.dd.learn))
+
+    def _record_classify(self) -> None:
+        flow = self.dd.flow
+        rows = suspects(self.dd.kb, flow.symptom or flow.kind)
+        sub = flow.symptom if flow.symptom != flow.kind else None
+        self.dd.record("classify", {"symptom": flow.kind, "sub": sub, "kind": flow.kind,
+                                    "text": flow.pasted, "matches": flow.paste_causes,
+                                    "suspects": rows})
+        self._show_suspects()
+
+    @on(OptionList.OptionSelected, "#kind")
+    def _kind_chosen(self, event: OptionList.OptionSelected) -> None:
+        kind = event.option.id
+        if kind == self.dd.flow.kind and self.dd.flow.symptom:
+            self.query_one("#sub", OptionList).focus()
+            return
+        self.dd.record("answer", {"step": self.step_id, "question": "kind", "answer": kind})
+        self._show_subs(kind, None)
+        self._show_suspects()
+        if self.query_one("#sub", OptionList).display:
+            self.query_one("#sub", OptionList).focus()
+        else:
+            self._record_classify()  # a knowledge base without sub-symptoms: the kind is enough
+
+    @on(OptionList.OptionSelected, "#sub")
+    def _sub_chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dd.flow.symptom = event.option.id
+        self._record_classify()
+
+    def action_focus_paste(self) -> None:
+        self.query_one("#paste", Input).focus()
+
+    @on(Input.Submitted, "#paste")
+    def _pasted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        self.query_one("#paste-result", Static).update("Matching the line against the log signatures...")
+        self.analyse_paste(text)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="paste", description="match pasted line")
+    def analyse_paste(self, text: str) -> None:
+        try:
+            from distdoctor.knowledge.logs import analyse_text
+        except ImportError as exc:
+            self.post_message(LogsAnalysed([], None, f"log analysis not available: {exc}", pasted=text))
+            return
+        try:
+            report = analyse_text(text, self.dd.kb, symptom=self.dd.flow.symptom)
+        except (ValueError, OSError) as exc:
+            self.post_message(LogsAnalysed([], None, f"cannot match the line: {exc}", pasted=text))
+            return
+        self.post_message(LogsAnalysed([], report.to_dict(), pasted=text))
+
+    def on_logs_analysed(self, message: LogsAnalysed) -> None:
+        result = self.query_one("#paste-result", Static)
+        flow = self.dd.flow
+        flow.pasted = message.pasted
+        if message.error:
+            result.update(Text(message.error, style="bold"))
+            flow.paste_causes = []
+        else:
+            causes = (message.report or {}).get("causes") or []
+            flow.paste_causes = [{"id": c["id"], "score": c.get("score", 0),
+                                  "evidence": c.get("evidence", [])} for c in causes]
+            if causes:
+                titles = ", ".join(self._title(c["id"]) for c in causes[:3])
+                result.update(f"The line matches: {titles}")
+            else:
+                result.update("The line matches no known signature; choose the symptom above.")
+        self._record_classify()
+
+    def _title(self, cause_id: str) -> str:
+        cause = self.dd.kb.causes.get(cause_id)
+        return cause.title if cause else cause_id

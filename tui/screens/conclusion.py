@@ -1,0 +1,175 @@
+"""Step 6, conclusion: causes ranked by all the evidence, the fix, switches to remove, export."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from rich.text import Text
+from textual import on, work
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widget import Widget
+from textual.widgets import Button, DataTable, Input, Static
+
+from .. import launchers
+from ..messages import Exported
+from ..ranking import Ranked, rank_session
+from ..widgets import Plain
+from .base import StepScreen
+
+FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
+
+
+def fix_text(kb: Any, cause_id: str) -> Text:
+    cause = kb.causes.get(cause_id)
+    if cause is None:
+        return Text(f"No fix known for {cause_id}.")
+    text = Text()
+    text.append(cause.title, style="bold")
+    text.append(f"\n{cause.fix}")
+    for f in cause.fixes:
+        text.append(f"\n  [{f.kind}] ", style="dim")
+        text.append(f.text)
+        if f.note:
+            text.append(f"  ({f.note})", style="dim")
+    return text
+
+
+def record_view(flow: Any) -> dict[str, Any]:
+    """The flow as a session record with one event per kind (the latest), for report helpers."""
+    return {"id": flow.session_id, "events": [{"kind": k, "data": d} for k, d in flow.events.items()]}
+
+
+class ConclusionScreen(StepScreen):
+    """Ranks on every visit (the evidence may have grown); records the conclusion when it changes."""
+
+    BINDINGS = [Binding("e", "export", "Export report")]
+
+    def compose_step(self) -> Iterable[Widget]:
+        yield Plain("Causes, ranked by all the evidence", classes="heading first")
+        yield DataTable(id="ranking", cursor_type="row")
+        yield Plain("", id="why")
+        yield Plain("Fix", classes="heading")
+        yield Plain("", id="fix")
+        yield Plain("Remove afterwards", classes="heading")
+        yield Plain("", id="remove")
+        yield Plain("Export the report (.md, .html or .json)", classes="heading")
+        with Horizontal(classes="row"):
+            yield Input(f"./distdoctor-{self.dd.flow.session_id}.md", id="export-path")
+            yield Button("Export", id="export", variant="primary")
+        yield Plain("", id="export-status")
+
+    def on_mount(self) -> None:
+        self.ranked: list[Ranked] = []
+        self.query_one("#ranking", DataTable).add_columns("#", "Score", "Cause", "Strongest evidence")
+        super().on_mount()
+        self.conclude()
+
+    def on_screen_resume(self) -> None:
+        super().on_screen_resume()
+        if self.is_mounted and hasattr(self, "ranked"):
+            self.conclude()
+
+    def conclude(self) -> None:
+        kb, flow = self.dd.kb, self.dd.flow
+        self.ranked = rank_session(kb, flow)
+        table = self.query_one("#ranking", DataTable)
+        table.clear()
+        for n, r in enumerate(self.ranked, 1):
+            cause = kb.causes.get(r.id)
+            table.add_row(str(n), f"{r.score:.2f}", cause.title if cause else r.id,
+                          Text(r.reasons[0] if r.reasons else "", overflow="ellipsis", no_wrap=True),
+                          key=str(n - 1))
+        if not self.ranked:
+            self.query_one("#why", Static).update("No evidence yet: classify the symptom first (1).")
+            self.query_one("#fix", Static).update("")
+        else:
+            self._explain(0)
+            self.query_one("#fix", Static).update(fix_text(kb, self.ranked[0].id))
+        remove = self.switches()
+        self.query_one("#remove", Static).update(
+            "\n".join(f"{s['name']}={s.get('value', '')}: {s['why']}" for s in remove)
+            or "No debugging switch found.")
+        data = {"causes": [{"id": r.id, "score": r.score, "why": list(r.reasons)} for r in self.ranked],
+                "fixes": [{"cause": self.ranked[0].id, "fix": kb.causes[self.ranked[0].id].fix}]
+                if self.ranked and self.ranked[0].id in kb.causes else [],
+                "switches_to_remove": remove}
+        if self.ranked and flow.events.get("conclusion") != data:
+            self.dd.record("conclusion", data)
+
+    def switches(self) -> list[dict[str, str]]:
+        """Switches set in the checked environment or won by bisection, then the logging lines."""
+        found: list[dict[str, str]] = []
+        try:
+            from ..report import latest
+            from ..report_conclusion import switches_to_remove
+        except ImportError as exc:
+            self.log.warning(f"report helpers not available: {exc}")
+        else:
+            found = switches_to_remove(record_view(self.dd.flow), self.dd.kb, latest)
+        names = {s["name"] for s in found}
+        values = dict(launchers.LOG_SWITCHES)
+        for name in launchers.switches_to_remove():
+            if name not in names:
+                found.append({"name": name, "value": values[name],
+                              "why": "added for the Logs step; debugging only, remove it"})
+        return found
+
+    def _explain(self, index: int) -> None:
+        r = self.ranked[index]
+        cause = self.dd.kb.causes.get(r.id)
+        text = Text()
+        text.append("Why: ", style="bold")
+        text.append("; ".join(r.reasons))
+        if cause and self.dd.learn:
+            text.append(f"\n{cause.what} {cause.why}", style="dim")
+        self.query_one("#why", Static).update(text)
+
+    @on(DataTable.RowHighlighted, "#ranking")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        index = int(event.row_key.value or 0)
+        if 0 <= index < len(self.ranked):
+            self._explain(index)
+            self.query_one("#fix", Static).update(fix_text(self.dd.kb, self.ranked[index].id))
+
+    # --- export -----------------------------------------------------------------------------
+    @on(Input.Submitted, "#export-path")
+    @on(Button.Pressed, "#export")
+    def action_export(self) -> None:
+        path = self.query_one("#export-path", Input).value.strip()
+        if not path:
+            return
+        fmt = FORMATS.get(Path(path).suffix.lower())
+        if fmt is None:
+            self.query_one("#export-status", Static).update(
+                "ERROR the file name must end in .md, .html or .json")
+            return
+        self.query_one("#export-status", Static).update(f"Writing {path} ...")
+        self.export(os.path.expanduser(path), fmt)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="export", description="export report")
+    def export(self, path: str, fmt: str) -> None:
+        try:
+            from ..report import RENDERERS, build_report
+        except ImportError as exc:
+            self.post_message(Exported(path, f"report not available: {exc}"))
+            return
+        from ..session import SessionError
+
+        try:
+            record = self.dd.store.load(self.dd.flow.session_id)
+            text = RENDERERS[fmt](build_report(record, self.dd.kb))
+            Path(path).write_text(text, encoding="utf-8")
+        except (SessionError, OSError) as exc:
+            self.post_message(Exported(path, str(exc)))
+            return
+        self.post_message(Exported(path))
+
+    def on_exported(self, message: Exported) -> None:
+        status = self.query_one("#export-status", Static)
+        if message.error:
+            status.update(Text(f"ERROR {message.error}", style="bold"))
+        else:
+            status.update(f"OK wrote {message.path}")
+            self.notify(f"Report written to {message.path}")

@@ -1,0 +1,226 @@
+"""Step 3, environment: the probes in a background worker, findings, what / why / fix."""
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any, Iterable
+
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widget import Widget
+from textual.widgets import Button, DataTable, ProgressBar, Static
+from textual.worker import get_current_worker
+
+from ..messages import ProbeDone, SweepDone, SweepStarted
+from ..widgets import Plain, status_text
+from .base import StepScreen
+
+STATUS_ORDER = {"fail": 0, "error": 1, "warn": 2, "unavailable": 3, "ok": 4}
+
+
+def explain(kb: Any, finding: dict[str, Any]) -> Text:
+    """What / why / fix of a finding: its own text, then the prose of the causes it points at."""
+    text = Text()
+    text.append("What: ", style="bold")
+    text.append(f"{finding.get('title', '')}. {finding.get('detail', '')}".strip())
+    causes = [kb.causes[c] for c in finding.get("cause_ids") or () if c in kb.causes]
+    for cause in causes:
+        text.append("\nWhy: ", style="bold")
+        text.append(f"{cause.title}: {cause.why}")
+    fix = finding.get("fix") or "; ".join(c.fix for c in causes)
+    if fix:
+        text.append("\nFix: ", style="bold")
+        text.append(fix)
+    more = [f for c in causes for f in c.fixes if f.text.strip() not in fix]
+    if more:
+        text.append("\nOther fixes:", style="bold")
+        for f in more:
+            body = "\n    ".join(f.text.splitlines())
+            text.append(f"\n  {body}" + (f"  ({f.note})" if f.note else ""))
+    return text
+
+
+class EnvironmentScreen(StepScreen):
+    """Runs the probe sweep when first opened (never before), unless the session already has one."""
+
+    BINDINGS = [
+        Binding("r", "rerun", "Rerun probes"),
+        Binding("t", "topology", "Topology"),
+        Binding("f", "fleet", "Fleet"),
+        Binding("a", "toggle_ok", "Show OK"),
+    ]
+    show_ok = False  # OK findings are many and say nothing to act on: listed on request
+
+    def compose_step(self) -> Iterable[Widget]:
+        with Horizontal(classes="row"):
+            yield ProgressBar(total=1, show_eta=False, id="progress")
+            yield Plain("", id="sweep-status")
+        yield Plain("", id="probe-lines", classes="status-line")
+        yield Plain("Findings (arrows: what / why / fix)", classes="heading", id="findings-heading")
+        yield DataTable(id="findings", cursor_type="row")
+        yield Plain("", id="detail")
+        with Horizontal(classes="row buttons"):
+            yield Button("Topology", id="topology")
+            yield Button("Fleet", id="fleet")
+            yield Button("Rerun", id="rerun")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#findings", DataTable).add_columns("Status", "Finding", "Probe")
+        self.statuses: dict[str, tuple[str, str]] = {}
+        self.findings: list[dict[str, Any]] = []
+        event = self.dd.flow.events.get("check")
+        if self.dd.flow.done(self.step_id) and event:
+            # a check recorded earlier (by the app or by `distdoctor check --session`): show it
+            probes = event.get("probes") or {}
+            self.statuses = {n: (p.get("status", "?"), p.get("reason", "")) for n, p in probes.items()}
+            self._show_probe_lines()
+            bar = self.query_one("#progress", ProgressBar)
+            bar.update(total=max(1, len(probes)), progress=max(1, len(probes)))
+            self.query_one("#sweep-status", Static).update(" recorded earlier; r reruns")
+            self._show_findings(event.get("findings") or [])
+        else:
+            self.action_rerun()
+
+    # --- the sweep --------------------------------------------------------------------------
+    def action_rerun(self) -> None:
+        self.statuses = {}
+        self.query_one("#sweep-status", Static).update(" starting...")
+        self.set_running("Probing this node...")
+        self.sweep()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="probes", description="environment probes")
+    def sweep(self) -> None:
+        worker = get_current_worker()
+        try:
+            from distdoctor.probes.sweep import run_sweep
+
+            probes = self.dd.probes
+            if probes is None:
+                from distdoctor.probes.registry import PROBES as probes
+        except ImportError as exc:
+            self.post_message(SweepDone([], {}, {}, 0.0, f"probes not available: {exc}"))
+            return
+        self.post_message(SweepStarted(list(probes)))
+        start = time.monotonic()
+
+        def on_result(result: Any) -> None:
+            if not worker.is_cancelled:
+                self.post_message(ProbeDone(result.name, result.status, result.reason, dict(result.facts)))
+
+        results = run_sweep(self.dd.ctx, probes, on_result=on_result)
+        if worker.is_cancelled:
+            return
+        facts = {name: dict(r.facts) for name, r in results.items()}
+        statuses = {name: r.status for name, r in results.items()}
+        try:
+            from distdoctor.knowledge.evaluate import evaluate
+        except ImportError as exc:
+            self.post_message(SweepDone([], facts, statuses, time.monotonic() - start,
+                                        f"evaluation not available: {exc}"))
+            return
+        findings = [f.to_dict() for f in evaluate(self.dd.kb, results)]
+        self.post_message(SweepDone(findings, facts, statuses, time.monotonic() - start))
+
+    def worker_failed(self, what: str, why: str) -> None:
+        super().worker_failed(what, why)
+        self.query_one("#sweep-status", Static).update(Text(" ERROR: the sweep failed", style="bold"))
+        self.query_one("#detail", Static).update(f"{what} failed: {why}")
+
+    def on_sweep_started(self, message: SweepStarted) -> None:
+        names = message.names
+        self.statuses = {name: ("running", "") for name in names}
+        self.query_one("#progress", ProgressBar).update(total=len(names), progress=0)
+        self.query_one("#sweep-status", Static).update(f" 0 of {len(names)} probes done")
+        self._show_probe_lines()
+
+    def on_probe_done(self, message: ProbeDone) -> None:
+        self.statuses[message.name] = (message.status, message.reason)
+        done = sum(1 for s, _ in self.statuses.values() if s != "running")
+        self.query_one("#progress", ProgressBar).update(progress=done)
+        self.query_one("#sweep-status", Static).update(f" {done} of {len(self.statuses)} probes done")
+        self._show_probe_lines()
+        bad = [n for n, (s, _) in self.statuses.items() if s in ("fail", "warn", "error")]
+        self.set_running(f"Probing this node: {done} of {len(self.statuses)} done"
+                         + (f"; {', '.join(bad)} need a look" if bad else "") + "...")
+
+    def on_sweep_done(self, message: SweepDone) -> None:
+        self.set_running("")
+        status = self.query_one("#sweep-status", Static)
+        if message.error and not message.statuses:
+            status.update(Text(" ERROR: nothing ran (see below)", style="bold"))
+            self.query_one("#detail", Static).update(message.error)
+            return
+        for name, st in message.statuses.items():
+            self.statuses.setdefault(name, (st, ""))
+        self._show_probe_lines()
+        status.update(f" {len(message.statuses)} probes done" +
+                      (f"; {message.error}" if message.error else ""))
+        probes = {n: {"status": s, "reason": r} for n, (s, r) in self.statuses.items()}
+        self.dd.record("check", {"host": socket.gethostname(), "duration_s": round(message.duration_s, 3),
+                                 "findings": message.findings, "facts": message.facts,
+                                 "probes": probes})
+        topo = message.facts.get("topology")
+        if topo and message.statuses.get("topology") not in ("unavailable", "error"):
+            self.dd.record("topo", topo)
+        self._show_findings(message.findings)
+
+    # --- display ----------------------------------------------------------------------------
+    def _show_probe_lines(self) -> None:
+        table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
+        table.add_column("probe", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        table.add_column("reason", overflow="ellipsis", no_wrap=True, ratio=1)
+        for name, (status, reason) in self.statuses.items():
+            table.add_row(name, status_text(status), Text(reason, style="dim"))
+        self.query_one("#probe-lines", Static).update(table)
+
+    def _show_findings(self, findings: list[dict[str, Any]]) -> None:
+        self.all_findings = sorted(findings, key=lambda f: STATUS_ORDER.get(str(f.get("status")), 5))
+        self.findings = [f for f in self.all_findings if self.show_ok or f.get("status") != "ok"]
+        hidden = len(self.all_findings) - len(self.findings)
+        self.query_one("#findings-heading", Static).update(
+            "Findings (arrows: what / why / fix)"
+            + (f"; {hidden} OK not listed, a lists them" if hidden else ""))
+        table = self.query_one("#findings", DataTable)
+        table.clear()
+        for n, f in enumerate(self.findings):
+            table.add_row(status_text(str(f.get("status", ""))), str(f.get("title", "")),
+                          str(f.get("probe", "")), key=str(n))
+        if self.findings:
+            self.query_one("#detail", Static).update(explain(self.dd.kb, self.findings[0]))
+        else:
+            self.query_one("#detail", Static).update(
+                f"No problem found ({hidden} checks OK)." if hidden else "No findings.")
+
+    def action_toggle_ok(self) -> None:
+        self.show_ok = not self.show_ok
+        self._show_findings(getattr(self, "all_findings", []))
+
+    @on(DataTable.RowHighlighted, "#findings")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        index = int(event.row_key.value or 0)
+        if 0 <= index < len(self.findings):
+            self.query_one("#detail", Static).update(explain(self.dd.kb, self.findings[index]))
+
+    # --- topology and fleet -----------------------------------------------------------------
+    @on(Button.Pressed, "#topology")
+    def action_topology(self) -> None:
+        from .topology import TopologyScreen
+
+        facts = (self.dd.flow.events.get("topo")
+                 or ((self.dd.flow.events.get("check") or {}).get("facts") or {}).get("topology"))
+        self.app.push_screen(TopologyScreen(facts or {}))
+
+    @on(Button.Pressed, "#fleet")
+    def action_fleet(self) -> None:
+        from .topology import FleetScreen
+
+        self.app.push_screen(FleetScreen())
+
+    @on(Button.Pressed, "#rerun")
+    def _rerun_pressed(self) -> None:
+        self.action_rerun()

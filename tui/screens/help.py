@@ -1,0 +1,73 @@
+"""The help screen: every key of the app and of each step screen, gathered from their bindings."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+
+INTRO = ("distdoctor walks a hung or failing multi-GPU PyTorch job to its root cause: "
+         "classify -> logs -> environment -> minimal repro -> bisection -> conclusion. "
+         "Everything you do is saved in the session; `distdoctor --resume` reopens it.")
+
+from ..widgets import Plain
+
+
+KEY_NAMES = {"question_mark": "?", "slash": "/", "plus": "+", "minus": "-", "escape": "Esc"}
+
+
+def _rows(bindings: Iterable[Any]) -> list[tuple[str, str]]:
+    """(keys, what) per action: bindings of one action (? and F1) share a row."""
+    rows: dict[tuple[str, str], list[str]] = {}
+    for b in bindings:
+        if not isinstance(b, Binding) or not b.description or b.action.startswith("goto_index"):
+            continue  # the digits are listed once as "1-9"
+        for key in b.key.split(","):
+            shown = b.key_display if b.key_display and "," not in b.key else KEY_NAMES.get(key, key)
+            keys = rows.setdefault((b.action, b.description), [])
+            if shown not in keys:
+                keys.append(shown)
+    return [(", ".join(keys), what) for (_, what), keys in rows.items()]
+
+
+def key_table(app: Any) -> Table:
+    """All keys: the app's, then each step screen's under its step title."""
+    from ..app import screen_class
+
+    table = Table(box=None, expand=True, show_header=False, padding=(0, 1))
+    table.add_column("key", style="bold", no_wrap=True)
+    table.add_column("what")
+    table.add_row("[u]Everywhere[/u]", "")
+    for keys, what in _rows(app.BINDINGS):
+        table.add_row(keys, what)
+    table.add_row("1-9", "Go to that step")
+    table.add_row("ctrl+p", "Command palette: every action by name")
+    table.add_row("tab, shift+tab", "Move between fields; arrows and Enter inside lists")
+    table.add_row("Esc", "Leave a text field (then to the step list); closes a dialog")
+    seen: set[type] = set()
+    for step_id in app.order:
+        cls = screen_class(step_id)
+        if cls in seen:
+            continue
+        seen.add(cls)
+        rows = _rows(getattr(cls, "BINDINGS", ()))
+        if rows:
+            table.add_row(f"[u]{app.kb.steps[step_id].title}[/u]", "")
+            for keys, what in rows:
+                table.add_row(keys, what)
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    """All keys on one page; Escape, q or ? closes it."""
+
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box") as box:
+            box.border_title = "Help: keys"
+            yield Plain(INTRO, id="help-intro")
+            yield Plain(key_table(self.app), id="help-keys")

@@ -1,0 +1,274 @@
+"""Steps 4 and 5, minimal repro and bisection: the plan, a Run key, live output, a results table."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Iterable
+
+from rich.text import Text
+from textual import on, work
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widget import Widget
+from textual.widgets import Button, DataTable, Input, Log, Select, Static
+
+from ..messages import RunFinished, RunLine, RunRow
+from ..widgets import Plain, status_text
+from .base import StepScreen
+
+BACKENDS = [("auto", "auto"), ("nccl", "nccl"), ("gloo", "gloo")]
+
+
+def result_row(label: str, result: dict[str, Any]) -> dict[str, Any]:
+    """One results-table row from a ReproResult dict."""
+    outcome = str(result.get("outcome", "?"))
+    detail = result.get("stuck_at") and f"stuck at {result['stuck_at']}" or ""
+    causes = [c.get("id", c) if isinstance(c, dict) else c for c in result.get("causes") or []]
+    if causes:
+        detail = (detail + "; " if detail else "") + ", ".join(map(str, causes))
+    detail = detail or str(result.get("first_error") or "")
+    return {"label": label, "outcome": outcome, "duration_s": result.get("duration_s", 0),
+            "detail": detail}
+
+
+class RunScreen(StepScreen):
+    """What the repro and the bisection screens share: options, plan, run, stop, output."""
+
+    BINDINGS = [
+        Binding("r", "run", "Run"),
+        Binding("x", "stop", "Stop"),
+    ]
+    kind = "repro"
+    what = "minimal repro"
+
+    def compose_step(self) -> Iterable[Widget]:
+        yield Plain("What would run, and why", classes="heading first")
+        yield Plain("", id="plan")
+        with Horizontal(classes="row options"):
+            yield Plain("ranks", classes="label")
+            yield Input("2", id="nproc", type="integer", classes="small")
+            yield Plain("backend", classes="label")
+            yield Select(BACKENDS, value="auto", allow_blank=False, id="backend")
+            yield Plain("timeout s", classes="label")
+            yield Input("60", id="timeout", type="number", classes="small")
+        with Horizontal(classes="row options"):
+            yield Plain("python", classes="label")
+            yield Input(placeholder="python3 on PATH: the failing job's interpreter", id="python")
+        with Horizontal(classes="row"):
+            yield Button("Run", id="run", variant="primary")
+            yield Button("Stop", id="stop", disabled=True)
+            yield Plain("", id="timer")
+        yield Plain("Runs", classes="heading")
+        yield DataTable(id="runs", cursor_type="row")
+        yield Log(id="output", max_lines=5000)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.cancel: threading.Event | None = None
+        self.started = 0.0
+        self.timer = self.set_interval(1.0, self._tick, pause=True)
+        self.query_one("#runs", DataTable).add_columns("Run", "Result", "Seconds", "Detail")
+        self._show_plan()
+        previous = self.dd.flow.events.get(self.kind)
+        if previous:
+            self._show_result(previous)
+
+    def options(self) -> Any:
+        """ReproOptions from the fields; the job's environment is the probed one."""
+        from distdoctor.probes.repro import ReproOptions
+
+        nproc = int(self.query_one("#nproc", Input).value or 2)
+        timeout = float(self.query_one("#timeout", Input).value or 60)
+        backend = str(self.query_one("#backend", Select).value)
+        python = self.query_one("#python", Input).value.strip()
+        return ReproOptions(nproc=nproc, backend=backend, timeout=timeout, python=python,
+                            base_env=dict(self.dd.ctx.env))
+
+    def _show_plan(self) -> None:
+        plan = self.query_one("#plan", Static)
+        try:
+            from distdoctor.probes.repro import plan as make_plan
+        except ImportError as exc:
+            plan.update(Text(f"repro not available: {exc}", style="bold"))
+            return
+        lines = self.plan_lines(make_plan(self.options(), self.dd.kb))
+        plan.update("\n".join(f"- {line}" for line in lines))
+
+    def plan_lines(self, lines: list[str]) -> list[str]:
+        return lines
+
+    @on(Input.Changed, "#nproc, #timeout, #python")
+    @on(Select.Changed, "#backend")
+    def _options_changed(self) -> None:
+        if self.is_mounted:
+            try:
+                self._show_plan()
+            except ValueError as exc:  # half-typed number
+                self.query_one("#plan", Static).update(f"ERROR {exc}")
+
+    # --- run / stop -------------------------------------------------------------------------
+    @on(Button.Pressed, "#run")
+    def action_run(self) -> None:
+        if self.cancel is not None:
+            self.notify(f"the {self.what} is already running (x stops it)")
+            return
+        try:
+            from distdoctor.probes.repro import validate
+
+            opts = self.options()
+            validate(opts)
+        except ImportError as exc:
+            self.notify(f"repro not available: {exc}", severity="error")
+            return
+        except ValueError as exc:  # ReproInputError is a ValueError
+            self.notify(str(exc), severity="error")
+            return
+        self.cancel = threading.Event()
+        self.dd.cancel_events.add(self.cancel)
+        self.query_one("#runs", DataTable).clear()
+        self.query_one("#output", Log).clear()
+        self.query_one("#run", Button).disabled = True
+        self.query_one("#stop", Button).disabled = False
+        self.started = time.monotonic()
+        self._tick()
+        self.timer.resume()
+        self.set_running(f"Running the {self.what}: live output below; x stops it.")
+        self.execute(opts, self.cancel)
+
+    @on(Button.Pressed, "#stop")
+    def action_stop(self) -> None:
+        if self.cancel is not None:
+            self.cancel.set()
+            self.query_one("#timer", Static).update(" stopping...")
+
+    def worker_failed(self, what: str, why: str) -> None:
+        super().worker_failed(what, why)
+        self.on_run_finished(RunFinished(self.kind, None, why))
+
+    def _tick(self) -> None:
+        elapsed = int(time.monotonic() - self.started)
+        self.query_one("#timer", Static).update(f" running {elapsed // 60:02d}:{elapsed % 60:02d}")
+
+    def execute(self, opts: Any, cancel: threading.Event) -> None:
+        raise NotImplementedError
+
+    def on_run_line(self, message: RunLine) -> None:
+        self.query_one("#output", Log).write_line(message.line)
+
+    def on_run_row(self, message: RunRow) -> None:
+        row = message.row
+        self.query_one("#runs", DataTable).add_row(
+            row["label"], status_text(row["outcome"]), f"{float(row['duration_s'] or 0):.1f}",
+            Text(row["detail"], overflow="ellipsis", no_wrap=True))
+
+    def on_run_finished(self, message: RunFinished) -> None:
+        self.timer.pause()
+        if self.cancel is not None:
+            self.dd.cancel_events.discard(self.cancel)
+        self.cancel = None
+        self.query_one("#run", Button).disabled = False
+        self.query_one("#stop", Button).disabled = True
+        self.set_running("")
+        timer = self.query_one("#timer", Static)
+        if message.error:
+            timer.update(Text(f" ERROR {message.error}", style="bold"))
+            return
+        timer.update(f" finished in {time.monotonic() - self.started:.1f} s")
+        if message.result is not None:
+            self.dd.record(self.kind, message.result)
+            self.query_one("#plan", Static).update(self.summary(message.result))
+
+    def _show_result(self, result: dict[str, Any]) -> None:
+        self.query_one("#timer", Static).update(" recorded earlier; r runs again")
+        self.query_one("#plan", Static).update(self.summary(result))
+        for row in self.rows(result):
+            self.on_run_row(RunRow(row))
+
+    def rows(self, result: dict[str, Any]) -> list[dict[str, Any]]:
+        return [result_row("repro", result)]
+
+    def summary(self, result: dict[str, Any]) -> Text:
+        return Text(f"Outcome: {str(result.get('outcome', '?')).upper()}")
+
+
+class ReproScreen(RunScreen):
+    """One node, two ranks, the job's Python and environment: init, all-reduce, exit."""
+
+    kind, what = "repro", "minimal repro"
+
+    def plan_lines(self, lines: list[str]) -> list[str]:
+        # the plan describes a bisection; its first line is the baseline, which is the repro
+        return lines[:1] + ["if it passes, this node's local setup is fine: the cause is between "
+                            "nodes or in the training code; if it fails, the node itself is"]
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="repro", description="minimal repro")
+    def execute(self, opts: Any, cancel: threading.Event) -> None:
+        from distdoctor.probes.repro import run_repro
+
+        try:
+            result = run_repro(opts, self.dd.kb, on_line=lambda line: self.post_message(RunLine(line)),
+                               cancel=cancel)
+        except (OSError, ValueError) as exc:
+            self.post_message(RunFinished(self.kind, None, str(exc)))
+            return
+        data = result.to_dict()
+        self.post_message(RunRow(result_row("repro", data)))
+        self.post_message(RunFinished(self.kind, data))
+
+    def summary(self, result: dict[str, Any]) -> Text:
+        text = Text()
+        text.append("Outcome: ", style="bold")
+        text.append_text(status_text(str(result.get("outcome", "?"))))
+        text.append(f" ({result.get('outcome', '?')})")
+        if result.get("stuck_at"):
+            text.append(f"; stuck at {result['stuck_at']}")
+        if result.get("first_error"):
+            text.append(f"\nFirst error: {result['first_error']}")
+        return text
+
+
+class BisectScreen(RunScreen):
+    """Baseline, then each switch alone, in the knowledge base's order; stops at the first pass."""
+
+    kind, what = "bisect", "bisection"
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="bisect", description="bisection")
+    def execute(self, opts: Any, cancel: threading.Event) -> None:
+        from distdoctor.probes.repro import run_bisect
+
+        def on_run(label: str, result: Any) -> None:
+            self.post_message(RunRow(result_row(label, result.to_dict())))
+
+        try:
+            result = run_bisect(opts, self.dd.kb, on_run=on_run, cancel=cancel,
+                                on_line=lambda label, line: self.post_message(RunLine(f"[{label}] {line}")))
+        except (OSError, ValueError) as exc:  # ReproInputError: no torch, no GPU for nccl...
+            self.post_message(RunFinished(self.kind, None, str(exc)))
+            return
+        self.post_message(RunFinished(self.kind, result.to_dict()))
+
+    def rows(self, result: dict[str, Any]) -> list[dict[str, Any]]:
+        rows = [result_row("baseline", result.get("baseline") or {})]
+        for run in result.get("runs") or []:
+            rows.append({"label": run.get("env", "?"), "outcome": run.get("outcome", "?"),
+                         "duration_s": run.get("duration_s", 0),
+                         "detail": ", ".join(run.get("causes") or [])})
+        return rows
+
+    def summary(self, result: dict[str, Any]) -> Text:
+        text = Text()
+        verdict = result.get("verdict")
+        if isinstance(verdict, dict):
+            text.append("Verdict: ", style="bold")
+            text.append(f"passes only with {verdict.get('env')}: {verdict.get('cause_title') or verdict.get('cause')}")
+            if verdict.get("reminder"):
+                text.append(f"\n{verdict['reminder']}")
+        elif result.get("baseline_passed"):
+            text.append("Baseline PASS: ", style="bold")
+            text.append("this node's local setup works; suspect the network between nodes or the job's code.")
+        elif result.get("stopped"):
+            text.append("STOPPED before a verdict.", style="bold")
+        else:
+            text.append("No single switch made it pass: ", style="bold")
+            text.append("the cause is not one of these transports; read the logs of each run.")
+        return text

@@ -1,0 +1,127 @@
+"""Widgets every step screen shares: the step list, the next-action panel, the learn panel."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rich.text import Text
+from textual.suggester import Suggester
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+# Status is always a word first; colour only repeats it (readable on a monochrome SSH session).
+STATUS_WORDS: dict[str, tuple[str, str]] = {
+    "ok": ("OK", "bold green"), "warn": ("WARN", "bold yellow"), "fail": ("FAIL", "bold red"),
+    "unavailable": ("N/A", "dim"), "error": ("ERROR", "bold magenta"),
+    "running": ("RUNNING", "bold cyan"), "waiting": ("WAITING", "dim"),
+    "pass": ("PASS", "bold green"), "passed": ("PASS", "bold green"), "failed": ("FAIL", "bold red"),
+}
+
+
+def status_text(status: str) -> Text:
+    word, style = STATUS_WORDS.get(status, (status.upper() or "?", ""))
+    return Text(word, style=style)
+
+
+class Plain(Static):
+    """A Static that shows text as given: paths, log lines and plans may contain [brackets]."""
+
+    def __init__(self, content: Any = "", **kwargs: Any) -> None:
+        super().__init__(content, markup=False, **kwargs)
+
+
+class StepNav(OptionList):
+    """The method's steps in order: where you are, what is done; Enter jumps to a step."""
+
+    def show(self, steps: list[tuple[str, str]], current: str, done: set[str]) -> None:
+        highlighted = 0
+        options = []
+        for n, (step_id, title) in enumerate(steps):
+            mark = ">" if step_id == current else ("✓" if step_id in done else " ")
+            options.append(Option(f"{mark} {n + 1} {title}", id=step_id))
+            if step_id == current:
+                highlighted = n
+        self.set_options(options)
+        self.highlighted = highlighted
+
+
+class KeyBar(Static):
+    """The keys that work here, as one line of text. Textual's Footer builds a widget per key and
+    rebuilds them on every focus change, which doubled the first screen's start-up time."""
+
+    DEFAULT_CSS = """
+    KeyBar { dock: bottom; height: 1; background: $panel; color: $text-muted; padding: 0 1; }
+    """
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._changed)
+        self._changed(self.screen)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def _changed(self, screen: Any) -> None:
+        if not self.is_attached or screen is not self.screen:
+            return
+        text = Text(no_wrap=True, overflow="ellipsis")
+        seen: set[str] = set()
+        for active in screen.active_bindings.values():
+            binding = active.binding
+            if not binding.show or binding.description in seen:
+                continue
+            seen.add(binding.description)
+            text.append(self.app.get_key_display(binding), style="bold")
+            text.append(f" {binding.description}  ", style="" if active.enabled else "dim")
+        text.append("^p", style="bold")
+        text.append(" palette")
+        self.update(text)
+
+
+class NextAction(Plain):
+    """Always visible: the one thing to do now."""
+
+
+class LearnPanel(Static):
+    """Why this step exists and what its terms mean (shown in learn mode)."""
+
+    def show_step(self, step: Any) -> None:
+        text = Text()
+        text.append("Why this step: ", style="bold")
+        text.append(step.why or "")
+        if step.learn:
+            text.append("\n" + step.learn)
+        for term, meaning in step.terms.items():
+            text.append(f"\n{term}", style="bold")
+            text.append(f": {meaning}")
+        self.update(text)
+
+
+class PathSuggester(Suggester):
+    """Completes file and folder names as they are typed (a folder gets a trailing slash)."""
+
+    LIMIT = 5000  # entries looked at per folder: a huge folder must not stall typing
+
+    def __init__(self) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+
+    async def get_suggestion(self, value: str) -> str | None:
+        if not value:
+            return None
+        expanded = os.path.expanduser(value)
+        folder, prefix = os.path.split(expanded)
+        if not value.endswith(prefix):  # a bare "~user": nothing typed after it to complete
+            return None
+        try:
+            with os.scandir(folder or ".") as entries:
+                names = []
+                for n, entry in enumerate(entries):
+                    if n >= self.LIMIT:
+                        break
+                    if entry.name.startswith(prefix) and (prefix.startswith(".") or not entry.name.startswith(".")):
+                        names.append((entry.name, entry.is_dir()))
+        except OSError:
+            return None
+        if not names:
+            return None
+        name, is_dir = min(names)
+        return value[: len(value) - len(prefix)] + name + ("/" if is_dir else "")
