@@ -39,7 +39,7 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
 
-def build_parser() -> Parser:
+def build_parser(with_commands: bool = True) -> Parser:
     parser = Parser(prog="distdoctor", description="From a hung or failing multi-GPU PyTorch job "
                     "to its root cause.", epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,14 +49,31 @@ def build_parser() -> Parser:
                         help="app: reopen a session (the last one by default)")
     parser.add_argument("--knowledge", metavar="DIR",
                         help="site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)")
+    if not with_commands:
+        parser.set_defaults(command=None)
+        return parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMANDS:
         importlib.import_module(f"distdoctor.tui.commands.{name}").register(sub)
     return parser
 
 
+def _wants_command(argv: Sequence[str]) -> bool:
+    """Whether the full parser (every command module) is needed; the app's start skips it.
+    Any word that is not the value of --resume/--knowledge is a command (or a typo of one)."""
+    takes_value = {"--resume", "--knowledge"}
+    for i, arg in enumerate(argv):
+        if arg in ("-h", "--help"):
+            return True
+        if not arg.startswith("-") and (i == 0 or argv[i - 1] not in takes_value):
+            return True
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Building every command's parser costs ~60 ms; the app's first screen should not pay it.
+    parser = build_parser(with_commands=_wants_command(argv))
     args = parser.parse_args(argv)
     if args.version:
         from importlib.metadata import version
@@ -78,4 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # Run the package's own module, not this __main__ copy, so UsageError is one class.
+    from distdoctor.tui.cli import main as _main
+
+    sys.exit(_main())
