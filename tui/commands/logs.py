@@ -1,17 +1,69 @@
-"""`distdoctor logs` (placeholder until its issue lands)."""
+"""`distdoctor logs`: read every rank's logs and name the root cause, with the lines that prove it."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..cli import UsageError
-from .common import add_common
+from . import common
+from .logs_text import render
+
+KIND = "logs"
+DESCRIPTION = """\
+Read the logs of every rank (files, directories, globs, .gz/.bz2/.xz, - for stdin), find the
+first failure and the ranks left waiting, and rank the likely root causes with the log lines
+that support each. Watchdog lines give each rank's last collective (SeqNum, OpType), which
+separates a crashed rank from a straggler from ranks on different code paths; NCCL INFO lines
+give per-rank versions, interfaces and transports, and the ones that disagree.
+
+Binary, non-UTF-8, empty and unreadable inputs are skipped and listed. Turn on NCCL_DEBUG=INFO
+and TORCH_DISTRIBUTED_DEBUG=DETAIL before collecting logs: most causes show in those lines."""
+EPILOG = """\
+examples:
+  distdoctor logs ./job-1234/                       every file under the directory
+  distdoctor logs 'logs/rank*.log' --symptom hang   a glob; the job hung (deadlocks first)
+  distdoctor logs slurm-1234.out.gz --json          compressed, machine-readable
+  kubectl logs pod/trainer-0 | distdoctor logs -    standard input
+  distdoctor logs ./job-1234/ --session inc-42      add the result to a session
+
+exit codes: 0 nothing found, 1 a cause was found, 2 nothing readable was given (or bad usage)
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("logs", help="logs (not built yet)")
-    add_common(parser)
+    parser = sub.add_parser("logs", help="rank root causes from the logs of every rank",
+                            description=DESCRIPTION, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="log files, directories, globs, .gz files, or - for standard input")
+    parser.add_argument("--symptom", metavar="ID",
+                        help="what the job did: hang or error (or a sub-symptom id such as "
+                             "hang-init); shifts the ranking the way the guide does")
+    parser.add_argument("--top", type=int, default=5, metavar="N",
+                        help="show the N best causes (default 5; --json always has all)")
+    common.add_common(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("logs is not built yet")
+    from distdoctor.knowledge.logs import analyse
+
+    kb = common.knowledge(args)
+    if args.symptom and args.symptom not in kb.symptoms and args.symptom not in ("hang", "error"):
+        known = ", ".join(sorted(kb.symptoms)) or "hang, error"
+        raise UsageError(f"--symptom {args.symptom}: unknown symptom (one of: {known})")
+    if args.top < 1:
+        raise UsageError("--top must be at least 1")
+    if args.paths.count("-") > 1:
+        raise UsageError("- (standard input) can be given only once")
+    report = analyse(args.paths, kb, symptom=args.symptom)
+    data = report.to_dict()
+    if report.files_read == 0:
+        why = "; ".join(f"{s['path']}: {s['reason']}" for s in data["skipped"][:5])
+        raise UsageError(f"nothing readable in the given paths ({why or 'no input'})")
+    common.record(args, KIND, data)
+    if args.json:
+        common.print_json(data)
+    else:
+        sys.stdout.write(render(data, kb, top=args.top))
+    return 1 if report.causes else 0

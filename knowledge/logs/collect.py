@@ -1,0 +1,342 @@
+"""Accumulates what the candidate lines say: signature hits, timeouts, crashes, facts per rank."""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from . import extract as x
+from .compiled import Compiled, Sig
+from .sources import TAIL
+
+MAX_HITS = 40  # evidence lines kept per signature (the count is kept in full)
+TEXT_CAP = 500  # characters of a line kept for display
+TAIL_LINES = 3  # "tail" signatures count among this many last non-blank lines of a file
+ELASTIC_SPAN = 8  # lines after `rank : N (local_rank: M)` that belong to that rank
+
+
+@dataclass
+class Hit:
+    """One line that matched: where, what, and who wrote it."""
+
+    sig: str
+    file: str
+    line: int
+    text: str
+    rank: str | None
+    proc: str | None
+    ts: tuple[int, float] | None
+    order: tuple[int, int]  # (file index, line): the reading order
+
+
+@dataclass
+class FileState:
+    name: str
+    index: int
+    rank: str | None
+    elastic_rank: str | None = None
+    elastic_line: int = 0
+    pending_watchdog: tuple[str, int] | None = None  # (key, line) awaiting its WorkNCCL(...)
+    first_timeout: int | None = None
+    ends: list[int] = field(default_factory=list)
+    channels: int = 0
+
+
+class Collector:
+    """Feeds on candidate lines file by file; score.py turns the result into causes."""
+
+    def __init__(self, comp: Compiled) -> None:
+        self.comp = comp
+        self.hits: dict[str, list[Hit]] = defaultdict(list)
+        self.counts: Counter[str] = Counter()
+        self.timeouts: dict[tuple[str, str], x.Timeout] = {}  # (rank or proc, pg) -> first timeout
+        self.unranked_timeouts: list[x.Timeout] = []
+        self.work_status: dict[str, tuple[int, int]] = {}
+        self.facts: dict[str, dict[str, str]] = defaultdict(dict)  # rank/proc -> fact -> value
+        self.fact_lines: dict[tuple[str, str], Hit] = {}
+        self.channels: dict[str, set[str]] = defaultdict(set)
+        self.proc_rank: dict[str, tuple[int, str]] = {}  # proc -> (nranks, rank)
+        self.world: int = 0
+        self.nodes: int = 0
+        self.hosts: set[str] = set()
+        self.seen: dict[str, set[str]] = defaultdict(set)  # rank/proc -> files
+        self.elastic_exits: dict[str, tuple[int, Hit]] = {}
+        self.announce: dict[str, list[Hit]] = defaultdict(list)
+        self.ops: dict[str, list[Hit]] = defaultdict(list)
+        self.progress: dict[str, dict[str, tuple[int, Hit]]] = defaultdict(dict)
+        self.losses: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
+        self.resume: dict[str, tuple[int, Hit]] = {}
+        self.files: list[FileState] = []
+        self.file: FileState | None = None
+        self._channel_memo: set[tuple[str, str]] = set()
+
+    # ---------------------------------------------------------------- per file
+    def begin(self, name: str) -> FileState:
+        self.file = FileState(name, len(self.files), x.file_rank(name))
+        self.files.append(self.file)
+        if self.file.rank is not None:
+            self.seen[self.file.rank].add(name)
+        return self.file
+
+    def end(self, tail: bytes, total_lines: int) -> None:
+        """Tail analysis: where the file stops (tail signatures) and per-rank progress."""
+        f = self.file
+        assert f is not None
+        text = tail.decode("utf-8", "replace")
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        first = total_lines - len(lines) + 1
+        if len(tail) >= TAIL and lines:  # the first line is probably cut
+            lines, first = lines[1:], first + 1
+        numbered = [(first + i, ln.rstrip("\r")) for i, ln in enumerate(lines)]
+        nonblank = [(n, t) for n, t in numbered if t.strip()]
+        for n, t in nonblank[-TAIL_LINES:]:
+            if self.comp.harmless is not None and self.comp.harmless.search(t):
+                continue
+            for sig in self.comp.tail_sigs:
+                if sig.match(t):
+                    self._record(sig, n, t, self._who(n, t))
+        self._progress_tail(numbered)
+
+    # ---------------------------------------------------------------- per candidate line
+    def feed(self, line: int, text: str) -> None:
+        for part in text.split("\r") if "\r" in text else (text,):
+            if part.strip():
+                self._line(line, part)
+
+    def _line(self, line: int, text: str) -> None:
+        comp = self.comp
+        if comp.harmless is not None and comp.harmless.search(text):
+            return
+        who = self._who(line, text)
+        for sig in comp.sigs:
+            for needle in sig.needles:
+                if needle in text:
+                    if sig.rx.search(text) is not None:
+                        self._record(sig, line, text, who)
+                    break
+            else:
+                if not sig.needles and sig.rx.search(text) is not None:
+                    self._record(sig, line, text, who)
+        self._extract(line, text, who)
+
+    def channel(self, text: str) -> None:
+        """A line found only for its transport (`... via P2P/IPC`): record that and nothing else."""
+        m = x.CHANNEL.search(text)
+        if m is None:
+            return
+        # the same process prints the same transport on dozens of channels: decide once
+        cut = text.find(" NCCL")
+        memo = (text[:cut] if cut > 0 else text[:40], text[m.start():m.end()])
+        if memo in self._channel_memo:
+            return
+        self._channel_memo.add(memo)
+        w = x.who(text)
+        key = w.rank or w.proc or (self.file.rank if self.file else None) or "?"
+        self.channels[key].add(x.channel_kind(m))
+
+    def _who(self, line: int, text: str) -> x.Who:
+        f = self.file
+        assert f is not None
+        w = x.who(text)
+        rank = w.rank
+        if rank is None and f.elastic_rank is not None and line - f.elastic_line <= ELASTIC_SPAN:
+            rank = f.elastic_rank
+        if rank is None and w.proc is None:
+            rank = f.rank
+        elif rank is None and f.rank is not None and w.proc not in self.proc_rank:
+            # a file of one rank: its NCCL process is that rank unless an init line says otherwise
+            self.proc_rank[w.proc] = (0, f.rank)
+        if w.host:
+            self.hosts.add(w.host)
+        key = rank or w.proc
+        if key is not None:
+            self.seen[key].add(f.name)
+        return x.Who(rank, w.proc, w.host)
+
+    def _hit(self, sig_id: str, line: int, text: str, who: x.Who) -> Hit:
+        f = self.file
+        assert f is not None
+        shown = text.strip()
+        if len(shown) > TEXT_CAP:
+            shown = shown[:TEXT_CAP] + " [...]"
+        return Hit(sig_id, f.name, line, shown, who.rank, who.proc, x.timestamp(text), (f.index, line))
+
+    def _record(self, sig: Sig, line: int, text: str, who: x.Who) -> None:
+        self.counts[sig.id] += 1
+        kept = self.hits[sig.id]
+        if len(kept) < MAX_HITS:
+            kept.append(self._hit(sig.id, line, text, who))
+        if "end" in sig.tags and self.file is not None:
+            self.file.ends.append(line)
+        if "resume" in sig.tags and who.rank is not None:
+            m = x.RESUME_STEP.search(text)
+            if m:
+                self.resume.setdefault(who.rank, (int(m.group("n")), self._hit(sig.id, line, text, who)))
+
+    # ---------------------------------------------------------------- extractors
+    def _extract(self, line: int, text: str, who: x.Who) -> None:
+        f = self.file
+        assert f is not None
+        key = who.rank or who.proc or "?"
+        if "Watchdog caught" in text:
+            self._timeout(line, text, who)
+        elif f.pending_watchdog and "WorkNCCL(" in text and line - f.pending_watchdog[1] <= 3:
+            t_key = f.pending_watchdog[0]
+            m = x.WORK.search(text)
+            for k, t in self.timeouts.items():
+                if k[0] == t_key and t.line == f.pending_watchdog[1] and t.file == f.name and m:
+                    t.op = t.op or m.group("op")
+                    t.seq = t.seq if t.seq is not None else _int(m.group("seq"))
+            f.pending_watchdog = None
+        if "last enqueued NCCL work" in text:
+            m = x.WORK_STATUS.search(text)
+            if m and key != "?":
+                self.work_status[key] = (int(m.group("enq")), int(m.group("done")))
+        if "NCCL version" in text:
+            m = x.NCCL_VERSION.search(text)
+            if m:
+                self._fact(key, "nccl_version", m.group("v"), line, text, who)
+                if m.group("cuda"):
+                    self._fact(key, "nccl_cuda", m.group("cuda"), line, text, who)
+        if "cudaDriverVersion" in text:
+            m = x.CUDA_DRIVER.search(text)
+            if m:
+                self._fact(key, "cuda_driver", m.group("d"), line, text, who)
+        if ": Using " in text:
+            self._using(key, line, text, who)
+        if "Using network" in text:
+            m = x.NET_NAME.search(text)
+            if m:
+                self._fact(key, "network", m.group("net").strip(), line, text, who)
+        if "NET/IB : No device found" in text:
+            self._fact(key, "ib", "none", line, text, who)
+        if " via " in text:
+            m = x.CHANNEL.search(text)
+            if m:
+                self.channels[key].add(x.channel_kind(m))
+        if "anks " in text:
+            m = x.COMM_RANK.search(text)
+            if m and who.proc:
+                n, r = int(m.group("n")), m.group("rank")
+                if n >= self.proc_rank.get(who.proc, (0, ""))[0]:
+                    self.proc_rank[who.proc] = (n, r)
+                self.world = max(self.world, n)
+        if "nNodes" in text:
+            m = x.NNODES.search(text)
+            if m:
+                self.nodes = max(self.nodes, int(m.group("n")))
+        if "set by environment to" in text:
+            m = x.ENV_SET.search(text)
+            if m:
+                self._fact(key, "env:" + m.group("k"), m.group("v"), line, text, who)
+        if "local_rank" in text:
+            self._elastic(line, text)
+        if "exitcode" in text:
+            m = x.ELASTIC_EXIT.search(text)
+            if m and who.rank is not None:
+                self.elastic_exits.setdefault(who.rank, (int(m.group("code")),
+                                                         self._hit("x-exit", line, text, who)))
+        if "rank" in text or "RANK" in text:
+            m = x.ANNOUNCE.search(text)
+            if m:
+                r = m.group("a") or m.group("b") or m.group("c")
+                self.announce[r].append(self._hit("x-announce", line, text, who))
+                if m.group("w"):
+                    self.world = max(self.world, int(m.group("w")))
+        if "distributed" in text or "default_pg" in text:
+            for m in list(x.FRAME.finditer(text)) + list(x.CALL.finditer(text)):
+                op = x.collective_op(m.group("op"))
+                if op and len(self.ops[op]) < MAX_HITS:
+                    self.ops[op].append(self._hit("x-collective", line, text, who))
+
+    def _timeout(self, line: int, text: str, who: x.Who) -> None:
+        f = self.file
+        assert f is not None
+        m = x.WORK.search(text)
+        pg = x.PG.search(text)
+        t = x.Timeout(_int(m.group("seq")) if m else None, m.group("op") if m else None,
+                      pg.group("pg") if pg else "0", f.name, line, text.strip()[:TEXT_CAP], x.timestamp(text))
+        if f.first_timeout is None:
+            f.first_timeout = line
+        key = who.rank or who.proc
+        if key is None:
+            self.unranked_timeouts.append(t)
+        else:
+            self.timeouts.setdefault((key, t.pg), t)
+        if m is None:
+            f.pending_watchdog = (key or "", line)
+
+    def _using(self, key: str, line: int, text: str, who: x.Who) -> None:
+        m = x.USING.search(text)
+        if not m:
+            return
+        what, rest = m.group("what"), m.group("rest")
+        if what == "NET/IB":
+            devs = x.IB_DEV.findall(rest)
+            if devs:
+                self._fact(key, "ib", ",".join(f"{d}/{k}" for d, k in devs), line, text, who)
+            return
+        ifs = x.interfaces(rest)
+        if not ifs:
+            return
+        name, addr = ifs[0]
+        fact = "bootstrap_if" if what == "Bootstrap" else "net_if"
+        self._fact(key, fact, f"{name}:{addr}", line, text, who)
+
+    def _fact(self, key: str, fact: str, value: str, line: int, text: str, who: x.Who) -> None:
+        if fact not in self.facts[key]:
+            self.facts[key][fact] = value
+            self.fact_lines[(key, fact)] = self._hit("x-fact", line, text, who)
+
+    def _elastic(self, line: int, text: str) -> None:
+        f = self.file
+        assert f is not None
+        m = x.ELASTIC_RANK.search(text)
+        if m:
+            f.elastic_rank, f.elastic_line = m.group("rank"), line
+            return
+        m2 = x.ELASTIC_ONE_LINE.search(text)
+        if m2:
+            who = x.Who(m2.group("local"), None, None)
+            self.elastic_exits.setdefault(m2.group("local"), (int(m2.group("code")),
+                                                             self._hit("x-exit", line, text, who)))
+
+    def _progress_tail(self, numbered: list[tuple[int, str]]) -> None:
+        """Each rank's last step/iteration/batch counter (and losses) in the file's last lines.
+
+        Walks backwards and stops once a stretch of lines brings nothing new, so a file of one
+        rank costs a few dozen lines, an interleaved file of many ranks more.
+        """
+        found: dict[tuple[str, str], tuple[int, int, str, x.Who]] = {}
+        quiet = 0
+        for n, t in reversed(numbered):
+            if quiet > 64 and found:
+                break
+            quiet += 1
+            low = t.lower()
+            if "step" not in low and "iter" not in low and "batch" not in low:
+                continue
+            m = x.PROGRESS.search(t)
+            if not m:
+                continue
+            w = x.who(t)
+            rank = w.rank or (self.file.rank if self.file else None)
+            if rank is None:
+                continue
+            kind = m.group("kind").lower()
+            kind = "iteration" if kind == "iter" else kind
+            num = int(m.group("n"))
+            loss = x.LOSS.search(t)
+            if loss:
+                self.losses[(kind, num)].setdefault(rank, loss.group("v"))
+            if (rank, kind) not in found:
+                found[(rank, kind)] = (num, n, t, x.Who(rank, w.proc, w.host))
+                quiet = 0
+        for (rank, kind), (num, n, t, who) in found.items():
+            if kind not in self.progress[rank]:
+                self.progress[rank][kind] = (num, self._hit("x-progress", n, t, who))
+
+
+def _int(s: str | None) -> int | None:
+    return int(s) if s is not None else None

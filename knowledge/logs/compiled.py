@@ -1,0 +1,106 @@
+"""The knowledge base's signatures compiled for streaming: regexes, guards and the prefilter plan."""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from ..model import KnowledgeBase
+from .prefilter import Plan, build_items, literal_alternatives, plan, trie_regex
+
+# Lines the extractors need even though no signature matches them (NCCL INFO facts, watchdog
+# details on the next line, torchelastic summaries, rank announcements, traceback frames).
+# Channel lines (" via ") are not here: there are too many; scan.py samples them per file.
+TRIGGERS: tuple[tuple[str, str], ...] = (
+    ("x-workncl", r"WorkNCCL\("),
+    ("x-nccl-version", r"NCCL version \d"),
+    ("x-cuda-driver", r"cudaDriverVersion \d"),
+    ("x-using", r"(?:Bootstrap|NET/Socket|NET/IB|NET) ?: Using "),
+    ("x-network", r"Using network \w"),
+    ("x-no-ib", r"NET/IB : No device found"),
+    ("x-comm-rank", r"rank \d+ nr?[Rr]anks \d+"),
+    ("x-env", r"set by environment to"),
+    ("x-elastic-rank", r"\(local_rank: \d"),
+    ("x-elastic-one", r"local_rank: \d+ \(pid"),
+    ("x-announce", r"distributed init \(rank|GLOBAL_RANK: \d|to store for rank: \d"),
+    ("x-frame", r'distributed_c10d\.py", line'),
+    ("x-call", r"torch\.distributed\.\w+\("),
+)
+
+
+@dataclass(frozen=True)
+class Sig:
+    """One signature ready for matching a line."""
+
+    id: str
+    cause: str
+    weight: float
+    tags: frozenset[str]
+    rx: re.Pattern[str]
+    needles: tuple[str, ...]  # a line matching rx contains at least one of these
+
+    def match(self, text: str) -> bool:
+        for n in self.needles:
+            if n in text:
+                return self.rx.search(text) is not None
+        return not self.needles and self.rx.search(text) is not None
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """Everything a scan needs, built once per knowledge base (and input character mix)."""
+
+    sigs: tuple[Sig, ...]  # scanned on every candidate line
+    tail_sigs: tuple[Sig, ...]  # only on the last lines of a file
+    harmless: re.Pattern[str] | None
+    plan: Plan
+    finds: tuple[bytes, ...]
+    roots: tuple[re.Pattern[bytes], ...]
+    unanchored: tuple[str, ...]  # signature ids no literal can prefilter: every line is a candidate
+
+
+def _sig(s: "_Row") -> Sig:
+    alts = literal_alternatives(s.pattern)
+    needles = tuple(sorted({max(runs, key=len) for runs in alts}, key=len, reverse=True)) if alts else ()
+    return Sig(s.id, s.cause, float(s.weight), frozenset(s.tags), re.compile(s.pattern), needles)
+
+
+@functools.lru_cache(maxsize=8)
+def _compile(key: tuple) -> Compiled:
+    sig_rows, harmless_rows, freq = key
+    sigs, tail_sigs = [], []
+    for row in sig_rows:
+        sig = _sig(_Row(*row))
+        (tail_sigs if "tail" in sig.tags else sigs).append(sig)
+    pats = [(s.id, s.rx.pattern) for s in sigs] + list(TRIGGERS)
+    items, unanchored = build_items(pats)
+    pl = plan(items, freq)
+    harmless = re.compile("|".join(f"(?:{p})" for _i, p in harmless_rows)) if harmless_rows else None
+    roots = tuple(re.compile((re.escape(c) + trie_regex([t[1:] for t in tails])).encode())
+                  for c, tails in pl.roots)
+    return Compiled(tuple(sigs), tuple(tail_sigs), harmless, pl,
+                    tuple(x.encode() for x in pl.literals), roots, unanchored)
+
+
+@dataclass(frozen=True)
+class _Row:
+    id: str
+    pattern: str
+    cause: str
+    weight: float
+    tags: tuple[str, ...]
+
+
+def kb_key(kb: KnowledgeBase, freq: tuple | None = None) -> tuple:
+    """Signature and harmless rows of a knowledge base plus the input's character frequencies
+    (None: the built-in estimate): hashable and picklable, the key of compile_kb's cache."""
+    rows = tuple((s.id, s.pattern, s.cause, float(s.weight), tuple(s.tags))
+                 for s in sorted(kb.signatures.values(), key=lambda s: s.id))
+    harmless = tuple((h.id, h.pattern) for h in sorted(kb.harmless.values(), key=lambda h: h.id))
+    return rows, harmless, freq
+
+
+def compile_kb(kb: KnowledgeBase, freq: tuple | None = None) -> Compiled:
+    """Compile (and cache) the signatures and harmless lines of a knowledge base; `freq` tunes
+    the prefilter to the input (prefilter.sample_freq)."""
+    return _compile(kb_key(kb, freq))

@@ -1,0 +1,166 @@
+"""Line-level extractors: rank attribution, timestamps, watchdog records and NCCL INFO facts."""
+from __future__ import annotations
+
+import calendar
+import os
+import re
+from dataclasses import dataclass
+
+# ------------------------------------------------------------------ rank attribution
+# Prefixes launchers put in front of every line: torchrun (--tee / log_line_prefix) `[rank3]:`,
+# `[default3]:`; srun --label `3: `; mpirun --tag-output `[1,3]<stdout>:`; NCCL without a host
+# (older builds, bundled copies) `[3] ... NCCL`.
+_PREFIX = re.compile(
+    r"^(?:\s*\x1b\[[0-9;]*m)?\s*(?:"
+    r"\[(?:rank|default|trainer)(?P<a>\d+)\]:"
+    r"|\[\d+,(?P<b>\d+)\]<std(?:out|err)>:"
+    r"|(?P<c>\d{1,6}): "
+    r")")
+_NCCL_HOST = re.compile(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
+_NCCL_BARE = re.compile(r"^\s*\[(?P<n>\d+)\] (?:NCCL |\S+:\d+ NCCL )")
+_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r>\d+)\]|\bglobal[_ ]rank[=: ]+(?P<g>\d+)", re.I)
+_FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task|proc|worker|node_rank|local_rank)[-_.]?(\d+)(?:\D|$)", re.I)
+_ELASTIC_DIR = re.compile(r"attempt_\d+[/\\](\d+)[/\\](?:error\.json|stdout\.log|stderr\.log)$")
+
+
+def file_rank(path: str) -> str | None:
+    """The rank a file belongs to, from names like `job-rank3.log`, `task-3.out`, attempt_0/3/."""
+    m = _ELASTIC_DIR.search(path)
+    if m:
+        return m.group(1)
+    m = _FILE_RANK.search(os.path.basename(path))
+    return m.group(1) if m else None
+
+
+@dataclass(frozen=True)
+class Who:
+    """Who wrote a line: a rank (when known) and the NCCL process (host:pid) when printed."""
+
+    rank: str | None
+    proc: str | None
+    host: str | None
+
+
+def who(text: str) -> Who:
+    rank = proc = host = None
+    m = _PREFIX.match(text)
+    if m:
+        rank = m.group("a") or m.group("b") or m.group("c")
+    h = _NCCL_HOST.search(text, 0, 200)
+    if h:
+        host = h.group("host")
+        proc = f"{host}:{h.group('pid')}"
+    elif rank is None:
+        b = _NCCL_BARE.match(text)
+        if b:
+            rank = b.group("n")
+    if rank is None:
+        t = _IN_TEXT.search(text)
+        if t:
+            rank = t.group("r") or t.group("g")
+    return Who(rank, proc, host)
+
+
+# ------------------------------------------------------------------ timestamps
+_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
+_GLOG = re.compile(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
+
+
+def timestamp(text: str) -> tuple[int, float] | None:
+    """(kind, seconds): kind 2 is a full date, 1 a glog time without the year; None if absent."""
+    head = text[:160]
+    m = _ISO.search(head)
+    if m:
+        y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
+        frac = float("0." + m.group(7)) if m.group(7) else 0.0
+        try:
+            return 2, calendar.timegm((y, mo, d, h, mi, s)) + frac
+        except (ValueError, OverflowError):
+            return None
+    g = _GLOG.search(head)
+    if g:
+        mo, d, h, mi, s = (int(x) for x in g.groups()[:5])
+        frac = float("0." + g.group(6)) if g.group(6) else 0.0
+        return 1, ((mo * 31 + d) * 24 + h) * 3600 + mi * 60 + s + frac
+    return None
+
+
+# ------------------------------------------------------------------ watchdog
+WATCHDOG = re.compile(r"Watchdog caught collective operation timeout")
+WORK = re.compile(r"WorkNCCL\((?:SeqNum=(?P<seq>\d+))?[^)]*?OpType=(?P<op>\w+)")
+PG = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)")
+WORK_STATUS = re.compile(r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)")
+
+
+@dataclass
+class Timeout:
+    seq: int | None
+    op: str | None
+    pg: str
+    file: str
+    line: int
+    text: str
+    ts: tuple[int, float] | None
+
+
+# ------------------------------------------------------------------ NCCL INFO facts
+NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:[+.]cuda(?P<cuda>\d+\.\d+))?")
+CUDA_DRIVER = re.compile(r"cudaDriverVersion (?P<d>\d+)")
+USING = re.compile(r"(?P<what>Bootstrap|NET/Socket|NET/IB|NET) ?: Using (?:interface )?(?P<rest>.*)")
+IFACE = re.compile(r"(?:\[\d+\])?(?P<name>[A-Za-z][\w.@-]*):(?P<addr>[0-9a-fA-F.:%\w-]+?)<\d+>")
+IB_DEV = re.compile(r"\[\d+\](?P<dev>[\w-]+):\d+/(?P<kind>IB|RoCE|\w+)")
+NET_NAME = re.compile(r"Using network (?P<net>\w[\w ]*?)\s*$")
+NO_IB = re.compile(r"NET/IB : No device found")
+CHANNEL = re.compile(r" via (?P<t>P2P|SHM|NET|direct shared memory|CollNet\w*)(?:/(?P<sub>\w+))?")
+COMM_RANK = re.compile(r"comm 0x[0-9a-f]+ rank (?P<rank>\d+) nr?[Rr]anks (?P<n>\d+)")
+NNODES = re.compile(r"nNodes (?P<n>\d+)")
+ENV_SET = re.compile(r"(?P<k>(?:NCCL|TORCH|GLOO)_\w+) set by environment to (?P<v>\S+?)\.?\s*$")
+VIRTUAL_IF = re.compile(r"^(?:lo|docker\d*|virbr\d*|veth\w*|br-[0-9a-f]+|cni\d*|flannel[\w.]*|cali\w+)$")
+UNROUTABLE_ADDR = re.compile(r"^(?:127\.|169\.254\.|::1$|fe80:)")
+
+
+def channel_kind(m: re.Match) -> str:
+    t, sub = m.group("t"), m.group("sub")
+    if t == "direct shared memory":
+        return "SHM"
+    if t == "NET" and sub:
+        return "NET/" + re.sub(r"_?v\d+$", "", sub)
+    return t
+
+
+def interfaces(rest: str) -> list[tuple[str, str]]:
+    """(name, address) pairs from the text after `: Using`."""
+    return [(m.group("name"), m.group("addr")) for m in IFACE.finditer(rest.split(";")[0])]
+
+
+# ------------------------------------------------------------------ torchelastic and launch
+ELASTIC_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
+ELASTIC_EXIT = re.compile(r"exitcode\s*:\s*(?P<code>-?\d+)")
+ELASTIC_ONE_LINE = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)")
+ELASTIC_TIME = re.compile(r"^\s*time\s*:\s*(?P<t>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)")
+ANNOUNCE = re.compile(r"distributed init \(rank (?P<a>\d+)\)|GLOBAL_RANK: (?P<b>\d+), MEMBER: \d+/(?P<w>\d+)"
+                      r"|to store for rank: (?P<c>\d+)")
+
+# ------------------------------------------------------------------ collectives in tracebacks
+FRAME = re.compile(r'distributed_c10d\.py", line \d+, in (?P<op>\w+)')
+CALL = re.compile(r"(?:torch\.distributed|\bdist|default_pg|\bgroup|\bpg)\.(?P<op>\w+)\(")
+_OPS = {
+    "all_reduce": "allreduce", "allreduce": "allreduce", "broadcast": "broadcast",
+    "barrier": "barrier", "monitored_barrier": "barrier", "all_gather": "allgather",
+    "allgather": "allgather", "all_gather_into_tensor": "allgather", "_all_gather_base": "allgather",
+    "reduce_scatter": "reducescatter", "reduce_scatter_tensor": "reducescatter",
+    "_reduce_scatter_base": "reducescatter", "gather": "gather", "scatter": "scatter",
+    "reduce": "reduce", "all_to_all": "alltoall", "all_to_all_single": "alltoall",
+    "alltoall": "alltoall", "alltoall_base": "alltoall",
+}
+
+
+def collective_op(name: str) -> str | None:
+    """The collective a traceback frame or call names (object variants count as their base)."""
+    return _OPS.get(name)
+
+
+# ------------------------------------------------------------------ progress (tail only)
+PROGRESS = re.compile(r"\b(?P<kind>step|iteration|iter|batch)\b\s*[:=#]?\s*(?P<n>\d+)", re.I)
+LOSS = re.compile(r"\bloss\b\s*[:=]?\s*(?P<v>-?\d+\.\d{3,})", re.I)
+RESUME_STEP = re.compile(r"(?:checkpoint|global_step|step|iter(?:ation)?)[-_ ]?(?P<n>\d+)")

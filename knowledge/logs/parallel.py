@@ -1,0 +1,104 @@
+"""Scanning big plain files in worker processes: each scans a line-aligned byte range."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+from .compiled import _compile
+from .scan import CHANNEL_BUDGET, candidates, lines_at
+from .sources import READ_ERRORS, Source, blocks, split_points
+
+RANGE = 32 << 20  # bytes per task
+MIN_TOTAL = 64 << 20  # below this, starting workers costs more than it saves
+MAX_WORKERS = 4  # each holds a block buffer and a compiled knowledge base: ~35 MB
+WORKERS_ENV = "DISTDOCTOR_LOG_WORKERS"
+
+
+@dataclass
+class RangeResult:
+    """What a worker found in one range: candidate lines numbered from 1 within the range."""
+
+    lines: list[tuple[int, str, bool]]  # (line, text, read only for its channel transport)
+    nlines: int
+    tail: bytes
+    bytes_read: int
+    note: str
+
+
+def workers_for(sources: list[Source]) -> int:
+    """How many worker processes to use (1 = scan in this process)."""
+    env = os.environ.get(WORKERS_ENV, "").strip()
+    if env.isdigit():
+        return max(1, int(env))
+    total = sum(s.size for s in sources if s.kind == "plain")
+    if total < MIN_TOTAL:
+        return 1
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+
+
+def scan_batch(key: tuple, segments: list[tuple[str, int, int]]) -> list[RangeResult | BaseException]:
+    """Worker: scan several ranges (small files travel together: one round trip for many)."""
+    out: list[RangeResult | BaseException] = []
+    for path, start, stop in segments:
+        try:
+            out.append(scan_range(key, path, start, stop))
+        except READ_ERRORS as exc:
+            out.append(exc)
+    return out
+
+
+def scan_range(key: tuple, path: str, start: int, stop: int) -> RangeResult:
+    """Worker: scan bytes [start, stop) of a plain file (start is a line start)."""
+    comp = _compile(key)
+    src = Source(name=path, path=path)
+    budget = CHANNEL_BUDGET
+    out: list[tuple[int, str, bool]] = []
+    for blk in blocks(src, start, stop):
+        starts, via, taken = candidates(comp, blk, budget)
+        budget -= taken
+        for st, line_no, text in lines_at(blk, starts):
+            out.append((line_no, text, st in via))
+    return RangeResult(out, src.lines, src.tail, src.bytes_read, src.note)
+
+
+def plain_ranges(sources: list[Source]) -> list[tuple[int, int, int]]:
+    """(source index, start, stop) tasks for every plain file, big ones cut at line starts."""
+    tasks = []
+    for i, src in enumerate(sources):
+        if src.kind != "plain" or src.path is None:
+            continue
+        points = split_points(src.path, src.size, RANGE) if src.size > RANGE else [0, src.size]
+        tasks.extend((i, a, b) for a, b in zip(points, points[1:]))
+    return tasks
+
+
+def scan_all(key: tuple, sources: list[Source], tasks: list[tuple[int, int, int]],
+             workers: int) -> Iterator[tuple[int, int, RangeResult | BaseException]]:
+    """Results in task order (so each file is fed in line order), scanned by `workers` processes.
+
+    spawn, not fork: the app calls this from a worker thread, and forking a threaded process
+    can deadlock the child.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    batches: list[list[tuple[int, int, int]]] = [[]]
+    size = 0
+    for task in tasks:
+        if size >= RANGE:
+            batches.append([])
+            size = 0
+        batches[-1].append(task)
+        size += task[2] - task[1]
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = [(batch, pool.submit(scan_batch, key, [(sources[i].path, a, b) for i, a, b in batch]))
+                   for batch in batches if batch]
+        for batch, fut in futures:
+            try:
+                results: list = fut.result()
+            except READ_ERRORS as exc:
+                results = [exc] * len(batch)
+            for (i, a, _b), res in zip(batch, results):
+                yield i, a, res

@@ -1,0 +1,72 @@
+"""The result of a log analysis: ranked causes with evidence, first failure, ranks and facts."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One log line that supports a cause."""
+
+    file: str
+    line: int
+    text: str
+    rank: str | None = None
+    signature: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"file": self.file, "line": self.line, "text": self.text}
+        if self.rank is not None:
+            d["rank"] = self.rank
+        if self.signature:
+            d["signature"] = self.signature
+        return d
+
+
+@dataclass
+class CauseScore:
+    """A candidate cause: its id (GUIDE.md section 2, or "other"), score and evidence."""
+
+    id: str
+    score: float
+    evidence: list[Evidence] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "score": round(self.score, 2),
+                "evidence": [e.to_dict() for e in self.evidence], "reasons": list(self.reasons)}
+
+
+@dataclass
+class LogReport:
+    """What `distdoctor logs` found; to_dict() is its --json output."""
+
+    causes: list[CauseScore]
+    first_failure: Evidence | None
+    ranks: dict[str, dict[str, Any]]
+    facts: dict[str, Any]
+    files_read: int
+    bytes_read: int
+    skipped: list[dict[str, str]]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def top(self) -> CauseScore | None:
+        return self.causes[0] if self.causes else None
+
+    def to_dict(self) -> dict[str, Any]:
+        ff = None
+        if self.first_failure is not None:
+            e = self.first_failure
+            ff = {"rank": e.rank, "file": e.file, "line": e.line, "text": e.text}
+        return {
+            "causes": [c.to_dict() for c in self.causes],
+            "first_failure": ff,
+            "ranks": self.ranks,
+            "facts": self.facts,
+            "files_read": self.files_read,
+            "bytes_read": self.bytes_read,
+            "skipped": self.skipped,
+            "notes": self.notes,
+        }

@@ -1,0 +1,322 @@
+"""Scoring: signature weights, structural evidence across ranks, and the symptom's shift."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ..model import KnowledgeBase
+from . import extract as x
+from .collect import Hit
+from .report import CauseScore, Evidence
+from .view import View
+
+REST = 0.25  # each further distinct signature of a cause adds this share of its weight
+SHIFT = 1.0  # the symptom's strongest prior adds this much to a cause that has evidence
+MAX_EVIDENCE = 10
+
+
+class Scores:
+    """Cause id -> score, reasons and evidence, filled by the rules below."""
+
+    def __init__(self) -> None:
+        self.score: dict[str, float] = defaultdict(float)
+        self.reasons: dict[str, list[str]] = defaultdict(list)
+        self.evidence: dict[str, list[Hit]] = defaultdict(list)
+        self.best: dict[str, float] = defaultdict(float)  # strongest single signature (tie-break)
+
+    def add(self, cause: str, amount: float, reason: str, hits: list[Hit] | None = None) -> None:
+        self.score[cause] += amount
+        if reason:
+            self.reasons[cause].append(reason)
+        if hits:
+            # structural evidence goes first, in the order the rule gave it
+            fresh: list[Hit] = []
+            for h in hits:
+                if h not in fresh:
+                    fresh.append(h)
+            self.evidence[cause] = fresh + [h for h in self.evidence[cause] if h not in fresh]
+
+
+def score(view: View, kb: KnowledgeBase, symptom: str | None) -> list[CauseScore]:
+    s = Scores()
+    _signatures(view, s)
+    _crash_rules(view, s, _kind(kb, symptom))
+    _timeout_rules(view, s)
+    _fact_rules(view, s)
+    _path_rules(view, s)
+    _launch_rules(view, s)
+    _shift(kb, symptom, s)
+    order = {cid: n for n, cid in enumerate(kb.causes)}
+    out = []
+    for cid, val in s.score.items():
+        if val <= 0:
+            continue
+        ev: list[Evidence] = []
+        seen: set[tuple[str, int]] = set()
+        for h in s.evidence[cid]:  # one entry per line, however many rules cited it
+            if (h.file, h.line) not in seen and len(ev) < MAX_EVIDENCE:
+                seen.add((h.file, h.line))
+                ev.append(Evidence(h.file, h.line, h.text, view.rank(h), h.sig))
+        out.append(CauseScore(cid, round(val, 3), ev, s.reasons[cid]))
+    out.sort(key=lambda c: (-c.score, -s.best[c.id], order.get(c.id, len(order)), c.id))
+    return out
+
+
+def _kind(kb: KnowledgeBase, symptom: str | None) -> str | None:
+    if not symptom:
+        return None
+    sym = kb.symptoms.get(symptom)
+    if sym is not None:
+        return sym.kind
+    return "hang" if symptom.startswith("hang") else "error" if symptom.startswith("error") else None
+
+
+def _signatures(view: View, s: Scores) -> None:
+    per_cause: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    for sid, hits in view.col.hits.items():
+        if hits:
+            sig = view.sigs[sid]
+            per_cause[sig.cause].append((sig.weight, sid))
+    for cause, ws in per_cause.items():
+        ws.sort(reverse=True)
+        s.best[cause] = ws[0][0]
+        total = ws[0][0] + REST * sum(w for w, _ in ws[1:])
+        names = ", ".join(f"{sid} x{view.col.counts[sid]}" for _, sid in ws)
+        hits = []
+        for _, sid in ws:  # one line of each signature first, then the rest
+            hits.extend(view.col.hits[sid][:2])
+        for _, sid in ws:
+            hits.extend(h for h in view.col.hits[sid][2:5] if h not in hits)
+        s.add(cause, total, f"signatures: {names}", hits)
+
+
+def _crash_rules(view: View, s: Scores, kind: str | None) -> None:
+    # crashes of a known rank first: the reason names that rank and its signature together
+    crashes = sorted(view.crashes, key=lambda h: (view.rank(h) is None, h.order))
+    if not crashes:
+        return
+    waiting = view.waiting
+    max_w = max(view.sigs[h.sig].weight for h in crashes)
+    ranks = sorted({r for h in crashes if (r := view.rank(h)) is not None}, key=rank_key)
+    who = f"rank {', '.join(ranks[:5])}" if ranks else "a process"
+    s.add("rank-crash-deadlock", 0.4 * max_w, "", crashes[:3])
+    waits = [t for per in view.timeouts.values() for t in per.values()] + view.unranked
+    if waits or view.hits_with("wait"):
+        n = len(waiting - set(ranks)) or len(view.unranked)
+        s.add("rank-crash-deadlock", 4.0,
+              f"{who} crashed ({crashes[0].sig}) while {n or 'other'} rank(s) waited in a collective",
+              crashes[:3] + _timeout_hits(view)[:2])
+        if "0" in ranks:
+            s.add("rank0-overload", 2.5, "the rank that crashed first is rank 0", crashes[:2])
+    elif kind == "hang":
+        s.add("rank-crash-deadlock", 1.5, f"{who} crashed and the job hung: the others wait for it",
+              crashes[:3])
+
+
+def _timeout_hits(view: View) -> list[Hit]:
+    out = []
+    for per in view.timeouts.values():
+        for r, t in sorted(per.items(), key=lambda kv: rank_key(kv[0])):
+            out.append(Hit("watchdog-timeout", t.file, t.line, t.text, r, None, t.ts, (0, t.line)))
+    for t in view.unranked:
+        out.append(Hit("watchdog-timeout", t.file, t.line, t.text, None, None, t.ts, (0, t.line)))
+    return out
+
+
+def _timeout_rules(view: View, s: Scores) -> None:
+    if not view.timeouts and not view.unranked:
+        return
+    explained = bool(view.crashes)
+    for pg, per in view.timeouts.items():
+        seqs = {r: t.seq for r, t in per.items() if t.seq is not None}
+        by_seq: dict[int, set[str]] = defaultdict(set)
+        for r, t in per.items():
+            if t.seq is not None and t.op:
+                by_seq[t.seq].add(t.op)
+        if len(set(seqs.values())) > 1:
+            lo, hi = min(seqs.values()), max(seqs.values())
+            behind = sorted((r for r, q in seqs.items() if q == lo), key=rank_key)
+            ahead = sorted((r for r, q in seqs.items() if q == hi), key=rank_key)
+            ev = _timeout_lines(view, pg, behind[:1] + ahead[:1])
+            s.add("asymmetric-collective", 4.5,
+                  f"ranks timed out at different SeqNums in PG {pg}: rank {span(behind)} at {lo}, "
+                  f"rank {span(ahead)} at {hi}: they issued different collectives", ev)
+            explained = True
+        elif any(len(ops) > 1 for ops in by_seq.values()):
+            seq = next(q for q, ops in by_seq.items() if len(ops) > 1)
+            rs = [r for r, t in per.items() if t.seq == seq]
+            s.add("asymmetric-collective", 4.5,
+                  f"ranks at SeqNum {seq} ran different collectives: {', '.join(sorted(by_seq[seq]))}",
+                  _timeout_lines(view, pg, rs[:3]))
+            explained = True
+    ends = [f for f in view.col.files if f.ends and f.first_timeout and min(f.ends) < f.first_timeout]
+    if ends:
+        f = ends[0]
+        end_hits = [h for h in view.hits_with("end") if h.file == f.name][:1]
+        s.add("asymmetric-collective", 4.5, "a collective timed out after training had finished on "
+              "this rank: the others never entered it", end_hits + _timeout_hits(view)[:1])
+        explained = True
+    waiting = view.waiting
+    numeric = {r for r in waiting if r.isdigit()}
+    if not explained and numeric and "0" not in waiting:
+        s.add("rank0-overload", 6.0, f"rank {span(sorted(numeric, key=rank_key))} timed out waiting, "
+              "rank 0 never did: rank 0 was busy elsewhere (eval, saving, caching)", _timeout_hits(view)[:3])
+        explained = True
+    if not explained:
+        stuck = not_waiting(view)
+        s.add("collective-timeout", 1.0, "collectives timed out with no crashed rank in sight"
+              + (f"; not waiting: rank {span(stuck)}" if stuck else ""), _timeout_hits(view)[:2])
+
+
+def not_waiting(view: View) -> list[str]:
+    waiting = view.waiting
+    world = view.col.world or 0
+    known = {r for r in view.col.seen if r.isdigit()} | ({str(i) for i in range(world)} if world <= 65536 else set())
+    return sorted(known - waiting, key=rank_key)
+
+
+def _timeout_lines(view: View, pg: str, ranks: list[str]) -> list[Hit]:
+    per = view.timeouts.get(pg, {})
+    return [Hit("watchdog-timeout", per[r].file, per[r].line, per[r].text, r, None, per[r].ts, (0, 0))
+            for r in ranks if r in per]
+
+
+def _fact_rules(view: View, s: Scores) -> None:
+    values = fact_values(view)
+    for fact, cause, amount in (("nccl_version", "version-mismatch", 4.0),
+                                ("nccl_cuda", "version-mismatch", 2.0),
+                                ("cuda_driver", "version-mismatch", 2.0)):
+        if len(values.get(fact, {})) > 1:
+            s.add(cause, amount, f"{fact} differs across ranks: " + _values_text(values[fact]),
+                  _fact_evidence(view, fact, values[fact]))
+    names = {}
+    for fact in ("bootstrap_if", "net_if"):
+        for val, ranks in values.get(fact, {}).items():
+            names.setdefault(val.split(":")[0], []).extend(ranks)
+    multi_host = len(view.col.hosts) > 1 or view.col.nodes > 1
+    if len(names) > 1:
+        s.add("nic-selection", 2.5, "ranks use different interfaces: " + _values_text(names),
+              _fact_evidence(view, "bootstrap_if", values.get("bootstrap_if", {}))
+              + _fact_evidence(view, "net_if", values.get("net_if", {})))
+    bad = []
+    for fact in ("bootstrap_if", "net_if"):
+        for val in values.get(fact, {}):
+            name, _, addr = val.partition(":")
+            if x.VIRTUAL_IF.match(name) or x.UNROUTABLE_ADDR.match(addr):
+                bad.append((fact, val))
+    if bad:
+        fact, val = bad[0]
+        s.add("nic-selection", 3.0 if multi_host else 1.0,
+              f"NCCL uses {val}" + (" across nodes" if multi_host else ""),
+              _fact_evidence(view, fact, {val: values[fact][val]}))
+    transports = defaultdict(list)
+    for r, f in view.facts.items():
+        net = f.get("network", "")
+        if f.get("ib") == "none" or net.startswith("Socket"):
+            transports["sockets"].append(r)
+        elif (f.get("ib") and f.get("ib") != "none") or net.startswith("IB"):
+            transports["InfiniBand"].append(r)
+    if len(transports) > 1:
+        s.add("ib-rdma-failure", 3.5, "some ranks use InfiniBand, others fell back to sockets: "
+              + _values_text(transports), [view.fact_hits[(r, k)] for r in transports["sockets"][:1]
+                                           for k in ("ib", "network") if (r, k) in view.fact_hits])
+
+
+def fact_values(view: View) -> dict[str, dict[str, list[str]]]:
+    out: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for r, facts in view.facts.items():
+        for k, val in facts.items():
+            out[k][val].append(r)
+    return {k: {val: sorted(rs, key=rank_key) for val, rs in d.items()} for k, d in out.items()}
+
+
+def _fact_evidence(view: View, fact: str, vals: dict[str, list[str]]) -> list[Hit]:
+    return [view.fact_hits[(rs[0], fact)] for rs in vals.values() if (rs[0], fact) in view.fact_hits][:4]
+
+
+def _values_text(vals: dict[str, list[str]]) -> str:
+    return "; ".join(f"{v} on rank {span(rs)}" for v, rs in vals.items())
+
+
+def _path_rules(view: View, s: Scores) -> None:
+    col = view.col
+    if len(col.ops) > 1:
+        hits = [hs[0] for hs in col.ops.values()]
+        s.add("asymmetric-collective", 2.5, "tracebacks stop in different collectives: "
+              + ", ".join(sorted(col.ops)), hits)
+    for kind in ("step", "iteration", "batch"):
+        last = {r: p[kind] for r, p in col.progress.items() if kind in p}
+        if len(last) > 1:
+            lo = min(last.items(), key=lambda kv: kv[1][0])
+            hi = max(last.items(), key=lambda kv: kv[1][0])
+            if hi[1][0] - lo[1][0] >= 2:
+                s.add("asymmetric-collective", 2.5, f"the log ends with rank {lo[0]} at {kind} {lo[1][0]} "
+                      f"and rank {hi[0]} at {kind} {hi[1][0]}: ranks ran different numbers of steps",
+                      [hi[1][1], lo[1][1]])
+                break
+    same = [k for k, per in col.losses.items() if len(per) > 1 and len(set(per.values())) == 1
+            and len(next(iter(per.values())).split(".")[-1]) >= 4]
+    if len(same) >= 3:
+        # weak: some frameworks print the all-reduced loss on every rank
+        s.add("data-sharding-seed", 1.5, f"ranks report identical losses at {len(same)} steps: if these "
+              "are per-rank losses, every rank sees the same data", [])
+    steps = {r: v[0] for r, v in col.resume.items()}
+    if len(set(steps.values())) > 1:
+        s.add("checkpoint-state-divergence", 3.0, "ranks resumed from different steps: "
+              + ", ".join(f"rank {r}: {n}" for r, n in sorted(steps.items(), key=lambda kv: rank_key(kv[0]))),
+              [v[1] for v in col.resume.values()][:3])
+
+
+def _launch_rules(view: View, s: Scores) -> None:
+    col = view.col
+    launcher = view.hits_with("launcher")
+    spawn = view.hits_with("spawn")
+    if launcher and spawn:
+        s.add("mixed-launchers", 3.0, "a launcher started the job and the script spawns its own "
+              "processes too", launcher[:1] + spawn[:1])
+    dups = {r: hs for r, hs in col.announce.items() if len({(h.file, h.proc, h.line) for h in hs}) > 1}
+    if dups:
+        r, hs = next(iter(sorted(dups.items(), key=lambda kv: rank_key(kv[0]))))
+        s.add("rank-env-mismatch", 2.0, f"rank {span(sorted(dups, key=rank_key))} started more than "
+              "once", hs[:2])
+        if launcher or spawn:
+            s.add("mixed-launchers", 2.0, "duplicate ranks under a launcher", hs[:2])
+
+
+def _shift(kb: KnowledgeBase, symptom: str | None, s: Scores) -> None:
+    weights: dict[str, float] = {}
+    seen = set()
+    while symptom and symptom in kb.symptoms and symptom not in seen:
+        seen.add(symptom)
+        sym = kb.symptoms[symptom]
+        for cid, w in sym.causes.items():
+            weights[cid] = max(weights.get(cid, 0.0), w)
+        symptom = sym.parent
+    if not weights:
+        return
+    top = max(weights.values()) or 1.0
+    for cid, w in weights.items():
+        if s.score.get(cid, 0) > 0 and w > 0:
+            s.add(cid, SHIFT * w / top, "")
+
+
+def rank_key(r: str) -> tuple[int, Any]:
+    return (0, int(r)) if r.isdigit() else (1, r)
+
+
+def span(ranks: list[str]) -> str:
+    """'0-3,5' for numeric ranks, a comma list otherwise (at most a few names)."""
+    nums = sorted(int(r) for r in ranks if r.isdigit())
+    parts: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    other = [r for r in ranks if not r.isdigit()]
+    parts.extend(other[:3])
+    if len(other) > 3:
+        parts.append(f"+{len(other) - 3} more")
+    return ",".join(parts)

@@ -1,0 +1,377 @@
+"""Log inputs: expand paths (dirs, globs, .gz, `-`), vet them, and stream them in line-aligned blocks."""
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import io
+import lzma
+import os
+import re
+import sys
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Iterator
+
+# what reading a damaged file can raise: OSError (incl. BadGzipFile), EOFError (truncated),
+# zlib.error / LZMAError (corrupt data), ValueError (bad bz2 stream)
+READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError)
+BLOCK = 4 << 20  # bytes read at a time
+LINE_CAP = 1 << 20  # longer lines keep only their head and tail
+KEEP = 32 << 10  # how much of an overlong line's head and tail is kept
+SNIFF = 64 << 10  # checked for NUL bytes and UTF-8 before a file is read
+TAIL = 32 << 10  # the end of each file, kept for tail analysis
+STDIN = "-"
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_NATURAL = re.compile(r"(\d+)")
+
+
+@dataclass
+class Skipped:
+    """An input that was not read (or not all of it), and why."""
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass
+class Block:
+    """A run of whole lines: data[0:end] ends with a newline (or the file's last line)."""
+
+    data: bytes
+    end: int
+    first_line: int  # 1-based line number of data[0]
+    nlines: int = -1  # newlines in data[:end]; a consumer that counted them sets it (saves a pass)
+
+
+@dataclass
+class Source:
+    """One readable input: a file path, a compressed file, or standard input."""
+
+    name: str
+    path: str | None  # None for stdin
+    kind: str = "plain"  # plain | gzip | bz2 | xz | stdin
+    size: int = 0
+    raw: BinaryIO | None = field(default=None, repr=False)  # stdin's stream
+    bytes_read: int = 0
+    lines: int = 0
+    tail: bytes = b""
+    note: str = ""  # e.g. long lines that were truncated
+    rejected: str = ""  # stdin found not to be a text log once read
+
+    def open(self) -> BinaryIO:
+        if self.kind == "stdin":
+            assert self.raw is not None
+            return self.raw
+        assert self.path is not None
+        if self.kind == "gzip":
+            return gzip.open(self.path, "rb")
+        if self.kind == "bz2":
+            return bz2.open(self.path, "rb")
+        if self.kind == "xz":
+            return lzma.open(self.path, "rb")
+        return open(self.path, "rb", buffering=0)
+
+
+def _natural_key(path: str) -> list:
+    return [int(p) if p.isdigit() else p for p in _NATURAL.split(path)]
+
+
+def expand(paths: list[str]) -> tuple[list[Source], list[Skipped]]:
+    """Sources for files, directories (recursively), globs and `-`; the rest in skipped."""
+    sources: list[Source] = []
+    skipped: list[Skipped] = []
+    seen: set[str] = set()
+
+    def add_file(path: str) -> None:
+        real = os.path.realpath(path)
+        if real in seen:
+            return
+        seen.add(real)
+        src, why = vet(path)
+        if src is None:
+            skipped.append(Skipped(path, why))
+        else:
+            sources.append(src)
+
+    for arg in paths:
+        if arg == STDIN:
+            sources.append(Source(name="<stdin>", path=None, kind="stdin", raw=sys.stdin.buffer))
+            continue
+        if os.path.isdir(arg):
+            found = []
+            for root, dirs, files in os.walk(arg, onerror=lambda e: skipped.append(
+                    Skipped(getattr(e, "filename", arg) or arg, f"unreadable directory: {e.strerror}"))):
+                dirs.sort(key=_natural_key)
+                found.extend(os.path.join(root, f) for f in files)
+            if not found:
+                skipped.append(Skipped(arg, "empty directory"))
+            for path in sorted(found, key=_natural_key):
+                add_file(path)
+            continue
+        if not os.path.lexists(arg) and _GLOB_CHARS.search(arg):
+            matches = sorted(glob.glob(arg, recursive=True), key=_natural_key)
+            if not matches:
+                skipped.append(Skipped(arg, "no file matches this pattern"))
+            for path in matches:
+                if os.path.isdir(path):
+                    sub, sub_skipped = expand([path])
+                    for s in sub:
+                        if os.path.realpath(s.path or "") not in seen:
+                            seen.add(os.path.realpath(s.path or ""))
+                            sources.append(s)
+                    skipped.extend(sub_skipped)
+                else:
+                    add_file(path)
+            continue
+        add_file(arg)
+    return sources, skipped
+
+
+def vet(path: str) -> tuple[Source | None, str]:
+    """A Source for a readable text log, or None and the reason it is skipped."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return None, f"unreadable: {exc.strerror or exc}"
+    if not os.path.isfile(path):
+        return None, "not a regular file"
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+    except OSError as exc:
+        return None, f"unreadable: {exc.strerror or exc}"
+    kind = "plain"
+    for sig, name in _COMPRESSED.items():
+        if magic.startswith(sig):
+            kind = name
+    if kind == "plain" and st.st_size == 0:
+        return None, "empty file"
+    src = Source(name=path, path=path, kind=kind, size=st.st_size)
+    try:
+        with src.open() as fh:
+            head = _read_upto(fh, SNIFF)
+            why = sniff(head)
+            if not why and b"\n" not in head and len(head) == SNIFF:
+                # no line break yet: look as far as the line cap, a block at a time
+                got = len(head)
+                while got <= LINE_CAP:
+                    more = fh.read(BLOCK)
+                    if not more or b"\n" in more[:LINE_CAP + 1 - got]:
+                        break
+                    got += len(more)
+                else:
+                    why = _HUGE
+                if got > LINE_CAP:
+                    why = _HUGE
+    except READ_ERRORS as exc:
+        return None, f"unreadable {kind} data: {exc}"
+    return (None, why) if why else (src, "")
+
+
+_HUGE = f"no line break in the first {LINE_CAP >> 20} MiB: one huge line, not a log"
+
+
+def sniff(head: bytes) -> str:
+    """Why the start of a stream is not a text log ('' when it is)."""
+    if not head:
+        return "empty file"
+    if b"\x00" in head[:8192]:
+        return "binary file (NUL bytes)"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # a multi-byte character cut by the sniff window is fine
+        if not (exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"):
+            return f"not UTF-8 text (invalid byte at offset {exc.start})"
+    return ""
+
+
+def _read_upto(fh: BinaryIO, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        chunk = fh.read(n - got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+class _Range:
+    """Reads bytes [start, stop) of a file (a worker's share of a big plain file)."""
+
+    def __init__(self, fh: BinaryIO, start: int, stop: int) -> None:
+        fh.seek(start)
+        self.fh, self.left = fh, stop - start
+
+    def read(self, n: int) -> bytes:
+        if self.left <= 0:
+            return b""
+        data = self.fh.read(min(n, self.left))
+        self.left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+class _Salvage:
+    """Reads a compressed stream in small steps so that data before a damaged spot is kept;
+    the error is raised on the read after it."""
+
+    STEP = 64 << 10
+
+    def __init__(self, fh: Any) -> None:
+        self.fh, self.error = fh, None
+
+    def read(self, n: int) -> bytes:
+        if self.error is not None:
+            raise self.error
+        parts, got = [], 0
+        try:
+            while got < n:
+                piece = self.fh.read1(min(self.STEP, n - got)) if hasattr(self.fh, "read1") \
+                    else self.fh.read(min(self.STEP, n - got))
+                if not piece:
+                    break
+                parts.append(piece)
+                got += len(piece)
+        except READ_ERRORS as exc:
+            if not parts:
+                raise
+            self.error = exc
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def blocks(src: Source, start: int = 0, stop: int | None = None) -> Iterator[Block]:
+    """Line-aligned blocks of a source; overlong lines arrive cut to their head and tail.
+
+    start/stop (plain files only) read a byte range that begins at a line start. Memory stays
+    at about BLOCK + 2*KEEP whatever the file size or line length.
+    """
+    fh: Any = src.open()
+    if stop is not None:
+        fh = _Range(fh, start, stop)
+    elif src.kind in ("gzip", "bz2", "xz"):
+        fh = _Salvage(fh)
+    line_no = 1
+    carry = b""
+    long_note = 0
+    first = True
+    try:
+        while True:
+            chunk = fh.read(BLOCK)
+            if first and src.kind == "stdin":
+                why = sniff(chunk[:SNIFF]) or (_HUGE if len(chunk) > LINE_CAP
+                                                and b"\n" not in chunk[:LINE_CAP] else "")
+                if why:
+                    src.rejected = why
+                    return
+            first = False
+            if not chunk:
+                if carry:
+                    src.tail = (src.tail + carry)[-TAIL:]
+                    yield Block(carry + b"\n", len(carry) + 1, line_no)
+                    line_no += 1
+                break
+            src.bytes_read += len(chunk)
+            data = carry + chunk if carry else chunk
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                carry = data[cut:]
+                src.tail = (src.tail + data[:cut])[-TAIL:] if cut < TAIL else data[cut - TAIL:cut]
+                blk = Block(data, cut, line_no)
+                yield blk
+                line_no += blk.nlines if blk.nlines >= 0 else data.count(b"\n", 0, cut)
+                src.lines = line_no - 1  # so far: a damaged file stops mid-way
+            else:
+                carry = data
+            if len(carry) > LINE_CAP:
+                # an overlong line: keep its head, stream past the middle, keep its tail
+                long_note += 1
+                line, carry, ended = _overlong(fh, carry, src)
+                yield Block(line, len(line), line_no)
+                line_no += 1
+                if not ended:
+                    break
+    finally:
+        if src.kind != "stdin":
+            fh.close()
+    src.lines = line_no - 1
+    if long_note:
+        src.note = f"{long_note} line(s) longer than {LINE_CAP >> 20} MiB: only their start and end were read"
+
+
+def _overlong(fh: Any, partial: bytes, src: Source) -> tuple[bytes, bytes, bool]:
+    """(the cut line, what follows its newline, whether a newline came) for a line past the cap."""
+    head, tail = partial[:KEEP], partial[-KEEP:]
+    while True:
+        more = fh.read(BLOCK)
+        if not more:
+            return head + b" [...] " + tail + b"\n", b"", False
+        src.bytes_read += len(more)
+        nl = more.find(b"\n")
+        if nl >= 0:
+            tail = (tail + more[:nl])[-KEEP:]
+            return head + b" [...] " + tail + b"\n", more[nl + 1:], True
+        tail = (tail + more)[-KEEP:]
+
+
+def read_context(path: str, line: int, before: int = 20, after: int = 20) -> list[tuple[int, str]]:
+    """Lines [line-before, line+after] of a log as (number, text), streaming: never the whole file.
+
+    Works for plain and compressed files; overlong lines come back cut like the analyser saw them.
+    """
+    if line < 1:
+        line = 1
+    lo, hi = max(1, line - before), line + after
+    src, why = vet(path)
+    if src is None:
+        raise ValueError(f"{path}: {why}")
+    out: list[tuple[int, str]] = []
+    for blk in blocks(src):
+        n_lines = blk.data.count(b"\n", 0, blk.end)
+        last = blk.first_line + n_lines - 1
+        if last < lo:
+            continue
+        text = blk.data[:blk.end].decode("utf-8", "replace")
+        for i, part in enumerate(text.split("\n")[:n_lines]):
+            num = blk.first_line + i
+            if lo <= num <= hi:
+                out.append((num, part.rstrip("\r")))
+        if last >= hi:
+            break
+    return out
+
+
+def open_text(text: str, name: str) -> Source:
+    """A Source over an in-memory string (analyse_text)."""
+    return Source(name=name, path=None, kind="stdin", raw=io.BytesIO(text.encode("utf-8", "replace")))
+
+
+def split_points(path: str, size: int, chunk: int) -> list[int]:
+    """Offsets that cut a plain file into ranges of about `chunk` bytes, each at a line start."""
+    points = [0]
+    with open(path, "rb") as fh:
+        pos = chunk
+        while pos < size:
+            fh.seek(pos)
+            buf = fh.read(LINE_CAP + 1)
+            nl = buf.find(b"\n")
+            if nl < 0:
+                break  # an overlong line: leave the rest to one range
+            cut = pos + nl + 1
+            if cut >= size:
+                break
+            points.append(cut)
+            pos = cut + chunk
+    points.append(size)
+    return points

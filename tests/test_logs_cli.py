@@ -1,0 +1,132 @@
+"""`distdoctor logs` in a real subprocess: --json shape, text sections, exit codes, sessions."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DISTDOCTOR = [sys.executable, "-c", "import sys; from distdoctor.tui.cli import main; sys.exit(main())"]
+WATCHDOG = ("[rank{r}]:[E1129 10:40:00.000000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "ran for 600100 milliseconds before timing out.")
+OOM = "[rank{r}]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+
+
+def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    res = subprocess.run([*DISTDOCTOR, "logs", *args], input=stdin.decode() if stdin else None,
+                         capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert "Traceback" not in res.stderr, res.stderr
+    return res
+
+
+@pytest.fixture()
+def job(tmp_path: Path) -> Path:
+    d = tmp_path / "job"
+    d.mkdir()
+    for r in range(4):
+        lines = [f"node0:{900 + r}:{900 + r} [{r}] NCCL INFO NCCL version 2.21.5+cuda12.4",
+                 OOM.format(r=r) if r == 2 else WATCHDOG.format(r=r)]
+        (d / f"rank{r}.log").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def test_json_shape(job: Path) -> None:
+    res = run(str(job), "--json")
+    assert res.returncode == 1, res.stderr
+    data = json.loads(res.stdout)
+    assert set(data) >= {"causes", "first_failure", "ranks", "facts", "files_read", "bytes_read", "skipped"}
+    assert data["files_read"] == 4 and data["bytes_read"] == sum(p.stat().st_size for p in job.iterdir())
+    scores = [c["score"] for c in data["causes"]]
+    assert scores == sorted(scores, reverse=True)
+    top = data["causes"][0]
+    assert top["id"] == "rank-crash-deadlock"
+    assert all(set(e) >= {"file", "line", "text"} for c in data["causes"] for e in c["evidence"])
+    assert data["first_failure"] == {"rank": "2", "file": str(job / "rank2.log"), "line": 2,
+                                     "text": OOM.format(r=2)}
+    assert data["ranks"]["2"]["status"] == "crashed"
+    assert data["ranks"]["0"]["last_collective"] == {"seq": 88, "op": "ALLREDUCE", "pg": "0"}
+    assert data["facts"]["values"]["nccl_version"] == {"2.21.5": "0-3"}
+    assert data["skipped"] == []
+
+
+def test_text_output_has_every_section(job: Path) -> None:
+    res = run(str(job), "--top", "2")
+    assert res.returncode == 1
+    out = res.stdout
+    assert " 1. rank-crash-deadlock" in out and " 3. " not in out
+    assert f"{job / 'rank2.log'}:2:" in out
+    assert "First failure: rank 2" in out
+    assert "Ranks (last collective from the watchdog):" in out and "SeqNum 88 ALLREDUCE" in out
+    assert "Next action:" in out
+
+
+def test_nothing_found_exits_0(tmp_path: Path) -> None:
+    (tmp_path / "ok.log").write_text("[rank0]: step 1 loss 2.0\n")
+    res = run(str(tmp_path / "ok.log"))
+    assert res.returncode == 0 and "No known failure signature" in res.stdout
+
+
+def test_nothing_readable_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "core").write_bytes(b"\x00" * 100)
+    for args in ([str(tmp_path / "missing.log")], [str(tmp_path / "core")]):
+        res = run(*args)
+        assert res.returncode == 2
+        assert res.stderr.startswith("distdoctor: error: nothing readable") and res.stderr.count("\n") == 1
+
+
+def test_disagreeing_facts_are_shown(tmp_path: Path) -> None:
+    for r, v in enumerate(["2.21.5", "2.21.5", "2.18.1"]):
+        (tmp_path / f"rank{r}.log").write_text(f"h{r}:1{r}:1{r} [0] NCCL INFO NCCL version {v}+cuda12.4\n")
+    res = run(str(tmp_path))
+    assert res.returncode == 1
+    assert "Facts that differ across ranks:" in res.stdout and "2.18.1 on rank 2" in res.stdout
+    assert " 1. version-mismatch" in res.stdout
+
+
+def test_partial_input_still_reports_what_was_skipped(job: Path, tmp_path: Path) -> None:
+    res = run(str(job), str(tmp_path / "missing.log"), "--json")
+    assert res.returncode == 1
+    assert json.loads(res.stdout)["skipped"][0]["path"].endswith("missing.log")
+
+
+@pytest.mark.parametrize("args,msg", [(["--symptom", "sideways"], "unknown symptom"), (["--top", "0"], "--top")])
+def test_bad_usage_exits_2(job: Path, args: list[str], msg: str) -> None:
+    res = run(str(job), *args)
+    assert res.returncode == 2 and msg in res.stderr
+
+
+def test_symptom_changes_the_ranking(tmp_path: Path) -> None:
+    (tmp_path / "r.log").write_text("[3] include/alloc.h:58 NCCL WARN Cuda failure 'out of memory'\n")
+    hang = json.loads(run(str(tmp_path), "--json", "--symptom", "hang").stdout)
+    err = json.loads(run(str(tmp_path), "--json", "--symptom", "error-oom").stdout)
+    assert hang["causes"][0]["id"] == "rank-crash-deadlock" and err["causes"][0]["id"] == "cuda-oom"
+
+
+def test_session_records_the_result(job: Path) -> None:
+    res = run(str(job), "--session", "inc-7", "--json")
+    assert res.returncode == 1
+    from distdoctor.tui.session import SessionStore
+
+    events = SessionStore().load("inc-7")["events"]
+    assert [e["kind"] for e in events] == ["logs"]
+    assert events[0]["data"] == json.loads(res.stdout)
+
+
+def test_help_has_examples() -> None:
+    res = run("--help")
+    assert res.returncode == 0 and "examples:" in res.stdout and "distdoctor logs -" in res.stdout
+
+
+def test_cli_imports_neither_textual_nor_torch(job: Path) -> None:
+    code = ("import sys, io, contextlib\nfrom distdoctor.tui.cli import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()): main(['logs', {str(job)!r}])\n"
+            "print(sorted(m for m in ('textual', 'torch') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)), check=False)
+    assert res.stdout.strip() == "[]", res.stderr
