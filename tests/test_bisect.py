@@ -95,3 +95,22 @@ def test_plan_lists_baseline_then_each_switch(kb) -> None:
     assert lines[0].startswith("baseline:") and "GLOO_SOCKET_IFNAME=x" in lines[0]
     assert any("nic-selection" in line for line in lines[1:-1])
     assert not any("NCCL_IB_DISABLE" in line for line in lines)
+
+
+def test_verdict_text_fits_80_columns_with_the_command_on_its_own_line(monkeypatch) -> None:
+    from distdoctor.tui.commands.repro_view import render_bisect
+
+    monkeypatch.setenv("COLUMNS", "80")
+    long = "Binds Gloo (and PyTorch's CPU collectives) to one named interface. " * 3
+    data = {"backend": "gloo", "baseline": {"outcome": "error", "duration_s": 4.9, "log": "/x"},
+            "runs": [{"env": "GLOO_SOCKET_IFNAME=eth0", "outcome": "pass", "duration_s": 5.5}],
+            "verdict": {"env": "GLOO_SOCKET_IFNAME=eth0", "cause": "nic-selection",
+                        "cause_title": "NCCL or Gloo picked the wrong network interface",
+                        "why": long, "permanent_fix": long, "reminder": long},
+            "baseline_passed": False, "run_dir": "/tmp/runs"}
+    lines = render_bisect(data, None).splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    i = lines.index("  to confirm in the job meanwhile:")
+    assert lines[i + 1] == "    export GLOO_SOCKET_IFNAME=eth0"
+    why = next(i for i, line in enumerate(lines) if line.startswith("  why: Binds Gloo"))
+    assert lines[why + 1].startswith("       Gloo")  # wrapped under its label

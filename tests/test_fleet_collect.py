@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -158,3 +159,24 @@ def test_snapshot_of_a_recorded_8_gpu_node() -> None:
     topo = doc["topology"]
     assert (topo["status"], topo["source"], topo["gpu_count"], topo["p2p"], topo["nvlink"]) == \
         ("ok", "nvml", 8, "all", True)
+
+
+def test_output_through_a_link_or_into_a_fifo_keeps_them(tmp_path: Path) -> None:
+    # renaming over -o replaced whatever was there: a symlink became a file, and as root a
+    # device node such as /dev/null became a JSON file. A FIFO stands in for the device here.
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    proc = collect("-o", str(tmp_path / "link.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "link.json").is_symlink()
+    assert validate_snapshot(json.loads((tmp_path / "real.json").read_text())) == []
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    proc = collect("-o", str(fifo))
+    reader.join(60)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert validate_snapshot(json.loads(got[0])) == []

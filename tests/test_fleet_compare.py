@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -212,3 +213,41 @@ def test_head_only_reading_agrees_with_whole_file_parsing(tmp_path: Path, base: 
             assert fields[f"{name}{variant}.json"] == doc["summary"], (name, variant)
     # equal summaries read by the head are parsed once and shared
     assert fields["big.json"] is fields["plain.json"]
+
+
+def test_fifos_huge_numbers_and_deep_nesting_are_skipped_not_fatal(tmp_path: Path,
+                                                                   base: dict) -> None:
+    write_fleet(tmp_path, 3, {1: {"driver": "535.104.05"}}, base)
+    os.mkfifo(tmp_path / "pipe.json")  # no writer: opening it for reading would block
+    os.mkfifo(tmp_path / "given-fifo")
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "nowhere.json")
+    text = json.dumps(base).replace(str(base["summary"]["shm_bytes"]), "1" + "0" * 5000, 1)
+    (tmp_path / "bigint.json").write_text(text)  # past Python's int digit limit: ValueError
+    (tmp_path / "deep.json").write_text('{"schema": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    records, skipped = load_snapshots([tmp_path, tmp_path / "given-fifo", "/dev/zero"])
+    reasons = {Path(s["file"]).name: s["reason"] for s in skipped}
+    assert len(records) == 3
+    assert reasons["pipe.json"] == reasons["given-fifo"] == reasons["zero"] == "not a regular file"
+    assert reasons["dangling.json"] == "no such file or folder"
+    assert "4300 digits" in reasons["bigint.json"] and "recursion" in reasons["deep.json"]
+    assert [o["node"] for o in compare(records, skipped)["outliers"]] == [node_name(1)]
+
+
+def test_text_escapes_control_characters_and_wraps_to_80_columns(tmp_path: Path,
+                                                                 base: dict) -> None:
+    from distdoctor.tui.commands.fleet_text import render_compare
+
+    write_fleet(tmp_path, 4, {2: {"driver": "535.104.05"}}, base)
+    odd = json.loads((tmp_path / "node-03.json").read_text())
+    odd["host"] = "evil\x1b[2J\nnext: rm -rf /"
+    odd["summary"]["torch"] = "2.0\x1b]0;title\x07"
+    (tmp_path / "node-03.json").write_text(json.dumps(odd))
+    records, skipped = load_snapshots([tmp_path])
+    text = render_compare(compare(records, skipped), cols=80)
+    assert "\x1b" not in text and "\x07" not in text
+    assert not any(line.startswith("next: rm") for line in text.splitlines())
+    assert "evil\\nnext: rm -rf /" in text
+    for line in text.splitlines():
+        assert len(line) <= 80 or line.lstrip().startswith(("ssh ", "distdoctor ")), line
+    agree = next(i for i, line in enumerate(text.splitlines()) if line.startswith("agree: "))
+    assert text.splitlines()[agree + 1].startswith("       ")  # wrapped under its label

@@ -256,7 +256,8 @@ def test_bad_usage_is_one_line_and_exit_2(stubs: Path, tmp_path: Path, monkeypat
 
 
 def test_bad_flag_values_are_exit_2(tmp_path: Path) -> None:
-    for args in (["--timeout", "0"], ["--concurrency", "-1"], ["--via", "telnet"]):
+    for args in (["--timeout", "0"], ["--concurrency", "-1"], ["--via", "telnet"],
+                 ["--timeout", "nan"], ["--timeout", "inf"]):
         proc = run_cli("fleet", "collect", "--via", "local", "-o", str(tmp_path), *args)
         assert proc.returncode == 2 and "error:" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -331,3 +332,15 @@ def test_parse_output_tolerates_a_banner_and_names_bad_output() -> None:
     assert parse_output("bash: distdoctor: command not found\n")[1].startswith("bad output, not a")
     newer = json.dumps(dict(base_snapshot(), schema="distdoctor.snapshot/2"))
     assert "writes distdoctor.snapshot/2" in parse_output(newer)[1]
+
+
+def test_host_lists_that_would_hang_or_eat_memory_are_refused(tmp_path: Path) -> None:
+    # a FIFO host file blocked the read, /dev/zero never ended, node[1-99999999] built a list
+    # of a hundred million names before anything ran
+    os.mkfifo(tmp_path / "hosts.fifo")
+    for args, message in ((["--hostfile", str(tmp_path / "hosts.fifo")], "not a regular file"),
+                          (["--hostfile", "/dev/zero"], "not a regular file"),
+                          (["--hosts", "n[1-99999999]"], "more than 100000 hosts")):
+        proc = run_cli("fleet", "collect", "--via", "ssh", *args, "-o", str(tmp_path / "out"))
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and message in proc.stderr

@@ -130,3 +130,55 @@ def test_cli_imports_neither_textual_nor_torch(job: Path) -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONPATH=str(REPO)), check=False)
     assert res.stdout.strip() == "[]", res.stderr
+
+
+def test_text_fits_80_columns_and_drops_escape_codes(tmp_path: Path) -> None:
+    from distdoctor.knowledge import load_knowledge
+    from distdoctor.knowledge.logs import analyse
+    from distdoctor.tui.commands.logs_text import render
+
+    kb = load_knowledge(use_env=False)
+    job = tmp_path / "j"
+    job.mkdir()
+    # a coloured log line, and a watchdog line that names the op but not its SeqNum
+    (job / "rank0.log").write_text(
+        "\x1b[31m[rank0]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB "
+        "(GPU 0; 79.35 GiB total capacity; 77.08 GiB already allocated)\x1b[0m\n")
+    (job / "rank1.log").write_text("[Rank 1] Watchdog caught collective operation timeout:\n"
+                                   "WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=600000)\n")
+    data = analyse([str(job)], kb).to_dict()
+    text = render(data, kb, cols=80)
+    assert "\x1b" not in text and "SeqNum None" not in text
+    for line in text.splitlines():
+        # only a location may pass the width: a path is never cut, it is pasted into an editor
+        assert len(line) <= 80 or line.strip().endswith(":") or line.startswith("First failure"), line
+    loc = f"{job / 'rank0.log'}:1:"
+    assert any(line.strip() == loc or line.strip().startswith(loc + " ") for line in text.splitlines())
+    # a multi-line fix snippet keeps every line under the same indent
+    kb_fix = next(c for c in kb.causes.values() if c.fixes and "\n" in c.fixes[0].text)
+    data["causes"] = [{"id": kb_fix.id, "score": 1, "evidence": []}]
+    snippet = kb_fix.fixes[0].text.splitlines()
+    lines = render(data, kb, cols=80).splitlines()
+    start = lines.index(f"    {snippet[0]}")
+    assert lines[start + 1] == f"    {snippet[1]}"
+
+
+def test_a_healthy_log_with_only_context_lines_is_not_a_failure(tmp_path: Path) -> None:
+    # torchrun prints this banner in every job: alone it once made `logs` exit 1, "cause found"
+    banner = ("Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, "
+              "to avoid your system being overloaded, please further tune the variable.\n")
+    healthy = tmp_path / "healthy.log"
+    healthy.write_text(banner + "[rank0]: Loading checkpoint from /ckpt/step-400\n"
+                       "[rank0]: step 401 loss 1.25\n[rank1]: step 401 loss 1.25\n")
+    res = run(str(healthy))
+    assert res.returncode == 0, res.stdout
+    assert "No failure line in these logs. Leads from context lines only" in res.stdout
+    assert "Most likely causes" not in res.stdout
+    data = json.loads(run(str(healthy), "--json").stdout)
+    assert data["causes"] and all(c["lead"] for c in data["causes"])
+    failing = tmp_path / "failing.log"
+    failing.write_text(banner + OOM.format(r=1) + "\n")
+    res = run(str(failing), "--json")
+    assert res.returncode == 1
+    leads = {c["id"]: c["lead"] for c in json.loads(res.stdout)["causes"]}
+    assert leads["cuda-oom"] is False and leads["mixed-launchers"] is True

@@ -156,3 +156,62 @@ def test_sniff_accepts_a_multibyte_char_cut_by_the_window() -> None:
     text = ("é" * (sources.SNIFF // 2)).encode()[: sources.SNIFF - 1]
     assert sources.sniff(text) == ""
     assert "UTF-8" in sources.sniff(b"ok\n\xff\xfe bad\n")
+
+
+def test_fifo_loop_and_broken_gzip_are_skipped_without_blocking(tmp_path: Path) -> None:
+    # a FIFO with no writer would block a read forever: it must be skipped unopened
+    os.mkfifo(tmp_path / "pipe.log")
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    (tmp_path / "cut.gz").write_bytes(gzip.compress(b"hello\n" * 1000)[:20])
+    (tmp_path / "fake.gz").write_bytes(b"\x1f\x8bnot really gzip at all\n")
+    (tmp_path / "good.log").write_text(OOM)
+    report = analyse([str(tmp_path)], KB)
+    why = reasons(report)
+    assert report.files_read == 1 and report.causes[0].id == "cuda-oom"
+    assert why["pipe.log"] == "not a regular file"
+    assert "symbolic links" in why["loop1"] and "symbolic links" in why["loop2"]
+    assert why["cut.gz"].startswith("unreadable gzip data") and why["fake.gz"].startswith("unreadable gzip")
+
+
+def test_zero_size_files_are_skipped_before_any_read(tmp_path: Path, monkeypatch) -> None:
+    # /proc and /sys hold zero-size files whose read blocks (kmsg): size 0 is decided from stat
+    (tmp_path / "empty.log").write_bytes(b"")
+
+    def no_open(*args, **kwargs):
+        raise AssertionError(f"opened {args[0]}")
+
+    monkeypatch.setattr(sources, "open", no_open, raising=False)
+    src, why = sources.vet(str(tmp_path / "empty.log"))
+    assert src is None and why == "empty file"
+
+
+def test_a_link_that_cannot_be_resolved_is_skipped_not_a_traceback(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    # realpath() of /proc/1/cwd raises PermissionError in a container: the walk must go on
+    (tmp_path / "good.log").write_text(OOM)
+    (tmp_path / "other.log").write_text(OOM)
+    real = os.path.realpath
+
+    def picky(path, *args, **kwargs):
+        if str(path).endswith("other.log"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(sources.os.path, "realpath", picky)
+    report = analyse([str(tmp_path)], KB)
+    assert report.files_read == 2 and report.causes[0].id == "cuda-oom"
+
+
+def test_stdin_on_a_terminal_is_an_error_not_a_wait(tmp_path: Path) -> None:
+    master, slave = os.openpty()
+    try:
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        res = subprocess.run([*DISTDOCTOR, "logs", "-"], stdin=slave, capture_output=True,
+                             text=True, timeout=60, env=env, check=False)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.startswith("distdoctor: error: - reads standard input, which is a terminal")
+    assert res.stderr.count("\n") == 1

@@ -197,3 +197,33 @@ def test_ordinary_words_survive_pseudonyms() -> None:
     names.learn({"host": "dgx", "events": ["https://u:p@git.corp.example/x", "user root"]})
     assert names.apply("git clone; DGX A100 on dgx; Root Cause; root") == \
         f"git clone; DGX A100 on {names.mapping['host']['dgx']}; Root Cause; root"
+
+
+def test_shapes_that_once_slipped_through_are_masked() -> None:
+    from distdoctor.tui.redact import is_secret_name, redact, redact_text
+
+    cases = {
+        "post https://hooks.slack.com/services/T0000/B0000/XXSlackSecretXX now": "XXSlackSecretXX",
+        "Cookie: sessionid=cookiesecret123; csrftoken=abc": "cookiesecret123",
+        "cache redis://:redispass55@10.0.0.1:6379/0": "redispass55",
+        "token npm_abcdefghijklmnopqrstuvwxyz0123456789": "abcdefghijklmnopqrstuvwxyz0123456789",
+    }
+    for text, secret in cases.items():
+        assert secret not in redact_text(text), text
+    assert redact_text("https://hooks.slack.com/services/T/B/x").startswith(
+        "https://hooks.slack.com/services/[redacted]")
+    assert redact_text("ssh://git@github.com:org/repo") == "ssh://git@github.com:org/repo"
+    assert is_secret_name("SLACK_WEBHOOK_URL")
+
+
+def test_a_commit_named_by_its_key_is_kept_a_secret_is_not() -> None:
+    from distdoctor.tui.redact import redact
+
+    commit = "cf30153c4c131c8164ee7798e5022d810682e2cb"
+    out = redact({"torch": {"git": commit, "other": commit}, "GIT_TOKEN": commit,
+                  "rows": [{"name": "torch.git", "value": commit},
+                           {"name": "GIT_TOKEN", "value": commit},
+                           {"name": "api", "value": commit}]})
+    assert out["torch"] == {"git": commit, "other": "[redacted]"}
+    assert out["GIT_TOKEN"] == "[redacted]"
+    assert [r["value"] for r in out["rows"]] == [commit, "[redacted]", "[redacted]"]

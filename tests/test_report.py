@@ -346,3 +346,90 @@ def test_report_command_imports_neither_textual_nor_torch() -> None:
             "print(sorted(m for m in ('textual', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+LEAKS_FOUND = {  # secrets that once went through redaction, planted in a real `logs` run
+    "HF_TOKEN=hf_QaLeakAbCdEfGhIjKlMnOpQrSt0123": "QaLeakAbCdEf",
+    "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJxYSI6MX0.c2lnbmF0dXJlUWFMZWFr": "c2lnbmF0dXJl",
+    "git clone https://carol:QaPassw0rdLeak@git.internal/r.git": "QaPassw0rdLeak",
+    "aws s3 cp x s3://b/ with AKIAQALEAKQALEAK1234": "AKIAQALEAKQALEAK1234",
+    "notify https://hooks.slack.com/services/T0000/B0000/QaSlackHookLeak99": "QaSlackHookLeak99",
+    "Cookie: sessionid=QaCookieLeak77; csrftoken=abc": "QaCookieLeak77",
+    "cache at redis://:QaRedisLeak55@10.20.30.40:6379/0": "QaRedisLeak55",
+    "npm token npm_QaNpmLeakabcdefghijklmnopqrstuvwxyz01": "QaNpmLeak",
+}
+
+
+def test_real_logs_and_check_events_leak_nothing(state: Path, store: SessionStore,
+                                                  tmp_path: Path) -> None:
+    import socket
+
+    import psutil
+
+    log = tmp_path / "rank0.log"
+    log.write_text("".join(f"[rank0]: {line}\n" for line in LEAKS_FOUND)
+                   + "[rank0]: torch.OutOfMemoryError: CUDA out of memory. "
+                     "HF_TOKEN=hf_QaLeakAbCdEfGhIjKlMnOpQrSt0123 Cookie: id=QaCookieLeak77\n")
+    assert run_cli("logs", str(log), "--session", "real", state=state).returncode == 1
+    assert run_cli("check", "--session", "real", state=state).returncode in (0, 1)
+    check = store.load("real")["events"][-1]["data"]
+    # secret-looking environment values as a probe may record them
+    check["facts"]["launch"]["variables"] = {
+        "SLACK_WEBHOOK": "https://hooks.slack.com/services/T1/B1/QaSlackHookLeak99",
+        "HF_HUB_TOKEN": "hf_QaLeakAbCdEfGhIjKlMnOpQrSt0123", "DB_PASSWORD": "QaPassw0rdLeak",
+        "REDIS_URL": "redis://:QaRedisLeak55@cache:6379"}
+    check["facts"]["versions"]["torch"] = {"version": "2.13.0", "git": "cf30153c4c131c8164ee7798e5022d810682e2cb"}
+    store.append("real", "check", check)
+    texts = {fmt: run_cli("report", "real", "--format", fmt, state=state) for fmt in ("md", "html", "json")}
+    for fmt, out in texts.items():
+        assert out.returncode == 0, out.stderr
+        for secret in LEAKS_FOUND.values():
+            assert secret not in out.stdout, (fmt, secret)
+        # a commit named by its key is not a secret: the torch build stays identifiable
+        assert "cf30153c4c131c8164ee7798e5022d810682e2cb" in out.stdout, fmt
+    host = socket.gethostname()
+    addrs = {a.address.split("%")[0] for nics in psutil.net_if_addrs().values() for a in nics
+             if a.family in (socket.AF_INET, socket.AF_INET6)}
+    addrs = {a for a in addrs if not a.startswith(("127.", "::1", "fe80"))}
+    for fmt in ("md", "html", "json"):
+        out = run_cli("report", "real", "--format", fmt, "--pseudonymize", state=state).stdout
+        if host.lower() not in ("localhost", "host", "node"):
+            assert not re.search(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", out), (fmt, host)
+        for addr in addrs:
+            assert addr not in out, (fmt, addr)
+
+
+def test_repro_log_paths_are_read_only_when_they_are_run_logs(store: SessionStore, kb,
+                                                             tmp_path: Path) -> None:
+    # a session file can be edited or come from elsewhere: /dev/zero once hung the report, a FIFO
+    # blocked it, and any other path put that file's tail into the report
+    os.mkfifo(tmp_path / "output.log")
+    (tmp_path / "secret.txt").write_text("root:x:0:0:private\n")
+    store.create("paths")
+    tails = {}
+    for name, path in [("zero", "/dev/zero"), ("fifo", str(tmp_path / "output.log")),
+                       ("other", str(tmp_path / "secret.txt"))]:
+        store.append("paths", "repro", {"outcome": "error", "log": path})
+        tails[name] = build_report(store.load("paths"), kb)["repro"]["log_tail"]
+    assert tails["zero"].endswith("not a distdoctor run log (output.log); not read)")
+    assert tails["fifo"].endswith("not a regular file; not read)")
+    assert "private" not in tails["other"] and "not read" in tails["other"]
+
+
+def test_unredacted_report_over_an_existing_file_is_owner_only(store: SessionStore, state: Path,
+                                                               tmp_path: Path) -> None:
+    planted(store)
+    target = tmp_path / "old.md"
+    target.write_text("old")
+    target.chmod(0o644)  # O_CREAT's mode does not apply to a file that is already there
+    assert run_cli("report", "--no-redact", "-o", str(target), state=state).returncode == 0
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_markdown_fixes_are_blocks_to_copy_not_escaped_table_cells(store: SessionStore, kb) -> None:
+    md = render_markdown(build_report(planted(store), kb))
+    findings = md[md.index("## Findings"):md.index("## Log evidence")]
+    # in a table cell the fix read `export MASTER_ADDR=\<rank-0 host\>` and wrapped anywhere
+    assert "  ```sh\n  export MASTER_ADDR=<rank-0 host>\n  ```" in findings
+    assert "- **FAIL** MASTER\\_ADDR" not in findings and "- **FAIL** MASTER_ADDR node-18" in findings
+    assert findings.index("**FAIL**") < findings.index("**WARN**")

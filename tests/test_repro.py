@@ -190,6 +190,12 @@ def python_without_torch() -> str:
     ["repro", "--env", "NOVALUE"],
     ["bisect", "--switch", "no-such-switch"],
     ["repro", "--session", "bad id!"],
+    ["repro", "--timeout", "inf"],
+    ["repro", "--timeout", "-1"],
+    ["repro", "--env", "=x"],
+    ["repro", "--python", "/bin/false"],
+    ["repro", "--nproc", "1000", "--backend", "gloo"],
+    ["repro", "--run-dir", "/dev/null/runs"],
 ])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str]) -> None:
     argv = [python_without_torch() if a == "TORCHLESS" else a for a in argv]
@@ -206,3 +212,78 @@ def test_cli_modules_import_neither_torch_nor_textual() -> None:
             "print([m for m in ('torch', 'textual') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_more_bad_options_are_rejected_before_anything_runs(tmp_path: Path) -> None:
+    from distdoctor.probes.runner import CommandResult
+
+    for opts in (ReproOptions(timeout=float("inf")), ReproOptions(timeout=1e12),
+                 ReproOptions(timeout=float("nan"))):
+        with pytest.raises(ReproInputError, match="--timeout"):
+            validate(opts)
+
+    def answer(stdout: str, code: int = 0):
+        return lambda argv, *, timeout, env=None: CommandResult(tuple(argv), code, stdout, "", 0.1)
+
+    torch_cpu = json.dumps({"torch": "2.13.0", "cuda": False, "gpus": 0, "nccl": False, "gloo": True})
+    with pytest.raises(ReproInputError, match="a CPU \\(gloo\\) repro runs at most"):
+        check_python(ReproOptions(python=sys.executable, nproc=1000), runner=answer(torch_cpu))
+    assert check_python(ReproOptions(python=sys.executable, nproc=2),
+                        runner=answer(torch_cpu)).gloo
+    with pytest.raises(ReproInputError, match="printed nothing: not a Python interpreter"):
+        check_python(ReproOptions(python=sys.executable), runner=answer("", 1))
+
+
+def test_an_unwritable_run_folder_is_an_input_error(tmp_path: Path, kb) -> None:
+    from distdoctor.probes.repro import run_repro
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ReproInputError, match="cannot write the run folder"):
+        run_repro(ReproOptions(python=sys.executable, backend="gloo",
+                               run_dir=tmp_path / "file" / "run"), kb)
+
+
+def test_many_ranks_in_one_state_are_one_row_and_the_scp_line_can_be_pasted() -> None:
+    from distdoctor.probes.repro import ReproResult
+    from distdoctor.tui.commands.repro_view import render_repro
+
+    progress = {r: "done" for r in range(64)}
+    progress[17] = "barrier"
+    codes = {"ranks": {str(r): 0 for r in range(64)} | {"17": 1}}
+    result = ReproResult("error", 3.0, codes, [], "/tmp/x/output.log", "/tmp/x", "/tmp/x/s.py", [],
+                         {}, 64, 29500, progress=progress, manual="")
+    text = render_repro(result, None, "", bisect_cmd="distdoctor bisect --nproc 64")
+    rows = [line.split() for line in text.splitlines()[3:7]]
+    assert rows == [["0-16", "done", "0"], ["17", "barrier", "1"], ["18-63", "done", "0"], []]
+    assert "        distdoctor bisect --nproc 64   # the same job" in text
+    manual = manual_commands(ReproOptions(python="/opt/env/bin/python"), "/tmp/r/s.py",
+                             master_addr="10.1.2.3").splitlines()
+    assert manual[1] == "scp /tmp/r/s.py NODE1:/tmp/r/s.py"
+
+
+def test_live_progress_lines_wrap_to_the_width(monkeypatch) -> None:
+    import io
+
+    from distdoctor.tui.commands.repro_view import Live
+
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    live = Live(stream=out)
+    live.say("plan: then alone: GLOO_SOCKET_IFNAME=eth0 (if only this passes: nic-selection). "
+             "Binds Gloo (and PyTorch's CPU collectives) to one named interface.")
+    lines = out.getvalue().splitlines()
+    assert len(lines) > 1 and all(len(line) <= 80 for line in lines), lines
+    assert "\x1b" not in out.getvalue()  # not a terminal: no escape codes
+    assert lines[1].startswith(" " * 12) and not lines[1].startswith(" " * 13)
+
+
+def test_the_repros_own_torchrun_banner_is_not_a_cause(kb) -> None:
+    from distdoctor.probes.repro.causes import match_causes
+
+    text = ("*****************************************\n"
+            "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to "
+            "avoid your system being overloaded, please further tune the variable.\n"
+            "[rank1]: RuntimeError: distdoctor drill: rank 1 crashed on purpose before allreduce\n"
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n")
+    ids = [c["id"] for c in match_causes(text, kb, name="output.log", symptom="error")]
+    assert ids and "mixed-launchers" not in ids

@@ -138,3 +138,63 @@ def test_sessions_cli_text_and_json(tmp_path: Path) -> None:
     assert row["created"].startswith("20")  # ISO time, readable in scripts and by people
     bad = run_cli("sessions", "--bogus", state=state)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_damaged_sessions_are_listed_and_skipped_not_fatal(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    store = SessionStore(state / "distdoctor" / "sessions")
+    store.create("good", host="node-1")
+    store.append("good", "logs", {"causes": []})
+    d = store.directory
+    # wrong types where numbers and lists belong: sorting and summaries once raised TypeError
+    (d / "strtime.json").write_text(json.dumps({"schema": 1, "id": "strtime", "created": "x",
+                                                "updated": "today", "events": "abc"}))
+    (d / "intevents.json").write_text(json.dumps({"schema": 1, "id": 5, "updated": 1.0,
+                                                  "events": 7}))
+    (d / "torn.json").write_text('{"schema": 1, "id": "torn", "ev')
+    (d / "empty.json").write_text("")
+    (d / "list.json").write_text("[1, 2]")
+    os.mkfifo(d / "pipe.json")  # would block a read
+    rows = {r["id"]: r for r in store.summaries()}
+    assert set(rows) == {"good", "strtime", "intevents"}  # the file name is the id
+    assert rows["intevents"]["events"] == 0 and rows["strtime"]["steps"] == []
+    skipped = dict(store.skipped)
+    assert skipped.pop("torn.json").startswith("is unreadable: ")
+    assert skipped == {"empty.json": "is empty", "list.json": "has an unknown format",
+                       "pipe.json": "is unreadable: not a regular file"}
+    with pytest.raises(SessionError, match="damaged"):
+        store.append("intevents", "logs", {})  # never overwrite what a damaged file holds
+    text = run_cli("sessions", state=state)
+    assert text.returncode == 0 and "Traceback" not in text.stderr
+    assert "skipped 4 unreadable file(s):" in text.stdout and "  torn.json: is unreadable" in text.stdout
+    data = json.loads(run_cli("sessions", "--json", state=state).stdout)
+    assert [r["id"] for r in data["sessions"]][0] == "good"
+    assert {s["file"] for s in data["skipped"]} == {"torn.json", "empty.json", "list.json",
+                                                   "pipe.json"}
+
+
+def test_sessions_table_fits_80_columns(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    store = SessionStore(state / "distdoctor" / "sessions")
+    store.create("20261130-101500-ab12", host="gpu-node-017.cluster.example.com")
+    store.append("20261130-101500-ab12", "classify", {"symptom": "hang", "sub": "hang-mid-training"})
+    for kind in ("logs", "check", "topo", "repro", "bisect", "fleet", "conclusion"):
+        store.append("20261130-101500-ab12", kind, {})
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "COLUMNS": "80"}
+    out = subprocess.run([str(DISTDOCTOR), "sessions"], capture_output=True, text=True, env=env,
+                         timeout=60).stdout
+    # every line but the one naming the folder (a path is never cut)
+    assert all(len(line) <= 80 for line in out.splitlines() if str(state) not in line), out
+    assert "steps 8: classify, logs, check" in out and "hang: hang-mid-training" in out
+
+
+def test_check_appendable_fails_early_on_a_damaged_session(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.check_appendable("new-one")  # not there yet: append will create it
+    store.create("ok")
+    store.check_appendable("ok")
+    (tmp_path / "bad.json").write_text(json.dumps({"schema": 1, "id": "bad", "events": None}))
+    (tmp_path / "torn.json").write_text('{"schema": 1, "ev')
+    for sid, word in (("bad", "damaged"), ("torn", "unreadable"), ("no way", "bad session id")):
+        with pytest.raises(SessionError, match=word):
+            store.check_appendable(sid)

@@ -12,7 +12,7 @@ MASK = "[redacted]"
 # Words that mark a variable as secret wherever they appear in its name; TOKENS and TOKENIZER
 # are sizes and libraries (MAX_TOKENS, TOKENIZERS_PARALLELISM), not credentials.
 _SECRET_WORDS = re.compile(r"TOKEN(?!S\b|S_|IZ)|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|"
-                           r"AUTH|COOKIE|PRIVATE")
+                           r"AUTH|COOKIE|PRIVATE|WEBHOOK")
 # Parts that must match whole: "KEY" inside "MONKEY" or "KEYBOARD" is not a key.
 _SECRET_PARTS = frozenset({"KEY", "KEYS", "APIKEY", "ACCESSKEY", "SECRETKEY", "PRIVATEKEY",
                            "SSHKEY", "AUTHKEY", "SIGNINGKEY", "ENCRYPTIONKEY", "PAT", "PWD",
@@ -66,15 +66,21 @@ _TOKEN_RULES: list[tuple[tuple[str, ...], re.Pattern[str], Callable[[re.Match[st
      re.compile(r"(?i)(\bauthorization\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
                 r"[^\s\"',;]+"), _keep_prefix()),
     (("bearer",), re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}"), _keep_prefix()),
-    # Credentials inside URLs: scheme://user:password@host
-    (("@",), re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(@)"),
+    # Cookie headers: every cookie in them is a session credential.
+    (("cookie",), re.compile(r"(?i)(\bcookie\s*:\s*)(?!\[redacted)[^\r\n]+"), _keep_prefix()),
+    # Credentials inside URLs: scheme://user:password@host (redis://:password@host too)
+    (("@",), re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+(@)"),
      lambda m: m.group(1) + MASK + m.group(2)),
+    # Webhook URLs carry their secret in the path.
+    (("hooks.slack.com",), re.compile(r"(?i)(\bhooks\.slack\.com/(?:services|workflows|triggers)/)"
+                                      r"[^\s\"'<>]+"), _keep_prefix()),
     # Provider tokens with well-known shapes: keep the prefix so a reader knows what it was.
     (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{20,}\b"),
      _keep_prefix()),
     (("github_pat_",), re.compile(r"\b(github_pat_)[A-Za-z0-9_]{20,}\b"), _keep_prefix()),
     (("hf_",), re.compile(r"\b(hf_)[A-Za-z0-9]{20,}\b"), _keep_prefix()),
     (("glpat-",), re.compile(r"\b(glpat-)[A-Za-z0-9_-]{16,}"), _keep_prefix()),
+    (("npm_",), re.compile(r"\b(npm_)[A-Za-z0-9]{36}\b"), _keep_prefix()),
     (("xox",), re.compile(r"\b(xox[abposr]-)[A-Za-z0-9-]{8,}"), _keep_prefix()),
     (("sk-",), re.compile(r"\b(sk-)(?:proj-)?[A-Za-z0-9_-]{20,}"), _keep_prefix()),
     (("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
@@ -104,6 +110,10 @@ _ASSIGN_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s,;&
 _HEX_RE = re.compile(r"(?<![0-9A-Za-z_.:-])([0-9a-fA-F]{32,})(?![0-9A-Za-z_])")
 _B64_RE = re.compile(r"(?<![A-Za-z0-9+_-])([A-Za-z0-9+_-]{32,}={0,2})(?![A-Za-z0-9+_=-])")
 # Words just before a long hex run that say it is a version, commit or digest, not a key.
+# The same words as a whole key (or a part of it) of a structure holding a bare hex string.
+_HEX_KEY = re.compile(r"(?i)(?:^|[_.\s-])(?:sha\d*|commit|git|rev(?:ision)?|digest|hash|checksum|"
+                      r"md5|uuid|build)(?:$|[_.\s-])")
+_BARE_HEX = re.compile(r"[0-9a-fA-F]{32,64}")
 _HEX_CONTEXT = re.compile(r"(?i)(sha\d*|commit|git|rev(ision)?|version|digest|hash|build|"
                           r"checksum|md5|uuid|id|\+g)[\s:=@'\"(]*$")
 
@@ -164,6 +174,8 @@ def walk(obj: Any, text: Callable[[str], str], *, mask_keys: bool = True, _key: 
     """A deep copy of `obj` with `text` applied to every string (keys too); with `mask_keys`, the
     value under a secret-looking key is masked whole."""
     if isinstance(obj, str):
+        if _key and _BARE_HEX.fullmatch(obj) and _HEX_KEY.search(_key) and not is_secret_name(_key):
+            return obj  # {"git": "cf30153c..."}: a commit or digest named by its key, not a secret
         return text(obj)
     if isinstance(obj, (dict, Mapping)):
         out: dict[Any, Any] = {}
@@ -172,7 +184,10 @@ def walk(obj: Any, text: Callable[[str], str], *, mask_keys: bool = True, _key: 
             if mask_keys and isinstance(key, str) and is_secret_name(key):
                 out[name] = _mask_all(value)
             else:
-                out[name] = walk(value, text, mask_keys=mask_keys, _key=str(key))
+                # a table row {"name": "torch.git", "value": ...}: the name says what the value is
+                context = obj["name"] if key == "value" and isinstance(obj.get("name"), str) \
+                    else str(key)
+                out[name] = walk(value, text, mask_keys=mask_keys, _key=context)
         return out
     if isinstance(obj, (list, tuple)):
         return [walk(item, text, mask_keys=mask_keys, _key=_key) for item in obj]

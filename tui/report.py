@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from datetime import datetime
 from pathlib import Path
@@ -286,6 +287,8 @@ def export_report(record: Mapping[str, Any], kb: Any, fmt: str, path: str | os.P
                                        mapping_path=mapping_path))
     if path is not None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if redact else 0o600)
+        if not redact and stat.S_ISREG(os.fstat(fd).st_mode):
+            os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that already existed
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
     return text

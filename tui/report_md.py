@@ -7,6 +7,7 @@ from typing import Any, Iterable, Mapping, Sequence
 # Backticks stay: the knowledge base's prose uses them for commands, and a stray one only
 # changes how text looks, never what it says.
 _ESCAPE = re.compile(r"([\\|<*])")
+PROBLEMS = ("fail", "error", "warn")  # findings shown with their detail and fix
 
 
 def esc(value: Any) -> str:
@@ -122,12 +123,27 @@ def _steps(r: Mapping[str, Any]) -> list[str]:
 
 def _findings(r: Mapping[str, Any]) -> list[str]:
     out = []
-    findings = _l(r.get("findings"))
+    findings = [f for f in _l(r.get("findings")) if isinstance(f, dict)]
     if findings:
-        out += ["## Findings\n", table(
-            ["status", "finding", "detail", "causes", "fix"],
-            [[str(f.get("status", "")).upper(), f.get("title"), f.get("detail"),
-              ", ".join(map(str, _l(f.get("cause_ids")))), f.get("fix")] for f in findings])]
+        out.append("## Findings\n")
+        # a problem gets its detail as prose and its fix as a block one can copy: in a table
+        # cell a command is escaped (\\|, \\<) and wraps wherever the viewer likes
+        problems = [f for f in findings if str(f.get("status")) in PROBLEMS]
+        for f in problems:
+            causes = ", ".join(f"`{esc(c)}`" for c in _l(f.get("cause_ids")))
+            out.append(f"- **{esc(str(f.get('status', '')).upper())}** {esc(f.get('title'))}"
+                       + (f" ({causes})" if causes else ""))
+            if f.get("detail"):
+                out.append(f"\n  {esc(f.get('detail'))}")
+            if f.get("fix"):
+                out.append("\n" + "\n".join("  " + ln if ln else ln
+                                            for ln in fence(str(f["fix"]), "sh").splitlines()))
+            out.append("")
+        rest = [f for f in findings if str(f.get("status")) not in PROBLEMS]
+        if rest:
+            out.append(table(["status", "finding", "detail"],
+                             [[str(f.get("status", "")).upper(), f.get("title"), f.get("detail")]
+                              for f in rest]))
     evidence = _l(r.get("evidence"))
     if evidence:
         out.append("## Log evidence\n")

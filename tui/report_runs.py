@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 from .report_tables import cell, tabulate
 
 LOG_TAIL_LINES = 40
 LOG_TAIL_BYTES = 64 * 1024
+RUN_LOG_NAME = "output.log"  # probes.repro.run.LOG_NAME: the only file name a run's log has
 # Run details that only matter on the machine that ran them (or are shown elsewhere).
 _SKIP = frozenset({"log", "run_dir", "script", "env_added", "manual_commands", "port", "log_file"})
 
@@ -25,14 +27,30 @@ def log_tail(value: Any) -> str:
     (repro --json gives the path; the file is read here when it is still on this machine)."""
     text = value if isinstance(value, str) else ""
     if text and "\n" not in text and len(text) < 4096 and os.path.isabs(text):
-        try:
-            with open(text, "rb") as fh:
-                size = fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, size - LOG_TAIL_BYTES))
-                text = fh.read().decode("utf-8", "replace")
-        except OSError as exc:
-            return f"(log {text} is not readable here: {exc.strerror or exc})"
+        return _read_tail(text)
     return "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
+
+
+def _read_tail(path: str) -> str:
+    """The tail of a run's log file. A session file can be edited or come from elsewhere, so
+    only a regular file named like a run's log is read (never /dev/zero, a FIFO or another
+    file of this machine), and at most LOG_TAIL_BYTES of it."""
+    if os.path.basename(path) != RUN_LOG_NAME:
+        return f"(log {path}: not a distdoctor run log ({RUN_LOG_NAME}); not read)"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        return f"(log {path} is not readable here: {exc.strerror or exc})"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return f"(log {path}: not a regular file; not read)"
+        data = os.pread(fd, LOG_TAIL_BYTES, max(0, st.st_size - LOG_TAIL_BYTES))
+    except OSError as exc:
+        return f"(log {path} is not readable here: {exc.strerror or exc})"
+    finally:
+        os.close(fd)
+    return "\n".join(data.decode("utf-8", "replace").splitlines()[-LOG_TAIL_LINES:])
 
 
 def _causes(value: Any) -> str:

@@ -70,6 +70,7 @@ class SessionStore:
 
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or state_dir()
+        self.skipped: list[tuple[str, str]] = []  # (file name, reason) from the last list()
 
     def path(self, session_id: str) -> Path:
         if not ID_RE.match(session_id) or session_id.endswith(".pseudonyms"):
@@ -118,14 +119,11 @@ class SessionStore:
         if session_id == "last":
             session_id = self.last_id()
         path = self.path(session_id)
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SessionError(f"no session {session_id!r} (see `distdoctor sessions`)") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SessionError(f"session {session_id!r} is unreadable: {exc}") from None
-        if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-            raise SessionError(f"session {session_id!r} has an unknown format")
+        record, why = _read(path)
+        if record is None:
+            if why == "missing":
+                raise SessionError(f"no session {session_id!r} (see `distdoctor sessions`)")
+            raise SessionError(f"session {session_id!r} {why}")
         return record
 
     def load_or_create(self, session_id: str) -> dict[str, Any]:
@@ -136,10 +134,24 @@ class SessionStore:
                 return self.create(session_id)
             raise
 
+    def check_appendable(self, session_id: str) -> None:
+        """Raise SessionError now if append() would fail later (a bad id, a damaged file), so a
+        long command learns it before its work, not after."""
+        if not self.path(session_id).exists():
+            return
+        record = self.load(session_id)
+        if not isinstance(record.get("events"), list):
+            raise SessionError(f"session {session_id!r} is damaged: its events are not a list; "
+                               f"fix {self.path(session_id)} or use a new --session ID")
+
     def append(self, session_id: str, kind: str, data: Any) -> dict[str, Any]:
         """Add one event (a step's result) and save at once."""
         with self.locked(session_id):
             record = self.load_or_create(session_id)
+            if not isinstance(record.get("events"), list):
+                # a hand-edited or damaged file: refuse rather than overwrite what it holds
+                raise SessionError(f"session {session_id!r} is damaged: its events are not a "
+                                   f"list; fix {self.path(session_id)} or use a new --session ID")
             record["events"].append({"kind": kind, "time": time.time(), "data": data})
             self.save(record)
         return record
@@ -154,18 +166,19 @@ class SessionStore:
         return record
 
     def list(self) -> list[dict[str, Any]]:
-        """Readable sessions, newest first; unreadable files are skipped."""
+        """Readable sessions, newest first; unreadable files are skipped and named in
+        `self.skipped` as (file name, reason)."""
         out = []
-        for path in self.directory.glob("*.json"):
-            if path.name.endswith(PSEUDONYMS_SUFFIX):
+        self.skipped = []
+        for path in sorted(self.directory.glob("*.json")):
+            if path.name.endswith(PSEUDONYMS_SUFFIX) or not ID_RE.match(path.stem):
                 continue
-            try:
-                record = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-                continue
-            if isinstance(record, dict) and record.get("schema") == SCHEMA:
+            record, why = _read(path)
+            if record is None:
+                self.skipped.append((path.name, why))
+            else:
                 out.append(record)
-        return sorted(out, key=lambda r: r.get("updated", 0), reverse=True)
+        return sorted(out, key=lambda r: _number(r.get("updated")), reverse=True)
 
     def summaries(self) -> list[dict[str, Any]]:
         """One line per session for `distdoctor sessions`, newest first."""
@@ -190,12 +203,44 @@ class SessionStore:
         return sessions[0]["id"]
 
 
+def _read(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """A session file's record, or None and why not ("missing" when there is no such file).
+    The file name is the session's id: a record whose id field disagrees (a copied or
+    hand-edited file) is loaded under its file name, so every id listed can be opened."""
+    try:
+        if not path.is_file():  # a FIFO named x.json would block the read
+            return None, "missing" if not path.exists() else "is unreadable: not a regular file"
+        text = path.read_text(encoding="utf-8")
+        if not text.strip():
+            return None, "is empty"
+        record = json.loads(text)
+    except FileNotFoundError:
+        return None, "missing"
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON
+        return None, f"is unreadable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        return None, "has an unknown format"
+    record["id"] = path.stem
+    return record, ""
+
+
+def _number(value: Any) -> float:
+    """A timestamp field as a number for sorting; anything else sorts as oldest."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def events_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's events that are objects; a damaged events field counts as none."""
+    events = record.get("events")
+    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+
+
 def symptom_text(record: dict[str, Any]) -> str:
     """The session's symptom as short text: the record's field, else the latest classify event."""
     symptom = record.get("symptom")
     if not symptom:
-        for event in reversed(record.get("events") or []):
-            if isinstance(event, dict) and event.get("kind") == "classify":
+        for event in reversed(events_of(record)):
+            if event.get("kind") == "classify":
                 symptom = event.get("data")
                 break
     if isinstance(symptom, dict):
@@ -206,7 +251,7 @@ def symptom_text(record: dict[str, Any]) -> str:
 
 def summary(record: dict[str, Any]) -> dict[str, Any]:
     """id, created, updated, host, symptom and the steps done (event kinds in first-seen order)."""
-    events = [e for e in record.get("events") or [] if isinstance(e, dict)]
+    events = events_of(record)
     kinds = list(dict.fromkeys(str(e.get("kind")) for e in events))
     return {"id": record.get("id"), "created": record.get("created"),
             "updated": record.get("updated"), "host": record.get("host"),

@@ -32,10 +32,14 @@ class CauseScore:
     score: float
     evidence: list[Evidence] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    # only context lines point here (a launcher banner, a checkpoint load, "training finished"):
+    # a lead worth a look, not a failure the logs show
+    lead: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "score": round(self.score, 2),
-                "evidence": [e.to_dict() for e in self.evidence], "reasons": list(self.reasons)}
+                "evidence": [e.to_dict() for e in self.evidence], "reasons": list(self.reasons),
+                "lead": self.lead}
 
 
 @dataclass
@@ -54,6 +58,12 @@ class LogReport:
     @property
     def top(self) -> CauseScore | None:
         return self.causes[0] if self.causes else None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the logs show a failure: a first failure line, or a cause resting on more than
+        context lines. A healthy torchrun log has a launcher banner and no failure."""
+        return self.first_failure is not None or any(not c.lead for c in self.causes)
 
     def to_dict(self) -> dict[str, Any]:
         ff = None

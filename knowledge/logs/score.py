@@ -57,7 +57,10 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None) -> list[CauseScore
             if (h.file, h.line) not in seen and len(ev) < MAX_EVIDENCE:
                 seen.add((h.file, h.line))
                 ev.append(Evidence(h.file, h.line, h.text, view.rank(h), h.sig))
-        out.append(CauseScore(cid, round(val, 3), ev, s.reasons[cid]))
+        lead = all(r.startswith("signatures:") for r in s.reasons[cid]) and all(
+            "context" in view.sigs[h.sig].tags if h.sig in view.sigs else False
+            for h in s.evidence[cid])
+        out.append(CauseScore(cid, round(val, 3), ev, s.reasons[cid], lead=lead))
     out.sort(key=lambda c: (-c.score, -s.best[c.id], order.get(c.id, len(order)), c.id))
     return out
 

@@ -8,6 +8,7 @@ import io
 import lzma
 import os
 import re
+import stat
 import sys
 import zlib
 from dataclasses import dataclass, field
@@ -88,7 +89,7 @@ def expand(paths: list[str]) -> tuple[list[Source], list[Skipped]]:
     seen: set[str] = set()
 
     def add_file(path: str) -> None:
-        real = os.path.realpath(path)
+        real = _real(path)
         if real in seen:
             return
         seen.add(real)
@@ -121,8 +122,8 @@ def expand(paths: list[str]) -> tuple[list[Source], list[Skipped]]:
                 if os.path.isdir(path):
                     sub, sub_skipped = expand([path])
                     for s in sub:
-                        if os.path.realpath(s.path or "") not in seen:
-                            seen.add(os.path.realpath(s.path or ""))
+                        if _real(s.path or "") not in seen:
+                            seen.add(_real(s.path or ""))
                             sources.append(s)
                     skipped.extend(sub_skipped)
                 else:
@@ -132,14 +133,27 @@ def expand(paths: list[str]) -> tuple[list[Source], list[Skipped]]:
     return sources, skipped
 
 
+def _real(path: str) -> str:
+    """The resolved path for de-duplication; a link that cannot be resolved (a /proc link of
+    another user's process) stands for itself, and vet() gives the reason it is skipped."""
+    try:
+        return os.path.realpath(path)
+    except OSError:
+        return os.path.abspath(path)
+
+
 def vet(path: str) -> tuple[Source | None, str]:
     """A Source for a readable text log, or None and the reason it is skipped."""
     try:
         st = os.stat(path)
     except OSError as exc:
         return None, f"unreadable: {exc.strerror or exc}"
-    if not os.path.isfile(path):
+    if not stat.S_ISREG(st.st_mode):
         return None, "not a regular file"
+    if st.st_size == 0:
+        # checked before any read: zero-size files under /proc or /sys (kmsg) can block on read,
+        # and an empty compressed file holds nothing either
+        return None, "empty file"
     try:
         with open(path, "rb") as fh:
             magic = fh.read(6)
@@ -149,8 +163,6 @@ def vet(path: str) -> tuple[Source | None, str]:
     for sig, name in _COMPRESSED.items():
         if magic.startswith(sig):
             kind = name
-    if kind == "plain" and st.st_size == 0:
-        return None, "empty file"
     src = Source(name=path, path=path, kind=kind, size=st.st_size)
     try:
         with src.open() as fh:

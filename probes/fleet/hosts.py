@@ -1,9 +1,13 @@
 """Host lists: `node[01-04],gpu7` ranges, host files, and names safe to use as file names."""
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
+MAX_HOSTS = 100_000  # more than any cluster; a typo like node[1-99999999] must not eat memory
+MAX_HOSTFILE_BYTES = 16 << 20
 _RANGE = re.compile(r"^([^\[\]]*)\[([^\[\]]+)\]([^\[\]]*)$")
 _SAFE = re.compile(r"[^A-Za-z0-9_.@-]")
 
@@ -47,6 +51,8 @@ def expand_hosts(text: str) -> list[str]:
                 continue
             if int(hi) < int(lo):
                 raise HostListError(f"bad host range {item!r}: {part!r} counts down")
+            if len(hosts) + int(hi) - int(lo) + 1 > MAX_HOSTS:
+                raise HostListError(f"bad host range {item!r}: more than {MAX_HOSTS} hosts")
             width = len(lo) if lo.startswith("0") else 0
             hosts.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(int(lo), int(hi) + 1))
     for host in hosts:
@@ -58,6 +64,12 @@ def expand_hosts(text: str) -> list[str]:
 def read_hostfile(path: str | Path) -> list[str]:
     """One host (or range) per line; '#' comments, blank lines and MPI `slots=` fields ignored."""
     try:
+        st = os.stat(path)
+        # a FIFO would block the read and /dev/zero never ends
+        if not stat.S_ISREG(st.st_mode):
+            raise HostListError(f"host file {path}: not a regular file")
+        if st.st_size > MAX_HOSTFILE_BYTES:
+            raise HostListError(f"host file {path}: {st.st_size >> 20} MiB, too big for a host list")
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise HostListError(f"host file {path}: no such file") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from typing import Any, Iterable, Iterator
 
 from .schema import SCHEMA_ID, SCHEMA_RE, SCHEMA_VERSION, SNAPSHOT_SCHEMA, validate
@@ -18,6 +19,7 @@ from .schema import SCHEMA_ID, SCHEMA_RE, SCHEMA_VERSION, SNAPSHOT_SCHEMA, valid
 _SUMMARY_SCHEMA = SNAPSHOT_SCHEMA["properties"]["summary"]
 HEAD_BYTES = 8192
 TAIL_BYTES = 256
+MAX_BYTES = 64 << 20  # a snapshot is a few KiB; anything this big is not one
 _STR = rb'"[^"\\]*(?:\\.[^"\\]*)*"'  # a JSON string, the unrolled form re matches fastest
 _HEAD = re.compile(
     rb'\A\s*\{\s*"schema"\s*:\s*"(?P<schema>[^"\\]*)"\s*,\s*"host"\s*:\s*(?P<host>' + _STR + rb')'
@@ -36,18 +38,38 @@ def snapshot_files(paths: Iterable[str | os.PathLike[str]],
         if os.path.isdir(path):
             try:
                 with os.scandir(path) as it:
-                    names = sorted(e.name for e in it if e.name.endswith(".json") and e.is_file())
+                    # not is_dir(): a FIFO or dangling link named *.json is listed with its reason
+                    names = sorted(e.name for e in it if e.name.endswith(".json") and not e.is_dir())
             except OSError as exc:
                 skipped.append({"file": path, "reason": f"cannot list: {exc.strerror or exc}"})
                 continue
             if not names:
                 skipped.append({"file": path, "reason": "no *.json files in this folder"})
             for name in names:
-                yield os.path.join(path, name)
-        elif os.path.exists(path):
+                if _readable(os.path.join(path, name), skipped):
+                    yield os.path.join(path, name)
+        elif _readable(path, skipped):
             yield path
-        else:
-            skipped.append({"file": path, "reason": "no such file or folder"})
+
+
+def _readable(path: str, skipped: list[dict[str, str]]) -> bool:
+    """Whether a path is a regular file of a snapshot's size; if not, why goes to skipped."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        reason = "no such file or folder" if isinstance(exc, FileNotFoundError) \
+            else f"unreadable: {exc.strerror or exc}"
+        skipped.append({"file": path, "reason": reason})
+        return False
+    # a FIFO would block the read and a device never ends: only regular files are opened
+    if not stat.S_ISREG(st.st_mode):
+        skipped.append({"file": path, "reason": "not a regular file"})
+        return False
+    if st.st_size > MAX_BYTES:
+        skipped.append({"file": path, "reason": f"too big for a snapshot ({st.st_size >> 20} MiB; "
+                        f"a snapshot is a few KiB, at most {MAX_BYTES >> 20} MiB is read)"})
+        return False
+    return True
 
 
 def read_record(path: str, cache: dict[str, dict[str, Any]] | None = None
@@ -92,8 +114,8 @@ def _fast_record(head: bytes, file: str, cache: dict[str, dict[str, Any]]) -> di
     try:
         summary, end = _DECODER.raw_decode(text)
         host = json.loads(raw_host) if b"\\" in raw_host else raw_host[1:-1].decode()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None  # the summary does not fit in the head
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError, an integer past int's digit limit
+        return None  # the summary does not fit in the head, or the whole-file path names the problem
     key = text[:end]
     fields = cache.get(key)
     if fields is None:
@@ -120,6 +142,9 @@ def parse_record(data: bytes, file: str) -> tuple[dict[str, Any] | None, str]:
                 body.startswith(b"{") and not body.endswith(b"}")):
             return None, f"truncated: the JSON stops at byte {len(data)}"
         return None, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+    except (ValueError, RecursionError) as exc:
+        # an integer longer than Python's 4300-digit limit, or nesting too deep for the parser
+        return None, f"not a usable JSON document: {str(exc).split(';')[0]}"
     return record_of(doc, file)
 
 

@@ -22,7 +22,9 @@ def match_causes(text: str, kb: KnowledgeBase | None, *, name: str = "<text>",
         return scan_signatures(text, kb, name=name)
     report = analyse_text(text, kb, name=name, symptom=symptom)
     causes = []
-    for item in report.to_dict().get("causes", [])[:MAX_CAUSES]:
+    # leads rest on context lines only; in a repro the commonest is the banner of the torchrun
+    # distdoctor itself started, which would name mixed-launchers in every failed run
+    for item in [c for c in report.to_dict().get("causes", []) if not c.get("lead")][:MAX_CAUSES]:
         causes.append({"id": item["id"], "score": round(float(item["score"]), 3),
                        "evidence": list(item.get("evidence", []))[:MAX_EVIDENCE]})
     return causes

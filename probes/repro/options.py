@@ -14,6 +14,8 @@ from typing import Mapping
 from ..runner import Runner, SubprocessRunner
 
 BACKENDS = ("nccl", "gloo", "auto")
+MAX_TIMEOUT_S = 7 * 24 * 3600  # the script's own timedelta and int() need a finite, sane number
+CPU_RANKS_PER_CORE = 4  # gloo ranks are whole torch processes (~300 MB each); more only thrash
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Asked of the target interpreter in a subprocess: distdoctor never imports torch itself.
@@ -96,9 +98,17 @@ def validate(opts: ReproOptions) -> None:
         raise ReproInputError(f"--backend {opts.backend!r}: one of {', '.join(BACKENDS)}")
     if not opts.timeout > 0:
         raise ReproInputError(f"--timeout {opts.timeout:g}: must be more than 0 seconds")
+    if not opts.timeout <= MAX_TIMEOUT_S:  # also catches inf
+        raise ReproInputError(f"--timeout {opts.timeout:g}: at most {MAX_TIMEOUT_S} seconds "
+                              "(a week); a repro that needs longer is a hang")
     for name in opts.env:
         if not ENV_NAME_RE.match(name):
             raise ReproInputError(f"--env {name!r}: not a valid variable name")
+
+
+def max_cpu_ranks() -> int:
+    """How many gloo (CPU) ranks a repro may start on this node."""
+    return max(8, CPU_RANKS_PER_CORE * (os.cpu_count() or 1))
 
 
 def resolve_python(python: str) -> str:
@@ -121,6 +131,10 @@ def check_python(opts: ReproOptions, *, runner: Runner | None = None,
     if result.error:
         raise ReproInputError(f"--python {python}: {result.error}")
     if result.returncode != 0:
+        if not result.stderr.strip() and not result.stdout.strip():
+            raise ReproInputError(f"--python {python}: exited with code {result.returncode} and "
+                                  "printed nothing: not a Python interpreter? (point --python at "
+                                  "the failing job's python)")
         last = (result.stderr.strip().splitlines() or ["exit code %s" % result.returncode])[-1]
         if "No module named" in last and "torch" in last:
             raise ReproInputError(f"--python {python}: torch is not installed there "
@@ -142,4 +156,8 @@ def check_python(opts: ReproOptions, *, runner: Runner | None = None,
                                   f"node has {info.gpus}")
     elif not info.gloo:
         raise ReproInputError(f"--backend gloo: torch {info.torch} at {python} was built without Gloo")
+    elif opts.nproc > max_cpu_ranks():
+        raise ReproInputError(f"--nproc {opts.nproc}: a CPU (gloo) repro runs at most "
+                              f"{max_cpu_ranks()} ranks on this node ({os.cpu_count()} cores); "
+                              "the minimal repro needs 2")
     return info

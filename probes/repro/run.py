@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from ...knowledge.model import KnowledgeBase
 from .causes import match_causes
 from .judge import judge
-from .options import ReproOptions, validate
+from .options import ReproInputError, ReproOptions, validate
 from .proctree import ProcessTree, free_port, port_is_free
 from .script import debug_env, manual_commands, torchrun_argv, write_script
 
@@ -100,10 +100,15 @@ def run_repro(opts: ReproOptions, kb: KnowledgeBase | None = None,
               cancel: threading.Event | None = None) -> ReproResult:
     """Run the minimal job for real and judge it. Never leaves a process or a bound port behind:
     on a hang, an error or a stop the whole tree is killed and checked gone. Options that
-    cannot describe a run raise ReproInputError (a ValueError) before anything starts."""
+    cannot describe a run, or a run folder that cannot be written, raise ReproInputError (a
+    ValueError) before anything starts."""
     validate(opts)
     run_dir = Path(opts.run_dir) if opts.run_dir else new_run_dir()
-    script = write_script(opts, run_dir)
+    try:
+        script = write_script(opts, run_dir)
+    except OSError as exc:
+        raise ReproInputError(f"cannot write the run folder {run_dir}: "
+                              f"{exc.strerror or exc}") from None
     log_path = run_dir / LOG_NAME
     port = free_port()
     python = opts.target_python()

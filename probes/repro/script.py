@@ -80,7 +80,8 @@ def manual_commands(opts: ReproOptions, script: Path | str | None = None,
     env = {**dict(opts.env), **debug_env(opts.env)}
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     python = opts.target_python()
-    lines = [f"# 1. copy the script to the same path on every node, e.g.: "
+    # the scp command on a line of its own: inside a comment it could not be pasted as is
+    lines = ["# 1. copy the script to the same path on every node, e.g.:",
              f"scp {shlex.quote(path)} NODE1:{shlex.quote(path)}",
              f"# 2. run one line per node (node 0 is this one, {addr}); open port {MANUAL_PORT} "
              "between the nodes"]

@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -14,23 +15,29 @@ from .common import add_common, knowledge, print_json
 
 EPILOG = """\
 The snapshot holds host, time, the facts of every probe (versions, shm, launch,
-switches, network, topology), the fields nodes must agree on, and the topology summary.
-`distdoctor fleet collect` runs this on every node; `distdoctor fleet compare` finds the
-odd node out.
+switches, network, topology), the fields nodes must agree on, and the topology
+summary. `distdoctor fleet collect` runs this on every node; `distdoctor fleet
+compare` finds the odd node out. A probe that cannot run is recorded as
+"unavailable" with its reason, and the snapshot is still written.
 
 examples:
-  distdoctor collect                          JSON on stdout
-  distdoctor collect -o node17.json           write it to a file
+  distdoctor collect                         JSON on stdout
+  distdoctor collect -o node17.json          write it to a file
   distdoctor collect --python ~/venvs/train/bin/python -o node17.json
-  distdoctor fleet collect --via srun -o fleet/   every node of this Slurm allocation
+  distdoctor fleet collect --via srun -o fleet/
+                                             every node of this Slurm allocation
+
+exit codes: 0 snapshot written, 2 bad usage (no such --python, -o not writable)
 """
+DESCRIPTION = """\
+Snapshot this node for the fleet view: versions, driver, GPUs, /dev/shm,
+interfaces, switches, launch variables and topology, as one JSON document."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "collect", help="snapshot this node as JSON (for `fleet compare`)",
-        description="Snapshot this node for the fleet view: versions, driver, GPUs, /dev/shm, "
-                    "interfaces, switches, launch variables and topology, as one JSON document.",
+        description=DESCRIPTION,
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="write the snapshot to FILE instead of stdout")
@@ -74,9 +81,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write(path: Path, text: str) -> None:
-    """Write atomically, so a reader never sees half a snapshot."""
+    """Write atomically, so a reader never sees half a snapshot. A FIFO or a device (-o
+    /dev/stdout) is written in place: renaming over it would replace the device node itself."""
     if path.is_dir():
         raise UsageError(f"-o {path}: is a folder; give a file name such as {path}/node.json")
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        special = False  # not there yet (or a dangling link): the atomic path reports why
+    if special:
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise UsageError(f"-o {path}: cannot write ({exc.strerror or exc})") from None
+        return
+    # through a symlink, the file it points to is replaced, not the link
+    path = Path(os.path.realpath(path))
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
                                    prefix=f".{path.name}.", suffix=".tmp")

@@ -13,9 +13,9 @@ from .collect import interpreter
 from .common import add_common, print_json, record
 
 EPILOG = """\
-The node that differs is the usual cause of a job that fails only at scale: every
-node must run the same torch, CUDA build, NCCL, driver, GPU model and count, /dev/shm
-size and distributed switches.
+The node that differs is the usual cause of a job that fails only at scale:
+every node must run the same torch, CUDA build, NCCL, driver, GPU model and
+count, /dev/shm size and distributed switches.
 
 examples:
   salloc -N 8 distdoctor fleet collect --via srun -o fleet/
@@ -28,32 +28,42 @@ exit codes: collect 0 every host answered, 1 some failed, 2 bad usage;
             compare 0 all agree, 1 outliers found, 2 nothing readable.
 """
 COLLECT_EPILOG = """\
---via srun   one step, one task per node of the current Slurm allocation (--overlap,
-             so it runs beside a hung job's step)
---via ssh    one `ssh -o BatchMode=yes HOST distdoctor collect` per host, at most
-             --concurrency at once, each killed after --timeout seconds
---via pdsh   `pdsh -w HOSTS -f N -t T -u TIMEOUT distdoctor collect`, output split per host
+--via srun   one step, one task per node of the current Slurm allocation
+             (--overlap, so it runs beside a hung job's step)
+--via ssh    one `ssh -o BatchMode=yes HOST distdoctor collect` per host, at
+             most --concurrency at once, each killed after --timeout seconds
+--via pdsh   `pdsh -w HOSTS -f N -t T -u TIMEOUT distdoctor collect`, output
+             split per host
 --via local  this node only
 
-Hosts that fail or time out are listed with the reason; the others are kept, one
-DIR/<host>.json each. Progress goes to stderr as hosts finish.
+Hosts that fail or time out are listed with the reason; the others are kept,
+one DIR/<host>.json each. Progress goes to stderr as hosts finish.
 
 examples:
   salloc -N 8 distdoctor fleet collect --via srun -o fleet/
   distdoctor fleet collect --via ssh --hosts node01,node02,node03 -o fleet/
-  distdoctor fleet collect --via pdsh --hostfile hosts.txt -o fleet/ --concurrency 64
+  distdoctor fleet collect --via pdsh --hostfile hosts.txt -o fleet/ \\
+      --concurrency 64
   distdoctor fleet collect --via ssh --hosts 'gpu[1-4]' -o fleet/ \\
-      --python /shared/venvs/train/bin/python --distdoctor /shared/venvs/dd/bin/distdoctor
+      --python /shared/venvs/train/bin/python \\
+      --distdoctor /shared/venvs/dd/bin/distdoctor
+
+exit codes: 0 every host answered, 1 some hosts failed (the rest are kept),
+            2 bad usage (no hosts, tool not on PATH, -o not writable)
 """
 COMPARE_EPILOG = """\
-Compared: torch, torch's CUDA, the NCCL torch loads, driver, CUDA driver version, GPU
-model and count, /dev/shm size and every distributed switch. Ignored: names,
-addresses, time. Truncated, foreign and newer-schema files are listed and left out.
+Compared: torch, torch's CUDA, the NCCL torch loads, driver, CUDA driver
+version, GPU model and count, /dev/shm size and every distributed switch.
+Ignored: names, addresses, time. Truncated, foreign, newer-schema and
+non-regular files (FIFOs, devices) are listed and left out.
 
 examples:
   distdoctor fleet compare fleet/
   distdoctor fleet compare a.json b.json c.json
   distdoctor fleet compare fleet/ --json --session incident-42
+
+exit codes: 0 every node agrees, 1 outliers found,
+            2 no readable snapshot among the paths (or bad usage)
 """
 MAX_LINES = 20  # outlier lines per field in the text view; --json lists them all
 
@@ -64,8 +74,8 @@ def _positive(kind: type) -> Any:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
+        if not 0 < value < float("inf"):  # nan and inf too: a timeout must end
+            raise argparse.ArgumentTypeError(f"must be a number above 0: {text!r}")
         return value
     return parse
 
@@ -73,14 +83,14 @@ def _positive(kind: type) -> Any:
 def register(sub: argparse._SubParsersAction) -> None:
     raw = argparse.RawDescriptionHelpFormatter
     parser = sub.add_parser("fleet", help="snapshot every node and find the odd one out",
-                            description="Fan out `distdoctor collect` to every node, then compare "
-                                        "the snapshots field by field.",
+                            description="Fan out `distdoctor collect` to every node, then "
+                                        "compare the\nsnapshots field by field.",
                             epilog=EPILOG, formatter_class=raw)
     # the shared flags go on the actions only: argparse lets a sub-parser's defaults overwrite them
     parser.set_defaults(func=_no_action)
     actions = parser.add_subparsers(dest="fleet_action", metavar="ACTION")
     col = actions.add_parser("collect", help="run `distdoctor collect` on every node",
-                             description="Run `distdoctor collect` on every node through srun, "
+                             description="Run `distdoctor collect` on every node through srun,\n"
                                          "ssh or pdsh and keep one snapshot per node.",
                              epilog=COLLECT_EPILOG, formatter_class=raw)
     col.add_argument("--via", required=True, choices=("srun", "ssh", "pdsh", "local"),
@@ -99,8 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_common(col, session=False)
     col.set_defaults(func=run_collect)
     cmp = actions.add_parser("compare", help="find the node that differs",
-                             description="Group nodes by the fields that must agree and name the "
-                                         "majority value and the outliers of each.",
+                             description="Group nodes by the fields that must agree and name "
+                                         "the\nmajority value and the outliers of each.",
                              epilog=COMPARE_EPILOG, formatter_class=raw)
     cmp.add_argument("paths", nargs="+", metavar="DIR|FILE", help="snapshot folders or files")
     add_common(cmp)

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import shlex
+import textwrap
 from typing import Any
 
 from distdoctor.probes.fleet.compare import label, outlier_line, show
+
+from .logs_text import printable, width
 
 
 def _plural(n: int, word: str) -> str:
@@ -16,8 +19,32 @@ def _names(nodes: list[str], limit: int = 6) -> str:
     return shown + (f" and {len(nodes) - limit} more" if len(nodes) > limit else "")
 
 
-def render_compare(result: dict[str, Any], max_lines: int = 20) -> str:
-    """compare()'s result as text; at most `max_lines` outlier lines per field."""
+def _wrapped(lines: list[str], cols: int) -> list[str]:
+    """Each line made safe for a terminal (a snapshot's host or value may hold escape codes or
+    newlines) and wrapped to the width under its own indent; commands are never wrapped."""
+    out: list[str] = []
+    for line in lines:
+        # each entry is one line: a newline inside came from a value and must not start a new one
+        line = printable(line.replace("\r", "\\r").replace("\n", "\\n"))
+        if len(line) <= cols or line.lstrip().startswith(("ssh ", "distdoctor ")):
+            out.append(line)
+            continue
+        indent = line[:len(line) - len(line.lstrip())]
+        # a continuation lines up after the label ("agree: ", "node-3: ") when there is one
+        head, sep, _ = line.lstrip().partition(": ")
+        hang = indent + " " * (len(head) + 2) if sep and len(head) < 24 else indent + "  "
+        out.extend(textwrap.wrap(line, cols, subsequent_indent=hang, break_on_hyphens=False,
+                                 break_long_words=False) or [line])
+    return out
+
+
+def render_compare(result: dict[str, Any], max_lines: int = 20, cols: int | None = None) -> str:
+    """compare()'s result as text; at most `max_lines` outlier lines per field, wrapped to
+    `cols` (default: the terminal's width, or 120 in a pipe)."""
+    return "\n".join(_wrapped(_compare_lines(result, max_lines), cols or width()))
+
+
+def _compare_lines(result: dict[str, Any], max_lines: int) -> list[str]:
     n, skipped = result["nodes"], result["skipped"]
     lines = [f"{_plural(n, 'node')} compared" + (f", {_plural(len(skipped), 'file')} skipped"
                                                   if skipped else "")]
@@ -56,7 +83,7 @@ def render_compare(result: dict[str, Any], max_lines: int = 20) -> str:
         lines.append("skipped:")
         lines.extend(f"  {s['file']}: {s['reason']}" for s in skipped)
     lines.extend(_next(result))
-    return "\n".join(lines)
+    return lines
 
 
 def _next(result: dict[str, Any]) -> list[str]:
@@ -70,9 +97,9 @@ def _next(result: dict[str, Any]) -> list[str]:
     out = ["", "next:"]
     for node in nodes[:3]:
         host = node.split(" (")[0]
-        out.append(f"  ssh {shlex.quote(host)} distdoctor check      # everything else on {host}")
+        out.append(f"  ssh {shlex.quote(host)} distdoctor check   # everything else on this node")
     for cause in causes:
-        out.append(f"  distdoctor knowledge show {cause}      # why it matters, how to fix")
+        out.append(f"  distdoctor knowledge show {cause}   # why it matters, how to fix")
     if any(d["field"].startswith("switch:") for d in result["disagreements"]):
         out.append("  set the same switches on every node (job environment and /etc/nccl.conf)")
     out.append("  rebuild the odd nodes from the same image as the majority, then collect and "

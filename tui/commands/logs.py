@@ -10,23 +10,26 @@ from .logs_text import render
 
 KIND = "logs"
 DESCRIPTION = """\
-Read the logs of every rank (files, directories, globs, .gz/.bz2/.xz, - for stdin), find the
-first failure and the ranks left waiting, and rank the likely root causes with the log lines
-that support each. Watchdog lines give each rank's last collective (SeqNum, OpType), which
-separates a crashed rank from a straggler from ranks on different code paths; NCCL INFO lines
-give per-rank versions, interfaces and transports, and the ones that disagree.
+Read the logs of every rank (files, directories, globs, .gz/.bz2/.xz, - for
+stdin), find the first failure and the ranks left waiting, and rank the likely
+root causes with the log lines that support each. Watchdog lines give each
+rank's last collective (SeqNum, OpType), which separates a crashed rank from a
+straggler from ranks on different code paths; NCCL INFO lines give per-rank
+versions, interfaces and transports, and the ones that disagree.
 
-Binary, non-UTF-8, empty and unreadable inputs are skipped and listed. Turn on NCCL_DEBUG=INFO
-and TORCH_DISTRIBUTED_DEBUG=DETAIL before collecting logs: most causes show in those lines."""
+Binary, non-UTF-8, empty and unreadable inputs (FIFOs, devices, broken links)
+are skipped and listed. Turn on NCCL_DEBUG=INFO and
+TORCH_DISTRIBUTED_DEBUG=DETAIL before collecting logs: most causes show there."""
 EPILOG = """\
 examples:
-  distdoctor logs ./job-1234/                       every file under the directory
-  distdoctor logs 'logs/rank*.log' --symptom hang   a glob; the job hung (deadlocks first)
-  distdoctor logs slurm-1234.out.gz --json          compressed, machine-readable
-  kubectl logs pod/trainer-0 | distdoctor logs -    standard input
-  distdoctor logs ./job-1234/ --session inc-42      add the result to a session
+  distdoctor logs ./job-1234/                      every file under the folder
+  distdoctor logs 'logs/rank*.log' --symptom hang  a glob; the job hung
+  distdoctor logs slurm-1234.out.gz --json         compressed, machine-readable
+  kubectl logs pod/trainer-0 | distdoctor logs -   standard input
+  distdoctor logs ./job-1234/ --session inc-42     add the result to a session
 
-exit codes: 0 nothing found, 1 a cause was found, 2 nothing readable was given (or bad usage)
+exit codes: 0 no failure in the logs (context leads may be listed), 1 a cause
+            was found, 2 nothing readable was given, or bad usage
 """
 
 
@@ -56,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--top must be at least 1")
     if args.paths.count("-") > 1:
         raise UsageError("- (standard input) can be given only once")
+    if "-" in args.paths and sys.stdin.isatty():
+        # reading a terminal would wait, silently, for someone to type a log
+        raise UsageError("- reads standard input, which is a terminal here: pipe a log in, "
+                         "e.g. kubectl logs pod/trainer-0 | distdoctor logs -")
     report = analyse(args.paths, kb, symptom=args.symptom)
     data = report.to_dict()
     if report.files_read == 0:
@@ -66,4 +73,4 @@ def run(args: argparse.Namespace) -> int:
         common.print_json(data)
     else:
         sys.stdout.write(render(data, kb, top=args.top))
-    return 1 if report.causes else 0
+    return 1 if report.failed else 0

@@ -1,14 +1,39 @@
 """Plain-text rendering of a `distdoctor logs` result (no textual, no rich: pipes and terminals)."""
 from __future__ import annotations
 
+import re
+import shutil
+import textwrap
 from typing import Any
 
-WIDTH = 160
+WIDTH = 120  # when stdout is not a terminal and $COLUMNS is unset
+MIN_WIDTH = 60
+# colour codes and other escape sequences that logs carry; shown raw they would repaint the
+# terminal (or leak into a pipe), so evidence is printed without them
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def _clip(text: str, width: int = WIDTH) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[:width - 3] + "..."
+def width() -> int:
+    """The output width: $COLUMNS, else the terminal's, else WIDTH for a pipe or file."""
+    return max(MIN_WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
+
+
+def printable(text: str) -> str:
+    """A log line fit for a terminal: escape sequences dropped, other control characters shown."""
+    text = _ESCAPES.sub("", str(text))
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(printable(text).split())
+    return text if len(text) <= limit else text[:max(limit - 3, 1)] + "..."
+
+
+def _wrap(text: str, cols: int, first: str, rest: str) -> list[str]:
+    """Prose wrapped to the width (never a command: those stay on one line to copy and paste)."""
+    return textwrap.wrap(printable(text), cols, initial_indent=first, subsequent_indent=rest,
+                         break_on_hyphens=False, break_long_words=False) or [first.rstrip()]
 
 
 def _size(n: int) -> str:
@@ -33,62 +58,88 @@ def _span(ranks: list[str]) -> str:
     return ",".join(parts)
 
 
-def next_action(kb: Any, cause_id: str, data: dict[str, Any]) -> list[str]:
-    """The cause's first fix, copy-pasteable, with its note."""
+def _who(rank: Any) -> str:
+    """'rank 3' for a rank number; NCCL's host:pid when the log names no rank."""
+    rank = str(rank)
+    return f"rank {rank}" if rank.isdigit() else f"process {printable(rank)}"
+
+
+def _located(file: str, line: Any, text: str, indent: str, cols: int) -> list[str]:
+    """`file:line: text` on one line when it fits, else the location and the text below it.
+    The location is never cut: it is what one pastes into an editor or `less +N`."""
+    where = f"{printable(file)}:{line}:"
+    if len(indent) + len(where) + 1 + len(" ".join(str(text).split())) <= cols:
+        return [f"{indent}{where} {_clip(text, cols)}"]
+    inner = indent + "  "
+    return [f"{indent}{where}", inner + _clip(text, cols - len(inner))]
+
+
+def next_action(kb: Any, cause_id: str, data: dict[str, Any], cols: int | None = None) -> list[str]:
+    """The cause's first fix, copy-pasteable, with its note; prose wrapped, commands whole."""
+    cols = cols or width()
     cause = kb.causes.get(cause_id)
     if cause is None:
-        return [f"Not a guide cause ({cause_id}): see the evidence above; "
-                "for a SIGKILL check the host's OOM killer: dmesg -T | grep -i -E 'killed process|oom'"]
+        return _wrap(f"Not a guide cause ({cause_id}): see the evidence above; for a SIGKILL "
+                     "check the host's OOM killer:", cols, "", "") + [
+            "  dmesg -T | grep -i -E 'killed process|oom'"]
+    out = _wrap(f"{cause.fix}".strip(), cols - 2, "", "")
     if cause.fixes:
         fix = cause.fixes[0]
-        out = [f"{cause.fix}".strip(), f"  {fix.text}"]
+        # a multi-line fix is a snippet: every line indented alike, none of them wrapped
+        out.extend(f"  {ln}" for ln in str(fix.text).splitlines())
         if fix.note:
-            out.append(f"  ({fix.note})")
-        return out
-    return [cause.fix]
+            out.extend(_wrap(f"({fix.note})", cols - 2, "  ", "   "))
+    return out
 
 
-def render(data: dict[str, Any], kb: Any, top: int = 5) -> str:
+def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None) -> str:
+    cols = cols or width()
     lines: list[str] = []
     skipped = data.get("skipped") or []
     lines.append(f"Read {data['files_read']} file(s), {_size(data['bytes_read'])}"
                  + (f"; skipped {len(skipped)}" if skipped else "") + ".")
     for s in skipped[:20]:
-        lines.append(f"  skipped {s['path']}: {s['reason']}")
+        lines.append(f"  skipped {printable(s['path'])}: {printable(s['reason'])}")
     if len(skipped) > 20:
         lines.append(f"  ... and {len(skipped) - 20} more skipped")
     for note in data.get("notes") or []:
-        lines.append(f"  note: {note}")
+        lines.extend(_wrap(f"note: {note}", cols, "  ", "    "))
     causes = data.get("causes") or []
     lines.append("")
     if not causes:
         lines.append("No known failure signature in these logs.")
-        lines.append("Next: turn on NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL, rerun, and read "
-                     "the new logs:  distdoctor logs <dir> --symptom hang")
+        lines.extend(_wrap("Next: turn on NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL, "
+                           "rerun the job, and read its new logs:", cols, "", ""))
+        lines.append("  distdoctor logs <dir> --symptom hang")
     else:
-        lines.append("Most likely causes:")
+        if all(c.get("lead") for c in causes) and not data.get("first_failure"):
+            lines.extend(_wrap("No failure line in these logs. Leads from context lines only "
+                               "(weak evidence, worth a look if the job misbehaved):", cols, "", ""))
+        else:
+            lines.append("Most likely causes:")
         for n, c in enumerate(causes[:top], 1):
             cause = kb.causes.get(c["id"])
             title = cause.title if cause else "outside the guide's causes"
-            lines.append(f"{n:>2}. {c['id']}  (score {c['score']:g})  {title}")
+            lines.extend(_wrap(f"{n:>2}. {c['id']}  (score {c['score']:g})  {title}", cols,
+                               "", "      "))
             for why in [r for r in c.get("reasons", []) if not r.startswith("signatures:")][:3]:
-                lines.append(f"      why: {_clip(why, WIDTH - 11)}")
+                lines.extend(_wrap(f"why: {why}", cols, "      ", "           "))
             for e in c.get("evidence", [])[:4]:
-                lines.append(f"      {e['file']}:{e['line']}: {_clip(e['text'], WIDTH - 10)}")
+                lines.extend(_located(e["file"], e["line"], e["text"], "      ", cols))
         if len(causes) > top:
             lines.append(f"    ... {len(causes) - top} more (--top {len(causes)})")
     ff = data.get("first_failure")
     if ff:
         lines.append("")
-        who = f"rank {ff['rank']}, " if ff.get("rank") is not None else ""
-        lines.append(f"First failure: {who}{ff['file']}:{ff['line']}")
-        lines.append(f"  {_clip(ff['text'])}")
+        who = f"{_who(ff['rank'])}, " if ff.get("rank") is not None else ""
+        lines.append(f"First failure: {who}{printable(ff['file'])}:{ff['line']}")
+        lines.append(f"  {_clip(ff['text'], cols - 2)}")
     lines.extend(_collectives(data.get("ranks") or {}))
-    lines.extend(_disagreements(data.get("facts") or {}))
+    lines.extend(_disagreements(data.get("facts") or {}, cols))
     if causes:
         lines.append("")
         lines.append("Next action:")
-        lines.extend("  " + ln for ln in next_action(kb, causes[0]["id"], data))
+        lines.extend(("  " + ln) if ln else ln for ln in next_action(kb, causes[0]["id"], data, cols))
     return "\n".join(lines) + "\n"
 
 
@@ -103,21 +154,25 @@ def _collectives(ranks: dict[str, dict[str, Any]]) -> list[str]:
     if not groups:
         return []
     out = ["", "Ranks (last collective from the watchdog):"]
-    rows = sorted(groups.items(), key=lambda kv: (kv[0][0] != "crashed", -len(kv[1])))
-    for (status, seq, op, pos), rs in rows[:12]:
-        where = f"SeqNum {seq} {op}" if seq is not None or op else ""
-        out.append(f"  rank {_clip(_span(rs), 40):<40} {status:<12} {where} {pos}".rstrip())
-    if len(rows) > 12:
-        out.append(f"  ... {len(rows) - 12} more groups (--json for all)")
+    rows = sorted(groups.items(), key=lambda kv: (kv[0][0] != "crashed", -len(kv[1])))[:12]
+    spans = [printable(_clip(_span(rs), 40)) for _, rs in rows]
+    pad = max(len(s) for s in spans)
+    for ((status, seq, op, pos), _), span in zip(rows, spans):
+        # a watchdog line may name the op without its SeqNum (or the reverse)
+        where = " ".join(p for p in (f"SeqNum {seq}" if seq is not None else "", op or "") if p)
+        out.append(f"  rank {span:<{pad}}  {status or '':<8} {where} {pos or ''}".rstrip())
+    if len(groups) > 12:
+        out.append(f"  ... {len(groups) - 12} more groups (--json for all)")
     return out
 
 
-def _disagreements(facts: dict[str, Any]) -> list[str]:
+def _disagreements(facts: dict[str, Any], cols: int) -> list[str]:
     bad = facts.get("disagree") or []
     if not bad:
         return []
     out = ["", "Facts that differ across ranks:"]
     for k in bad:
         vals = facts.get("values", {}).get(k, {})
-        out.append(f"  {k}: " + _clip("; ".join(f"{v} on rank {rs}" for v, rs in vals.items()), WIDTH - 6))
+        out.extend(_wrap(f"{k}: " + "; ".join(f"{v} on rank {rs}" for v, rs in vals.items()),
+                         cols, "  ", "    "))
     return out

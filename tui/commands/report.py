@@ -9,21 +9,28 @@ from ..cli import UsageError
 from .common import add_common, knowledge
 
 EPILOG = """\
-Redaction is on by default: values of secret-looking variables (*TOKEN*, *SECRET*, *KEY*,
-*PASSWORD*, AWS_*, ...) and token-shaped strings in log lines are masked everywhere in the
-report. --pseudonymize also replaces host names, IP addresses and user names with stable
-tokens (host-1, ip-1, user-1); the mapping stays in a local file next to the session and is
-never part of the report.
+Redaction is on by default: values of secret-looking variables (*TOKEN*,
+*SECRET*, *KEY*, *PASSWORD*, *CREDENTIAL*, AWS_*, ...) and token-shaped strings
+in log lines (bearer tokens, URL passwords, provider keys) are masked
+everywhere in the report. --pseudonymize also replaces host names, IP addresses
+and user names with stable tokens (host-1, ip-1, user-1); the mapping stays in
+a local file next to the session and is never part of the report.
 
 examples:
-  distdoctor report                                  the last session, Markdown on stdout
-  distdoctor report --format html -o incident.html   one self-contained HTML file
+  distdoctor report                        the last session, Markdown on stdout
+  distdoctor report --format html -o incident.html
+                                           one self-contained HTML file
   distdoctor report 20261130-101500-ab12 --format json -o incident.json
-  distdoctor report --pseudonymize -o incident.md    safe to paste into a public issue
-  distdoctor sessions                                list the sessions to pick an ID from
+  distdoctor report --pseudonymize -o incident.md
+                                           safe to paste into a public issue
+  distdoctor sessions                      list the sessions to pick an ID from
 
-exit codes: 0 report written, 2 no such session, unreadable session or bad usage.
+exit codes: 0 report written, 2 no such session, unreadable session, -o not
+            writable, or bad usage
 """
+DESCRIPTION = """\
+Write a session's steps, findings, evidence, conclusion, fixes and the
+debugging switches to remove as one report (Markdown, HTML or JSON)."""
 FORMATS = ("md", "html", "json")
 SUFFIX_FORMAT = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
 
@@ -31,8 +38,7 @@ SUFFIX_FORMAT = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "report", help="write a session as an incident report (md, html, json)",
-        description="Write a session's steps, findings, evidence, conclusion, fixes and the "
-                    "debugging switches to remove as one report.",
+        description=DESCRIPTION,
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("id", nargs="?", default="last", metavar="ID",
                         help="session id (default: the last session; see `distdoctor sessions`)")

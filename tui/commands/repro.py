@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import threading
 from dataclasses import replace
@@ -12,44 +13,55 @@ from ..cli import UsageError
 from .common import add_common, knowledge, print_json, record
 
 REPRO_EPILOG = """\
-Runs a small self-contained job for real with the failing job's Python (its torchrun): init with
-an explicit timeout, a self-check of every rank, a barrier, an all-reduce whose sum is checked, a
-broadcast, a clean shutdown. NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL are set so every
-run leaves evidence; each run's output is kept on disk. A hang or an error kills the whole
-process tree. The script and the commands to run it by hand on two nodes are printed.
-
 examples:
-  distdoctor repro                                   two ranks, nccl if CUDA else gloo
-  distdoctor repro --python /opt/job-env/bin/python  the failing job's interpreter
+  distdoctor repro                         two ranks, nccl if CUDA else gloo
+  distdoctor repro --python /opt/job-env/bin/python
+                                           with the failing job's interpreter
   distdoctor repro --backend gloo --timeout 30 --env GLOO_SOCKET_IFNAME=eth0
   distdoctor repro --json --session 20261129-101500-ab12
 
-exit codes: 0 the repro passed, 1 it failed (error or hang), 2 bad input.
+limits: --nproc at most one per GPU (nccl) or 4 per CPU core (gloo);
+        --timeout above 0 and at most a week.
+
+exit codes: 0 the repro passed, 1 it failed (error or hang),
+            2 bad input (no torch there, bad --env, unwritable --run-dir, ...)
 """
+REPRO_DESCRIPTION = """\
+Minimal repro: the smallest job that still fails. Runs a small self-contained
+job for real with the failing job's Python (its torchrun): init with an
+explicit timeout, a self-check of every rank, a barrier, an all-reduce whose
+sum is checked, a broadcast, a clean shutdown. NCCL_DEBUG=INFO and
+TORCH_DISTRIBUTED_DEBUG=DETAIL are set so every run leaves evidence; each run's
+output is kept on disk. A hang or an error kills the whole process tree. The
+script and the commands to run it by hand on two nodes are printed."""
 
 BISECT_EPILOG = """\
-A baseline run, then each switch alone (never two at once) in the knowledge base's order:
-NCCL_IB_DISABLE=1, NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1, NCCL_SOCKET_IFNAME=<each interface>
-(GLOO_SOCKET_IFNAME=<each interface> for gloo). Switches apply on top of the job's environment
-(--env, or the current one). The verdict names the switch that turns a failing baseline into a
-pass, the cause it implicates and the permanent fix; remove the switch once that is fixed.
-
 examples:
   distdoctor bisect
-  distdoctor bisect --python /opt/job-env/bin/python --env NCCL_SOCKET_IFNAME=docker0
+  distdoctor bisect --python /opt/job-env/bin/python \\
+      --env NCCL_SOCKET_IFNAME=docker0
   distdoctor bisect --switch p2p-disable --switch NCCL_SOCKET_IFNAME=eth0
   distdoctor bisect --backend gloo --env GLOO_SOCKET_IFNAME=eth9 --json
 
-exit codes: 0 a switch explained the failure, or the baseline passes; 1 no switch helped;
-2 bad input.
+exit codes: 0 a switch explained the failure, or the baseline passes;
+            1 no switch helped; 2 bad input.
 """
+BISECT_DESCRIPTION = """\
+One-switch bisection on the minimal repro: a baseline run, then each switch
+alone (never two at once) in the knowledge base's order: NCCL_IB_DISABLE=1,
+NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1, NCCL_SOCKET_IFNAME=<each interface>
+(GLOO_SOCKET_IFNAME=<each interface> for gloo). Switches apply on top of the
+job's environment (--env, or the current one). The verdict names the switch
+that turns a failing baseline into a pass, the cause it implicates and the
+permanent fix; remove the switch once that is fixed."""
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nproc", type=int, default=2, metavar="N",
                         help="processes (ranks) on this node (default 2)")
     parser.add_argument("--nnodes", type=int, default=1, metavar="N",
-                        help="nodes: only 1 runs here; the two-node commands are printed")
+                        help="must be 1: one node runs here (the commands to run the same "
+                             "script on two nodes by hand are always printed)")
     parser.add_argument("--backend", choices=("nccl", "gloo", "auto"), default="auto",
                         help="auto: nccl when the target torch sees CUDA, else gloo")
     parser.add_argument("--python", metavar="PATH",
@@ -66,12 +78,12 @@ def _options(parser: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     repro = sub.add_parser("repro", help="run a minimal all-reduce job for real",
-                           description="Minimal repro: the smallest job that still fails.",
+                           description=REPRO_DESCRIPTION,
                            epilog=REPRO_EPILOG, formatter_class=fmt)
     _options(repro)
     repro.set_defaults(func=run)
     bisect = sub.add_parser("bisect", help="one switch at a time until the repro passes",
-                            description="One-switch bisection on the minimal repro.",
+                            description=BISECT_DESCRIPTION,
                             epilog=BISECT_EPILOG, formatter_class=fmt)
     _options(bisect)
     bisect.add_argument("--switch", action="extend", nargs="+", default=[], metavar="NAME",
@@ -89,7 +101,7 @@ def _prepare(args: argparse.Namespace, kb: Any) -> tuple[Any, Any]:
 
     if getattr(args, "session", None):
         try:
-            SessionStore().path(args.session)  # a bad id fails now, not after minutes of runs
+            SessionStore().check_appendable(args.session)  # now, not after minutes of runs
         except SessionError as exc:
             raise UsageError(str(exc)) from None
     try:
@@ -100,7 +112,24 @@ def _prepare(args: argparse.Namespace, kb: Any) -> tuple[Any, Any]:
         info = check_python(opts)
     except ReproInputError as exc:
         raise UsageError(str(exc)) from None
+    if opts.run_dir is not None:
+        try:  # now, not after the first run has been set up
+            opts.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--run-dir {opts.run_dir}: cannot create it "
+                             f"({exc.strerror or exc})") from None
     return replace(opts, python=info.python), info
+
+
+def _guarded(work: Callable[[threading.Event], Any]) -> tuple[Any, bool]:
+    """_in_thread, with an input problem found once the run starts (an unwritable run folder)
+    reported as a one-line error."""
+    from distdoctor.probes.repro import ReproInputError
+
+    try:
+        return _in_thread(work)
+    except ReproInputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _in_thread(work: Callable[[threading.Event], Any]) -> tuple[Any, bool]:
@@ -129,6 +158,24 @@ def _in_thread(work: Callable[[threading.Event], Any]) -> tuple[Any, bool]:
     return box["result"], interrupted
 
 
+def _bisect_command(args: argparse.Namespace) -> str:
+    """`distdoctor bisect` with the options this repro ran with, ready to paste."""
+    argv = ["distdoctor", "bisect"]
+    if args.python:
+        argv += ["--python", args.python]
+    if args.nproc != 2:
+        argv += ["--nproc", str(args.nproc)]
+    if args.backend != "auto":
+        argv += ["--backend", args.backend]
+    if args.timeout != 60.0:
+        argv += ["--timeout", f"{args.timeout:g}"]
+    for item in args.env:
+        argv += ["--env", item]
+    if getattr(args, "session", None):
+        argv += ["--session", args.session]
+    return shlex.join(argv)
+
+
 def run(args: argparse.Namespace) -> int:
     from distdoctor.probes.repro import run_repro, script_text
 
@@ -141,13 +188,13 @@ def run(args: argparse.Namespace) -> int:
              f"torch {info.torch} ({info.python}), timeout {opts.timeout:g}s")
     with live:
         live.begin("repro")
-        result, interrupted = _in_thread(lambda cancel: run_repro(opts, kb, live.line, cancel))
+        result, interrupted = _guarded(lambda cancel: run_repro(opts, kb, live.line, cancel))
     data = result.to_dict()
     record(args, "repro", data)
     if args.json:
         print_json(data)
     else:
-        print(render_repro(result, kb, script_text(opts)))
+        print(render_repro(result, kb, script_text(opts), _bisect_command(args)))
     if interrupted:
         return 130
     return 0 if result.passed else 1
@@ -175,7 +222,7 @@ def run_bisect_command(args: argparse.Namespace) -> int:
         live.say(f"{label}: {result.outcome.upper()} in {result.duration_s:.1f}s")
 
     with live:
-        outcome, interrupted = _in_thread(lambda cancel: run_bisect(
+        outcome, interrupted = _guarded(lambda cancel: run_bisect(
             opts, kb, args.switch, finished, cancel, backend=backend, keep_going=args.all,
             on_line=lambda label, line: live.line(line, label)))
     data = outcome.to_dict()

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
+import textwrap
 import threading
 import time
 from typing import IO, Any
@@ -61,7 +63,11 @@ class Live:
 
     def say(self, text: str) -> None:
         if self.enabled:
-            self._write(f"  [{time.monotonic() - self.start:6.1f}s] {text}\n")
+            head = f"  [{time.monotonic() - self.start:6.1f}s] "
+            # long plan lines are prose: wrapped under their first word, never past the width
+            lines = textwrap.wrap(text, max(_width() - len(head), 30), break_on_hyphens=False,
+                                  break_long_words=False) or [""]
+            self._write(head + ("\n" + " " * len(head)).join(lines) + "\n")
 
     def _write(self, text: str) -> None:
         with self._lock:
@@ -74,34 +80,78 @@ class Live:
         while not self._stop.wait(TICK_S):
             with self._lock:
                 ranks = " ".join(f"{r}={s}" for r, s in sorted(self.ranks.items())) or "starting"
-                self.stream.write(f"\r\x1b[K  {self.label} running {time.monotonic() - self.start:5.1f}s"
-                                  f"  ranks: {ranks}")
+                status = (f"  {self.label} running {time.monotonic() - self.start:5.1f}s"
+                          f"  ranks: {ranks}")
+                # \r redraws one screen row only: a status that wraps would leave its head behind
+                cols = shutil.get_terminal_size((80, 24)).columns - 1
+                if len(status) > cols:
+                    status = status[:max(cols - 3, 0)] + "..."
+                self.stream.write(f"\r\x1b[K{status}")
                 self.stream.flush()
 
 
-def _causes(result: ReproResult, kb: Any) -> list[str]:
+def _width() -> int:
+    """$COLUMNS, else the terminal's width, else 120 for a pipe."""
+    return max(60, shutil.get_terminal_size((120, 24)).columns)
+
+
+def _prose(text: str, cols: int) -> list[str]:
+    """`label: text` wrapped under its label, two spaces in."""
+    label = text.split(": ", 1)[0]
+    return textwrap.wrap(text, cols, initial_indent="  ", subsequent_indent=" " * (len(label) + 4),
+                         break_on_hyphens=False, break_long_words=False)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:max(limit - 3, 1)] + "..."
+
+
+def _causes(result: ReproResult, kb: Any, cols: int) -> list[str]:
     lines = []
     for cause in result.causes[:3]:
-        title = kb.causes[cause["id"]].title if cause["id"] in kb.causes else ""
-        lines.append(f"  cause: {cause['id']} (score {cause['score']:g}){': ' + title if title else ''}")
+        title = kb.causes[cause["id"]].title if kb is not None and cause["id"] in kb.causes else ""
+        lines += _prose(f"cause: {cause['id']} (score {cause['score']:g}){': ' + title if title else ''}",
+                        cols)
         for ev in cause.get("evidence", [])[:2]:
-            lines.append(f"    line {ev.get('line')}: {str(ev.get('text', ''))[:140]}")
+            where = f"    line {ev.get('line')}: "
+            lines.append(where + _clip(ev.get("text", ""), cols - len(where)))
     return lines
 
 
-def render_repro(result: ReproResult, kb: Any, script_text: str) -> str:
-    out = [f"repro: {result.outcome.upper()} after {result.duration_s:.1f}s ({result.nproc} ranks)",
-           "", f"  {'rank':<6}{'last step':<12}exit code"]
+def _rank_pad(nproc: int) -> int:
+    return max(6, 2 * len(str(max(nproc - 1, 0))) + 3)
+
+
+def _rank_rows(result: ReproResult) -> list[str]:
+    """One row per run of consecutive ranks in the same state: 64 ranks that all passed are
+    one line, and the odd rank stands out."""
     codes = result.exit_codes.get("ranks", {})
+    rows: list[tuple[int, int, str, str]] = []
     for rank in range(result.nproc):
-        code = codes.get(str(rank), "-")
-        out.append(f"  {rank:<6}{result.progress.get(rank, '(none)'):<12}{code}")
+        state = (result.progress.get(rank, "(none)"), str(codes.get(str(rank), "-")))
+        if rows and rows[-1][1] == rank - 1 and rows[-1][2:] == state:
+            rows[-1] = (rows[-1][0], rank, *state)
+        else:
+            rows.append((rank, rank, *state))
+    names = [str(a) if a == b else f"{a}-{b}" for a, b, _, _ in rows]
+    pad = _rank_pad(result.nproc)
+    return [f"  {name:<{pad}}{step:<12}{code}" for name, (_, _, step, code) in zip(names, rows)]
+
+
+def render_repro(result: ReproResult, kb: Any, script_text: str,
+                 bisect_cmd: str = "distdoctor bisect") -> str:
+    out = [f"repro: {result.outcome.upper()} after {result.duration_s:.1f}s ({result.nproc} ranks)",
+           "", f"  {'rank':<{_rank_pad(result.nproc)}}{'last step':<12}exit code"]
+    out.extend(_rank_rows(result))
     out.append("")
     if result.stuck_at:
         out.append(f"  stopped at: {result.stuck_at} (the first step not every rank finished)")
+    cols = _width()
     if result.first_error:
-        out.append(f"  first error: {result.first_error}")
-    out.extend(_causes(result, kb))
+        # the one line that says what broke: wrapped, never cut
+        out += _prose(f"first error: {' '.join(str(result.first_error).split())}", cols)
+    out.extend(_causes(result, kb, cols))
     if result.outcome == "hang":
         out.append(f"  hang: no result within the timeout; the run's processes were killed")
     if not result.clean:
@@ -110,7 +160,7 @@ def render_repro(result: ReproResult, kb: Any, script_text: str) -> str:
     out.append(f"  log: {result.log}")
     if result.outcome != "pass":
         out.append(f"  next: distdoctor logs {shlex.quote(result.log)}")
-        out.append("        distdoctor bisect   (same options: one switch at a time)")
+        out.append(f"        {bisect_cmd}   # the same job, one switch at a time")
     out += ["", f"script ({result.script}):", "", script_text.rstrip(), "",
             "run it by hand on two nodes:", result.manual]
     return "\n".join(out)
@@ -128,12 +178,14 @@ def render_bisect(data: dict[str, Any], kb: Any) -> str:
     out.append("")
     verdict = data.get("verdict")
     if verdict:
-        out += [f"verdict: {verdict['env']} alone turns the failing baseline into a pass.",
-                f"  cause: {verdict['cause']}{': ' + verdict['cause_title'] if verdict['cause_title'] else ''}",
-                f"  why: {verdict['why']}",
-                f"  permanent fix: {verdict['permanent_fix']}",
-                f"  to confirm in the job meanwhile: export {verdict['env']}",
-                f"  remember: {verdict['reminder']}"]
+        cols = _width()
+        out += [f"verdict: {verdict['env']} alone turns the failing baseline into a pass."]
+        out += _prose(f"cause: {verdict['cause']}"
+                      f"{': ' + verdict['cause_title'] if verdict['cause_title'] else ''}", cols)
+        out += _prose(f"why: {verdict['why']}", cols)
+        out += _prose(f"permanent fix: {verdict['permanent_fix']}", cols)
+        out += ["  to confirm in the job meanwhile:", f"    export {verdict['env']}"]
+        out += _prose(f"remember: {verdict['reminder']}", cols)
     elif data["baseline_passed"]:
         out += ["verdict: the baseline passes: the minimal job works on this node.",
                 "  that rules out: " + ", ".join(data.get("rules_out", [])),
