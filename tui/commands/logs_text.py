@@ -6,6 +6,8 @@ import shutil
 import textwrap
 from typing import Any
 
+from distdoctor.knowledge.logs.score import span as rank_span
+
 WIDTH = 120  # when stdout is not a terminal and $COLUMNS is unset
 MIN_WIDTH = 60
 # colour codes and other escape sequences that logs carry; shown raw they would repaint the
@@ -42,20 +44,6 @@ def _size(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024  # type: ignore[assignment]
     return f"{n} B"
-
-
-def _span(ranks: list[str]) -> str:
-    nums = sorted(int(r) for r in ranks if r.isdigit())
-    parts, i = [], 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    names = [r for r in ranks if not r.isdigit()]
-    parts.extend(names[:4] + ([f"+{len(names) - 4} more"] if len(names) > 4 else []))
-    return ",".join(parts)
 
 
 def _who(rank: Any) -> str:
@@ -155,7 +143,7 @@ def _collectives(ranks: dict[str, dict[str, Any]]) -> list[str]:
         return []
     out = ["", "Ranks (last collective from the watchdog):"]
     rows = sorted(groups.items(), key=lambda kv: (kv[0][0] != "crashed", -len(kv[1])))[:12]
-    spans = [printable(_clip(_span(rs), 40)) for _, rs in rows]
+    spans = [printable(_clip(rank_span(rs), 40)) for _, rs in rows]
     pad = max(len(s) for s in spans)
     for ((status, seq, op, pos), _), span in zip(rows, spans):
         # a watchdog line may name the op without its SeqNum (or the reverse)
