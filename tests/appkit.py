@@ -103,6 +103,20 @@ def screen_text(app: Any) -> str:
     return console.export_text()
 
 
+def terminal_lines(app: Any) -> list[str]:
+    """The terminal as the user sees it, line by line (what is scrolled away or covered by
+    another widget is not there), rendered the way App.export_screenshot does."""
+    import io
+
+    from rich.console import Console
+
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True,
+                      color_system=None, record=True, legacy_windows=False, safe_box=False)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return console.export_text().splitlines()
+
+
 def _plain(widget: Any) -> Any:
     from rich.text import Text
     from textual.widgets import DataTable, Log, OptionList, Static, Tree

@@ -111,7 +111,7 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         assert app.current_step == "environment"
         text = screen_text(app)
         assert "6 probes done" in text
-        assert "FAIL | /dev/shm is only 64.0 MiB (runtime: docker) | shm" in text
+        assert "FAIL | shm | /dev/shm is only 64.0 MiB (runtime: docker)" in text
         assert "MASTER_ADDR=127.0.0.1 is loopback but the job spans several nodes" in text
         assert "What: /dev/shm is only 64.0 MiB" in text and "Fix: docker run --shm-size=16g" in text
         check = latest(tmp_path, "hang", "check")
@@ -122,7 +122,7 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         assert "What: MASTER_ADDR=127.0.0.1 is loopback" in screen_text(app)
         await pilot.press("a")  # OK findings are listed on request
         await pilot.pause()
-        assert "OK | MASTER_PORT=29911 is a valid port | launch" in screen_text(app)
+        assert "OK | launch | MASTER_PORT=29911 is a valid port" in screen_text(app)
 
         # 4 and 5: the plans, from the repro module and the knowledge base's switches
         await pilot.press("n")
@@ -195,7 +195,7 @@ async def test_error_path_with_pasted_line_learn_mode_and_jumps(tmp_path: Path) 
         await pilot.press("3")
         await settle(pilot)
         text = screen_text(app)
-        assert "FAIL | /dev/shm is only 64.0 MiB" in text
+        assert "FAIL | shm | /dev/shm is only 64.0 MiB" in text
         check = latest(tmp_path, "err", "check")
         titles = " ".join(f["title"] for f in check["findings"] if f["status"] in ("warn", "fail"))
         assert "NCCL_P2P_DISABLE" in titles

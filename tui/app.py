@@ -149,22 +149,24 @@ class DistDoctorApp(App[int]):
         if 1 <= n <= len(self.order):
             self.action_goto(self.order[n - 1])
 
-    def _neighbour(self, delta: int) -> str | None:
+    def neighbour(self, delta: int, step_id: str | None = None) -> str | None:
+        """The step after (delta +1) or before (-1) `step_id` (default: the current one), or None."""
+        current = step_id or self.current_step
         if delta > 0:
-            step = self.kb.steps.get(self.current_step)
+            step = self.kb.steps.get(current)
             # the next step is the tree's edge, so a site overlay can branch the method
             if step and step.next and step.next[0] in self.order:
                 return step.next[0]
-        i = self.order.index(self.current_step) + delta if self.current_step in self.order else 0
+        i = self.order.index(current) + delta if current in self.order else 0
         return self.order[i] if 0 <= i < len(self.order) else None
 
     def action_next_step(self) -> None:
-        step = self._neighbour(+1)
+        step = self.neighbour(+1)
         if step:
             self.action_goto(step)
 
     def action_prev_step(self) -> None:
-        step = self._neighbour(-1)
+        step = self.neighbour(-1)
         if step:
             self.action_goto(step)
 
@@ -224,7 +226,8 @@ class DistDoctorApp(App[int]):
                 out.append((name, help_, partial(self.run_step_action, step_id, action)))
         out.append(("Stop the running job", "Cancel a running repro or bisection",
                     self.action_stop_runs))
-        out.append(("Quit", "Leave distdoctor (the session is already saved)", self.exit))
+        # no "Quit" here: Textual's own palette entry calls action_quit, which stops a running
+        # repro first (a second entry called exit(), and the exit waited for the run)
         return out
 
 

@@ -43,6 +43,7 @@ class LogsAnalysed(Message):
     report: dict[str, Any] | None
     error: str = ""
     pasted: str = ""
+    missing: bool = False  # a path does not exist: nothing was read
 
 
 @dataclass

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .state import Flow, suspects
+from .state import Flow, is_stopped, suspects
 
 
 def _next_hint(kb: Any, step_id: str, order: list[str]) -> str:
@@ -18,6 +18,24 @@ def _next_hint(kb: Any, step_id: str, order: list[str]) -> str:
 def _title(kb: Any, cause_id: str) -> str:
     cause = kb.causes.get(cause_id)
     return cause.title if cause else cause_id
+
+
+def run_outcome(kb: Any, step_id: str, event: dict[str, Any]) -> str:
+    """One sentence on a finished repro or bisection."""
+    if step_id == "repro":
+        outcome = str(event.get("outcome") or "?").upper()
+        if outcome == "PASS":
+            return "Minimal repro PASS: this node's local setup works."
+        why = str(event.get("first_error") or (f"stuck at {event['stuck_at']}" if event.get("stuck_at") else ""))
+        why = (why.splitlines() or [""])[0][:100]  # the panel has room for two or three lines
+        return f"Minimal repro {outcome}" + (f": {why}." if why else ".")
+    verdict = event.get("verdict")
+    if isinstance(verdict, dict):
+        cause = verdict.get("cause_title") or _title(kb, str(verdict.get("cause", "")))
+        return f"Bisection: passes only with {verdict.get('env', '?')}: {cause}."
+    if event.get("baseline_passed"):
+        return "Bisection: the baseline passes; this node's local setup works."
+    return "Bisection: no single switch made it pass."
 
 
 def next_action(kb: Any, flow: Flow, step_id: str, order: list[str], running: str = "") -> str:
@@ -56,8 +74,9 @@ def next_action(kb: Any, flow: Flow, step_id: str, order: list[str], running: st
         what = "minimal repro" if step_id == "repro" else "bisection"
         if not event:
             return f"r runs the {what} (x stops it). {hint}".strip()
-        verdict = event.get("verdict") or event.get("status") or ("passed" if event.get("ok") else "done")
-        return f"The {what} {verdict}. {hint}".strip() if isinstance(verdict, str) else hint
+        if is_stopped(event):
+            return f"The {what} was stopped before a result; r runs it again."
+        return f"{run_outcome(kb, step_id, event)} {hint}".strip()
     if step_id == "conclusion":
         return "Apply the fix of the top cause, remove the debugging switches, e exports the report."
     step = kb.steps.get(step_id)

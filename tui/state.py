@@ -12,6 +12,11 @@ STEP_EVENTS: Mapping[str, str] = {
 }
 
 
+def is_stopped(result: Mapping[str, Any]) -> bool:
+    """A repro or bisection the user stopped before it could conclude."""
+    return result.get("outcome") == "stopped" or bool(result.get("stopped"))
+
+
 @dataclass
 class Flow:
     """Everything gathered so far; `apply` folds one session event in (the latest of a kind wins)."""
@@ -45,9 +50,10 @@ class Flow:
         self.events[kind] = data
 
     def done(self, step_id: str) -> bool:
-        """A step is done when its event is recorded, and complete (a sweep cut short is not)."""
+        """A step is done when its event is recorded, and complete (a sweep cut short is not,
+        nor a repro or bisection stopped by the user: it concluded nothing)."""
         event = self.events.get(STEP_EVENTS.get(step_id, ""))
-        return bool(event) and not event.get("partial")
+        return bool(event) and not event.get("partial") and not is_stopped(event)
 
     def first_undone(self, order: list[str]) -> str:
         for step_id in order:

@@ -1,12 +1,13 @@
 """Widgets every step screen shares: the step list, the next-action panel, the learn panel."""
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
 from rich.text import Text
 from textual.suggester import Suggester
-from textual.widgets import OptionList, Static
+from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 # Status is always a word first; colour only repeats it (readable on a monochrome SSH session).
@@ -30,15 +31,30 @@ class Plain(Static):
         super().__init__(content, markup=False, **kwargs)
 
 
+# Sidebar labels: one word each, so the list stays one line per step in an 80-column terminal
+# (the header shows the step's full title). A step without one (a site overlay's) gets its title,
+# cut to fit.
+STEP_LABELS: dict[str, str] = {
+    "classify": "Classify", "logs": "Logs", "environment": "Environment", "repro": "Repro",
+    "bisect": "Bisect", "conclusion": "Conclusion",
+}
+LABEL_WIDTH = 11
+
+
+def step_label(step_id: str, title: str) -> str:
+    label = STEP_LABELS.get(step_id) or title
+    return label if len(label) <= LABEL_WIDTH else label[: LABEL_WIDTH - 1] + "…"
+
+
 class StepNav(OptionList):
-    """The method's steps in order: where you are, what is done; Enter jumps to a step."""
+    """The method's steps in order: where you are (>), what is done (✓); Enter jumps to a step."""
 
     def show(self, steps: list[tuple[str, str]], current: str, done: set[str]) -> None:
         highlighted = 0
         options = []
         for n, (step_id, title) in enumerate(steps):
             mark = ">" if step_id == current else ("✓" if step_id in done else " ")
-            options.append(Option(f"{mark} {n + 1} {title}", id=step_id))
+            options.append(Option(f"{mark} {n + 1} {step_label(step_id, title)}", id=step_id))
             if step_id == current:
                 highlighted = n
         self.set_options(options)
@@ -46,11 +62,12 @@ class StepNav(OptionList):
 
 
 class KeyBar(Static):
-    """The keys that work here, as one line of text. Textual's Footer builds a widget per key and
-    rebuilds them on every focus change, which doubled the first screen's start-up time."""
+    """The keys that work here, as text that wraps onto a second line in a narrow terminal.
+    Textual's Footer builds a widget per key and rebuilds them on every focus change, which
+    doubled the first screen's start-up time."""
 
     DEFAULT_CSS = """
-    KeyBar { dock: bottom; height: 1; background: $panel; color: $text-muted; padding: 0 1; }
+    KeyBar { height: auto; max-height: 2; background: $panel; color: $text-muted; padding: 0 1; }
     """
 
     def on_mount(self) -> None:
@@ -63,15 +80,23 @@ class KeyBar(Static):
     def _changed(self, screen: Any) -> None:
         if not self.is_attached or screen is not self.screen:
             return
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text = Text()
+        if isinstance(screen.focused, Input):
+            # letters type into the field; the way out is not obvious to a newcomer
+            text.append("esc", style="bold")
+            text.append(" leave field  ")
         seen: set[str] = set()
+        shows = getattr(screen, "shows_key", None)
         for active in screen.active_bindings.values():
             binding = active.binding
-            if not binding.show or binding.description in seen:
+            # a disabled key is left out rather than dimmed: dim alone is colour alone
+            if not binding.show or not active.enabled or binding.description in seen:
+                continue
+            if shows is not None and not shows(binding.action):
                 continue
             seen.add(binding.description)
             text.append(self.app.get_key_display(binding), style="bold")
-            text.append(f" {binding.description}  ", style="" if active.enabled else "dim")
+            text.append(f" {binding.description}  ")
         text.append("^p", style="bold")
         text.append(" palette")
         self.update(text)
@@ -111,8 +136,17 @@ class PathSuggester(Suggester):
         folder, prefix = os.path.split(expanded)
         if not value.endswith(prefix):  # a bare "~user": nothing typed after it to complete
             return None
+        # a folder on a slow network file system must not freeze the keyboard: list it in a thread
+        found = await asyncio.to_thread(self.scan, folder or ".", prefix)
+        if found is None:
+            return None
+        name, is_dir = found
+        return value[: len(value) - len(prefix)] + name + ("/" if is_dir else "")
+
+    def scan(self, folder: str, prefix: str) -> tuple[str, bool] | None:
+        """The first entry of `folder` (by name) starting with `prefix`, and whether it is a folder."""
         try:
-            with os.scandir(folder or ".") as entries:
+            with os.scandir(folder) as entries:
                 names = []
                 for n, entry in enumerate(entries):
                     if n >= self.LIMIT:
@@ -121,7 +155,4 @@ class PathSuggester(Suggester):
                         names.append((entry.name, entry.is_dir()))
         except OSError:
             return None
-        if not names:
-            return None
-        name, is_dir = min(names)
-        return value[: len(value) - len(prefix)] + name + ("/" if is_dir else "")
+        return min(names) if names else None

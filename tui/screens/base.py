@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Iterable
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Header, Input, OptionList
@@ -44,8 +44,11 @@ class StepScreen(Screen[None]):
             with VerticalScroll(id="main"):
                 yield LearnPanel(id="learn")
                 yield from self.compose_step()
-        yield NextAction(id="next")
-        yield KeyBar(id="keys")
+        # one docked box: two widgets docked at the same edge would overlap, and the key bar
+        # hid the next action's second line
+        with Vertical(id="bottom"):
+            yield NextAction(id="next")
+            yield KeyBar(id="keys")
 
     def compose_step(self) -> Iterable[Widget]:
         return ()
@@ -75,6 +78,12 @@ class StepScreen(Screen[None]):
         done = {s for s in app.order if app.flow.done(s)}
         self.query_one(StepNav).show(app.step_titles(), self.step_id, done)
         self.query_one(NextAction).update(app.next_action_text(self.step_id, self.running))
+
+    def shows_key(self, action: str) -> bool:
+        """Whether the key bar lists a key: n on the last step and p on the first do nothing."""
+        if action in ("next_step", "prev_step"):
+            return self.dd.neighbour(+1 if action == "next_step" else -1, self.step_id) is not None
+        return True
 
     def action_leave_field(self) -> None:
         """Escape: out of a text field to the step's list or table; from there to the step list."""

@@ -57,7 +57,7 @@ class ClassifyScreen(StepScreen):
         yield OptionList(id="sub")
         yield Input(placeholder="or paste an error line here and press Enter", id="paste")
         yield Plain("", id="paste-result")
-        yield Plain("Suspects, most likely first", classes="heading")
+        yield Plain("Suspects, most likely first", classes="heading", id="suspects-heading")
         yield Plain(id="suspects")
 
     def on_mount(self) -> None:
@@ -94,6 +94,11 @@ class ClassifyScreen(StepScreen):
     def _show_suspects(self) -> None:
         flow = self.dd.flow
         rows = suspects(self.dd.kb, flow.symptom or flow.kind)
+        # the answer in words: a list's highlight alone (colour) does not say what was chosen
+        chosen = self.dd.kb.symptoms.get(flow.symptom or flow.kind or "")
+        self.query_one("#suspects-heading", Static).update(
+            f"Suspects for '{chosen.title}', most likely first" if chosen
+            else "Suspects, most likely first")
         self.query_one("#suspects", Static).update(
             suspects_table(self.dd.kb, rows, flow.paste_causes, self.dd.learn))
 

@@ -133,6 +133,11 @@ class ConclusionScreen(StepScreen):
             self._explain(index)
             self.query_one("#fix", Static).update(fix_text(self.dd.kb, self.ranked[index].id))
 
+    @on(DataTable.RowSelected, "#ranking")
+    def _selected(self) -> None:
+        """Enter on a cause: its why and fix, which sit below the table at 80x24."""
+        self.query_one("#fix").scroll_visible(animate=False)
+
     # --- export -----------------------------------------------------------------------------
     @on(Input.Submitted, "#export-path")
     @on(Button.Pressed, "#export")
@@ -145,8 +150,10 @@ class ConclusionScreen(StepScreen):
             self.query_one("#export-status", Static).update(
                 "ERROR the file name must end in .md, .html or .json")
             return
-        self.query_one("#export-status", Static).update(f"Writing {path} ...")
-        self.export(os.path.expanduser(path), fmt)
+        # absolute: the report lands in the app's working folder, which the user may not know
+        target = os.path.abspath(os.path.expanduser(path))
+        self.query_one("#export-status", Static).update(f"Writing {target} ...")
+        self.export(target, fmt)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="export", description="export report")
     def export(self, path: str, fmt: str) -> None:

@@ -69,7 +69,8 @@ class EnvironmentScreen(StepScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.query_one("#findings", DataTable).add_columns("Status", "Finding", "Probe")
+        # the short columns first: a long finding title must not push them off an 80-column screen
+        self.query_one("#findings", DataTable).add_columns("Status", "Probe", "Finding")
         self.statuses: dict[str, tuple[str, str]] = {}
         self.findings: list[dict[str, Any]] = []
         event = self.dd.flow.events.get("check")
@@ -188,8 +189,8 @@ class EnvironmentScreen(StepScreen):
         table = self.query_one("#findings", DataTable)
         table.clear()
         for n, f in enumerate(self.findings):
-            table.add_row(status_text(str(f.get("status", ""))), str(f.get("title", "")),
-                          str(f.get("probe", "")), key=str(n))
+            table.add_row(status_text(str(f.get("status", ""))), str(f.get("probe", "")),
+                          str(f.get("title", "")), key=str(n))
         if self.findings:
             self.query_one("#detail", Static).update(explain(self.dd.kb, self.findings[0]))
         else:
@@ -206,6 +207,11 @@ class EnvironmentScreen(StepScreen):
         if 0 <= index < len(self.findings):
             self.query_one("#detail", Static).update(explain(self.dd.kb, self.findings[index]))
 
+    @on(DataTable.RowSelected, "#findings")
+    def _selected(self) -> None:
+        """Enter on a finding: its what / why / fix, which can sit below the fold at 80x24."""
+        self.query_one("#detail").scroll_visible(animate=False)
+
     # --- topology and fleet -----------------------------------------------------------------
     @on(Button.Pressed, "#topology")
     def action_topology(self) -> None:
@@ -213,7 +219,8 @@ class EnvironmentScreen(StepScreen):
 
         facts = (self.dd.flow.events.get("topo")
                  or ((self.dd.flow.events.get("check") or {}).get("facts") or {}).get("topology"))
-        self.app.push_screen(TopologyScreen(facts or {}))
+        status, reason = getattr(self, "statuses", {}).get("topology", ("", ""))
+        self.app.push_screen(TopologyScreen(facts or {}, status, reason))
 
     @on(Button.Pressed, "#fleet")
     def action_fleet(self) -> None:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -16,7 +18,8 @@ INTRO = ("distdoctor walks a hung or failing multi-GPU PyTorch job to its root c
 from ..widgets import Plain
 
 
-KEY_NAMES = {"question_mark": "?", "slash": "/", "plus": "+", "minus": "-", "escape": "Esc"}
+KEY_NAMES = {"question_mark": "?", "slash": "/", "plus": "+", "minus": "-", "escape": "Esc",
+             "backspace": "Backspace"}
 
 
 def _rows(bindings: Iterable[Any]) -> list[tuple[str, str]]:
@@ -33,20 +36,31 @@ def _rows(bindings: Iterable[Any]) -> list[tuple[str, str]]:
     return [(", ".join(keys), what) for (_, what), keys in rows.items()]
 
 
-def key_table(app: Any) -> Table:
-    """All keys: the app's, then each step screen's under its step title."""
-    from ..app import screen_class
-
+def _section(title: str, rows: Iterable[tuple[str, str]]) -> list[Any]:
+    """A heading, then the keys: one small table per section, so a long heading does not widen
+    the key column of every row (and squeeze the descriptions) in an 80-column terminal."""
     table = Table(box=None, expand=True, show_header=False, padding=(0, 1))
-    table.add_column("key", style="bold", no_wrap=True)
-    table.add_column("what")
-    table.add_row("[u]Everywhere[/u]", "")
-    for keys, what in _rows(app.BINDINGS):
+    table.add_column("key", style="bold", no_wrap=True, min_width=14)
+    table.add_column("what", ratio=1)
+    for keys, what in rows:
         table.add_row(keys, what)
-    table.add_row("1-9", "Go to that step")
-    table.add_row("ctrl+p", "Command palette: every action by name")
-    table.add_row("tab, shift+tab", "Move between fields; arrows and Enter inside lists")
-    table.add_row("Esc", "Leave a text field (then to the step list); closes a dialog")
+    return [Text(title, style="underline"), table]
+
+
+def key_table(app: Any) -> Group:
+    """All keys: the app's, then each step screen's under its step title, then the dialogs'."""
+    from ..app import screen_class
+    from .logviewer import LogViewerScreen
+    from .pathpicker import PathPickerScreen
+    from .topology import FleetScreen, TopologyScreen
+
+    parts = _section("Everywhere", [
+        *_rows(app.BINDINGS),
+        ("1-9", "Go to that step"),
+        ("ctrl+p", "Command palette: every action by name"),
+        ("tab, shift+tab", "Move between fields; arrows and Enter inside lists"),
+        ("Esc", "Leave a text field (then to the step list); closes a dialog"),
+    ])
     seen: set[type] = set()
     for step_id in app.order:
         cls = screen_class(step_id)
@@ -55,10 +69,13 @@ def key_table(app: Any) -> Table:
         seen.add(cls)
         rows = _rows(getattr(cls, "BINDINGS", ()))
         if rows:
-            table.add_row(f"[u]{app.kb.steps[step_id].title}[/u]", "")
-            for keys, what in rows:
-                table.add_row(keys, what)
-    return table
+            parts += _section(app.kb.steps[step_id].title, rows)
+    for title, dialog in (("Log viewer (Enter on an evidence line or a run)", LogViewerScreen),
+                          ("Log picker (b on the Logs step; Enter picks a file)", PathPickerScreen),
+                          ("Topology (t on the Environment step)", TopologyScreen),
+                          ("Fleet (f on the Environment step)", FleetScreen)):
+        parts += _section(title, _rows(dialog.BINDINGS))
+    return Group(*parts)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -69,5 +86,6 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box") as box:
             box.border_title = "Help: keys"
+            box.border_subtitle = "Esc closes; arrows scroll"
             yield Plain(INTRO, id="help-intro")
             yield Plain(key_table(self.app), id="help-keys")

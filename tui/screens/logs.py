@@ -17,6 +17,31 @@ from ..widgets import PathSuggester, Plain
 from .base import StepScreen
 
 
+MAX_NAME = 24  # the Where column's share of an 80-column screen
+TABLE_ROWS = 12  # app.tcss: the max-height of a DataTable in a step
+
+
+def short_names(paths: Iterable[str]) -> dict[str, str]:
+    """A name per log file that tells them apart: the file name when that is unique, else the
+    path below the folder they share (a folder of runs often holds many `log.txt`)."""
+    paths = sorted(set(paths))
+    names = {p: os.path.basename(p) for p in paths}
+    if len(set(names.values())) == len(names):
+        return names
+    try:
+        root = os.path.commonpath([os.path.dirname(p) for p in paths])
+    except ValueError:  # relative and absolute paths mixed
+        root = ""
+    out = {}
+    for p in paths:
+        folder, name = os.path.split(os.path.relpath(p, root) if root else p)
+        # keep the start of the folder (run folders are often numbered) and the file name
+        room = max(8, MAX_NAME - len(name) - 1)
+        out[p] = name if not folder else (
+            f"{folder}/{name}" if len(folder) <= room else f"{folder[:room - 1]}…/{name}")
+    return out
+
+
 class LogsScreen(StepScreen):
     """Logging switches to copy; a path (completion or a tree) to analyse; causes and evidence."""
 
@@ -38,16 +63,20 @@ class LogsScreen(StepScreen):
             yield Input(placeholder=launchers.LOG_DIR, suggester=PathSuggester(), id="path")
             yield Button("Browse", id="browse")
         yield Plain("", id="logs-status")
-        yield Plain("Diagnosis", classes="heading")
+        yield Plain("Diagnosis (Enter on a cause: its lines)", classes="heading")
         yield DataTable(id="causes", cursor_type="row", zebra_stripes=True)
         yield Plain("Evidence (Enter shows the line in its file)", classes="heading")
         yield DataTable(id="evidence", cursor_type="row")
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.query_one("#causes", DataTable).add_columns("#", "Cause", "Score", "Lines")
+        # the numbers first: a long cause title must not push them out of an 80-column screen
+        self.query_one("#causes", DataTable).add_columns("#", "Score", "Lines", "Cause")
         self.query_one("#evidence", DataTable).add_columns("#", "Where", "Line")
         self._evidence: list[tuple[str, int]] = []
+        self._first_evidence: dict[int, int] = {}  # cause row -> its first evidence row
+        self._reveal = False  # scroll the diagnosis into view when the tables are laid out
+        self.watch(self.query_one("#causes"), "virtual_size", self._causes_sized, init=False)
         flow = self.dd.flow
         if flow.log_paths:
             self.query_one("#path", Input).value = flow.log_paths[0]
@@ -81,17 +110,19 @@ class LogsScreen(StepScreen):
             self.load([path])
 
     def load(self, paths: list[str]) -> None:
-        status = self.query_one("#logs-status", Static)
-        missing = [p for p in paths if not os.path.exists(os.path.expanduser(p))]
-        if missing:
-            status.update(Text(f"ERROR no such file or folder: {missing[0]}", style="bold"))
-            return
-        status.update(f"Reading {', '.join(paths)} ...")
+        self.query_one("#logs-status", Static).update(f"Reading {', '.join(paths)} ...")
         self.set_running("Reading the logs")
-        self.analyse([os.path.expanduser(p) for p in paths])
+        self.analyse(paths)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="logs", description="analyse logs")
-    def analyse(self, paths: list[str]) -> None:
+    def analyse(self, typed: list[str]) -> None:
+        # even the existence check runs here: a stat on a hung network mount never returns
+        paths = [os.path.expanduser(p) for p in typed]
+        missing = [t for t, p in zip(typed, paths) if not os.path.exists(p)]
+        if missing:
+            self.post_message(LogsAnalysed(paths, None, f"ERROR no such file or folder: {missing[0]}",
+                                           missing=True))
+            return
         try:
             from distdoctor.knowledge.logs import analyse
         except ImportError as exc:
@@ -108,6 +139,8 @@ class LogsScreen(StepScreen):
         self.set_running("")
         if message.error:
             self.query_one("#logs-status", Static).update(Text(message.error, style="bold"))
+            if message.missing:
+                return  # a typo, not an answer
             # the path itself is an answer worth keeping even when it could not be analysed
             self.dd.record("answer", {"step": self.step_id, "question": "log_paths",
                                       "answer": message.paths})
@@ -116,6 +149,25 @@ class LogsScreen(StepScreen):
         data.setdefault("paths", message.paths)
         self.dd.record("logs", data)
         self._show(data)
+        # the diagnosis is below the fold at 80x24: bring it up (once laid out with the new
+        # text), ready for arrows and Enter
+        self.query_one("#causes", DataTable).focus(scroll_visible=False)
+        self._reveal = True
+        self.call_after_refresh(self._reveal_diagnosis)
+
+    def _reveal_diagnosis(self) -> None:
+        """Scroll the status line to the top. A DataTable sizes itself when idle, so this runs
+        again when the causes table's size changes: scrolling before stops short."""
+        if not self._reveal:
+            return
+        self.query_one("#logs-status").scroll_visible(animate=False, top=True)
+        table = self.query_one("#causes", DataTable)
+        if table.size.height >= min(table.row_count + 1, TABLE_ROWS):  # laid out: later resizes are not ours
+            self._reveal = False
+
+    def _causes_sized(self) -> None:
+        if self._reveal:
+            self.call_after_refresh(self._reveal_diagnosis)
 
     # --- display ----------------------------------------------------------------------------
     def _show(self, data: dict[str, Any]) -> None:
@@ -129,9 +181,15 @@ class LogsScreen(StepScreen):
             status += f", skipped {len(skipped)}"
         status += f": {len(causes)} cause(s) found." if causes else ": no known failure signature."
         first = data.get("first_failure")
+        named = [str(ev.get("file", "?")) for c in causes for ev in c.get("evidence") or []
+                 if isinstance(ev, dict)]
+        if isinstance(first, dict):
+            named.append(str(first.get("file", "?")))
+        names = short_names(named)
         if isinstance(first, dict) and first.get("text"):
             rank = f"rank {first['rank']}, " if first.get("rank") is not None else ""
-            where = f"{os.path.basename(str(first.get('file', '?')))}:{first.get('line', '?')}"
+            file = str(first.get("file", "?"))
+            where = f"{names.get(file, os.path.basename(file))}:{first.get('line', '?')}"
             status += f"\nFirst failure ({rank}{where}): {str(first['text']).strip()}"
         self.query_one("#logs-status", Static).update(status)
         table = self.query_one("#causes", DataTable)
@@ -139,6 +197,7 @@ class LogsScreen(StepScreen):
         evidence = self.query_one("#evidence", DataTable)
         evidence.clear()
         self._evidence = []
+        self._first_evidence = {}
         for n, cause in enumerate(causes, 1):
             known = kb.causes.get(cause.get("id"))
             # one line can match several signatures of the same cause: list it once
@@ -147,13 +206,25 @@ class LogsScreen(StepScreen):
             title = known.title if known else (
                 "Other: not a distributed-training cause (see the lines)" if cause.get("id") == "other"
                 else str(cause.get("id")))
-            table.add_row(str(n), title,
-                          f"{float(cause.get('score') or 0):.1f}", str(len(lines)), key=str(n - 1))
+            table.add_row(str(n), f"{float(cause.get('score') or 0):.1f}", str(len(lines)), title,
+                          key=str(n - 1))
+            self._first_evidence[n - 1] = len(self._evidence)
             for ev in lines:
-                where = f"{os.path.basename(str(ev.get('file', '?')))}:{ev.get('line', '?')}"
+                file = str(ev.get("file", "?"))
+                where = f"{names.get(file, os.path.basename(file))}:{ev.get('line', '?')}"
                 evidence.add_row(str(n), where, Text(str(ev.get("text", "")).strip(), no_wrap=True),
                                  key=str(len(self._evidence)))
                 self._evidence.append((str(ev.get("file", "")), int(ev.get("line") or 1)))
+
+    @on(DataTable.RowSelected, "#causes")
+    def _to_evidence(self, event: DataTable.RowSelected) -> None:
+        """Enter on a cause: its evidence lines, ready for Enter to open one."""
+        row = self._first_evidence.get(int(event.row_key.value or 0))
+        if row is None or row >= len(self._evidence):
+            return
+        evidence = self.query_one("#evidence", DataTable)
+        evidence.move_cursor(row=row)
+        evidence.focus()
 
     @on(DataTable.RowSelected, "#evidence")
     def _open_evidence(self, event: DataTable.RowSelected) -> None:

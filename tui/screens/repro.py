@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Iterable
 
 from rich.text import Text
@@ -13,6 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Log, Select, Static
 
 from ..messages import RunFinished, RunLine, RunRow
+from ..state import is_stopped
 from ..widgets import Plain, status_text
 from .base import StepScreen
 
@@ -28,7 +30,13 @@ def result_row(label: str, result: dict[str, Any]) -> dict[str, Any]:
         detail = (detail + "; " if detail else "") + ", ".join(map(str, causes))
     detail = detail or str(result.get("first_error") or "")
     return {"label": label, "outcome": outcome, "duration_s": result.get("duration_s", 0),
-            "detail": detail}
+            "detail": detail, "log": str(result.get("log") or "")}
+
+
+def used_python(result: dict[str, Any]) -> str:
+    """The interpreter a recorded repro or bisection ran (`command` starts with it), or ""."""
+    command = result.get("command") or (result.get("baseline") or {}).get("command") or []
+    return str(command[0]) if command and isinstance(command[0], str) else ""
 
 
 class RunScreen(StepScreen):
@@ -42,14 +50,14 @@ class RunScreen(StepScreen):
     what = "minimal repro"
 
     def compose_step(self) -> Iterable[Widget]:
-        yield Plain("What would run, and why", classes="heading first")
+        yield Plain("What would run, and why", classes="heading first", id="plan-heading")
         yield Plain("", id="plan")
         with Horizontal(classes="row options"):
             yield Plain("ranks", classes="label")
             yield Input("2", id="nproc", type="integer", classes="small")
             yield Plain("backend", classes="label")
             yield Select(BACKENDS, value="auto", allow_blank=False, id="backend")
-            yield Plain("timeout s", classes="label")
+            yield Plain("timeout", classes="label")
             yield Input("60", id="timeout", type="number", classes="small")
         with Horizontal(classes="row options"):
             yield Plain("python", classes="label")
@@ -58,7 +66,7 @@ class RunScreen(StepScreen):
             yield Button("Run", id="run", variant="primary")
             yield Button("Stop", id="stop", disabled=True)
             yield Plain("", id="timer")
-        yield Plain("Runs", classes="heading")
+        yield Plain("Runs (Enter on a run: its log)", classes="heading", id="runs-heading")
         yield DataTable(id="runs", cursor_type="row")
         yield Log(id="output", max_lines=5000)
 
@@ -68,7 +76,15 @@ class RunScreen(StepScreen):
         self.started = 0.0
         self.timer = self.set_interval(1.0, self._tick, pause=True)
         self.query_one("#runs", DataTable).add_columns("Run", "Result", "Seconds", "Detail")
+        self.logs: list[str] = []  # the runs table's rows -> their log files
+        # the interpreter typed on the other run step (or used by a recorded run) is the job's
+        for kind in (self.kind, "repro", "bisect"):
+            python = used_python(self.dd.flow.events.get(kind) or {})
+            if python:
+                self.query_one("#python", Input).value = python
+                break
         self._show_plan()
+        self.shown_for = self.option_values()
         previous = self.dd.flow.events.get(self.kind)
         if previous:
             self._show_result(previous)
@@ -92,6 +108,7 @@ class RunScreen(StepScreen):
             plan.update(Text(f"repro not available: {exc}", style="bold"))
             return
         lines = self.plan_lines(make_plan(self.options(), self.dd.kb))
+        self.query_one("#plan-heading", Static).update("What would run, and why")
         plan.update("\n".join(f"- {line}" for line in lines))
 
     def plan_lines(self, lines: list[str]) -> list[str]:
@@ -100,11 +117,20 @@ class RunScreen(StepScreen):
     @on(Input.Changed, "#nproc, #timeout, #python")
     @on(Select.Changed, "#backend")
     def _options_changed(self) -> None:
-        if self.is_mounted:
-            try:
-                self._show_plan()
-            except ValueError as exc:  # half-typed number
-                self.query_one("#plan", Static).update(f"ERROR {exc}")
+        # a field's Changed also arrives for the value it was given on mount (and the python
+        # filled in from an earlier run): only a real edit replaces a recorded result
+        values = self.option_values()
+        if not self.is_mounted or values == getattr(self, "shown_for", None):
+            return
+        self.shown_for = values
+        try:
+            self._show_plan()
+        except ValueError as exc:  # half-typed number
+            self.query_one("#plan", Static).update(f"ERROR {exc}")
+
+    def option_values(self) -> tuple[str, ...]:
+        return (*(self.query_one(f"#{id_}", Input).value for id_ in ("nproc", "timeout", "python")),
+                str(self.query_one("#backend", Select).value))
 
     # --- run / stop -------------------------------------------------------------------------
     @on(Button.Pressed, "#run")
@@ -126,7 +152,10 @@ class RunScreen(StepScreen):
         self.cancel = threading.Event()
         self.dd.cancel_events.add(self.cancel)
         self.query_one("#runs", DataTable).clear()
+        self.logs = []
         self.query_one("#output", Log).clear()
+        # the live output is below the plan: bring the timer, the runs and the output up
+        self.query_one("#run").scroll_visible(animate=False, top=True)
         self.query_one("#run", Button).disabled = True
         self.query_one("#stop", Button).disabled = False
         self.started = time.monotonic()
@@ -159,7 +188,20 @@ class RunScreen(StepScreen):
         row = message.row
         self.query_one("#runs", DataTable).add_row(
             row["label"], status_text(row["outcome"]), f"{float(row['duration_s'] or 0):.1f}",
-            Text(row["detail"], overflow="ellipsis", no_wrap=True))
+            Text(row["detail"], overflow="ellipsis", no_wrap=True), key=str(len(self.logs)))
+        self.logs.append(str(row.get("log") or ""))
+
+    @on(DataTable.RowSelected, "#runs")
+    def _open_log(self, event: DataTable.RowSelected) -> None:
+        """Enter on a run: the end of its log, where a failing run says why."""
+        from .logviewer import LogViewerScreen
+
+        index = int(event.row_key.value or 0)
+        path = self.logs[index] if 0 <= index < len(self.logs) else ""
+        if not path:
+            self.notify("this run has no log file", severity="warning")
+            return
+        self.app.push_screen(LogViewerScreen(path, 0))
 
     def on_run_finished(self, message: RunFinished) -> None:
         self.timer.pause()
@@ -172,14 +214,21 @@ class RunScreen(StepScreen):
         timer = self.query_one("#timer", Static)
         if message.error:
             timer.update(Text(f" ERROR {message.error}", style="bold"))
+            # the timer can sit below the fold: say it where it is seen too
+            self.notify(f"The {self.what} could not run: {message.error}", severity="error", timeout=15)
+            timer.scroll_visible(animate=False)
             return
-        timer.update(f" finished in {time.monotonic() - self.started:.1f} s")
+        elapsed = time.monotonic() - self.started
+        stopped = is_stopped(message.result or {})
+        timer.update(f" {'stopped after' if stopped else 'finished in'} {elapsed:.1f} s")
         if message.result is not None:
             self.dd.record(self.kind, message.result)
+            self.query_one("#plan-heading", Static).update("Result")
             self.query_one("#plan", Static).update(self.summary(message.result))
 
     def _show_result(self, result: dict[str, Any]) -> None:
         self.query_one("#timer", Static).update(" recorded earlier; r runs again")
+        self.query_one("#plan-heading", Static).update("Result")
         self.query_one("#plan", Static).update(self.summary(result))
         for row in self.rows(result):
             self.on_run_row(RunRow(row))
@@ -203,11 +252,15 @@ class ReproScreen(RunScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="repro", description="minimal repro")
     def execute(self, opts: Any, cancel: threading.Event) -> None:
-        from distdoctor.probes.repro import run_repro
+        from distdoctor.probes.repro import check_python, run_repro
 
         try:
-            result = run_repro(opts, self.dd.kb, on_line=lambda line: self.post_message(RunLine(line)),
-                               cancel=cancel)
+            # a python without torch would "fail at init"; say what is wrong instead
+            info = check_python(opts)
+            self.post_message(RunLine(f"distdoctor: torch {info.torch} at {info.python}, backend "
+                                      f"{info.backend_for(opts.backend)}"))
+            result = run_repro(replace(opts, python=info.python), self.dd.kb,
+                               on_line=lambda line: self.post_message(RunLine(line)), cancel=cancel)
         except (OSError, ValueError) as exc:
             self.post_message(RunFinished(self.kind, None, str(exc)))
             return
@@ -234,13 +287,17 @@ class BisectScreen(RunScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="bisect", description="bisection")
     def execute(self, opts: Any, cancel: threading.Event) -> None:
-        from distdoctor.probes.repro import run_bisect
+        from distdoctor.probes.repro import check_python, run_bisect
 
         def on_run(label: str, result: Any) -> None:
             self.post_message(RunRow(result_row(label, result.to_dict())))
 
         try:
-            result = run_bisect(opts, self.dd.kb, on_run=on_run, cancel=cancel,
+            info = check_python(opts)
+            backend = info.backend_for(opts.backend)
+            self.post_message(RunLine(f"distdoctor: torch {info.torch} at {info.python}, backend {backend}"))
+            result = run_bisect(replace(opts, python=info.python), self.dd.kb, on_run=on_run,
+                                cancel=cancel, backend=backend,
                                 on_line=lambda label, line: self.post_message(RunLine(f"[{label}] {line}")))
         except (OSError, ValueError) as exc:  # ReproInputError: no torch, no GPU for nccl...
             self.post_message(RunFinished(self.kind, None, str(exc)))
@@ -252,7 +309,7 @@ class BisectScreen(RunScreen):
         for run in result.get("runs") or []:
             rows.append({"label": run.get("env", "?"), "outcome": run.get("outcome", "?"),
                          "duration_s": run.get("duration_s", 0),
-                         "detail": ", ".join(run.get("causes") or [])})
+                         "detail": ", ".join(run.get("causes") or []), "log": run.get("log") or ""})
         return rows
 
     def summary(self, result: dict[str, Any]) -> Text:

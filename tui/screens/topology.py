@@ -13,19 +13,33 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 
 from ..messages import FleetCompared
-from ..widgets import PathSuggester, Plain
+from ..widgets import PathSuggester, Plain, status_text
 
 
-def topology_text(facts: dict[str, Any], width: int) -> Text:
-    """draw_text of the topology probe's facts, or why there is nothing to draw."""
+def topology_text(facts: dict[str, Any], width: int, status: str = "", reason: str = "") -> Text:
+    """draw_text of the topology probe's facts, or why there is nothing to draw (`status` and
+    `reason` are the probe's, when it ran)."""
     if not facts:
+        if status == "running":
+            return Text("The 'topology' probe is still running; Escape, then t again when the "
+                        "Environment step says the probes are done.")
+        if status:
+            word = status_text(status).plain
+            return Text(f"{word}: the 'topology' probe ran and found nothing to draw"
+                        + (f": {reason}" if reason else ".")
+                        + "\nOn a node without an NVIDIA driver there are no GPUs to show.")
         return Text("No topology facts yet: the 'topology' probe has not run (r on the "
                     "Environment step runs it).")
     try:
         from distdoctor.probes.topology import draw_text
     except ImportError as exc:
         return Text(f"topology view not available: {exc}")
-    return Text(draw_text(facts, width=width), no_wrap=True)
+    try:
+        return Text(draw_text(facts, width=width), no_wrap=True)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # facts from another distdoctor version (a resumed session): say so, do not crash
+        return Text(f"ERROR: cannot draw these topology facts ({type(exc).__name__}: {exc}); "
+                    "r on the Environment step probes the topology again.")
 
 
 class TopologyScreen(ModalScreen[None]):
@@ -33,9 +47,9 @@ class TopologyScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,t", "dismiss", "Close")]
 
-    def __init__(self, facts: dict[str, Any]) -> None:
+    def __init__(self, facts: dict[str, Any], status: str = "", reason: str = "") -> None:
         super().__init__()
-        self.facts = facts
+        self.facts, self.status, self.reason = facts, status, reason
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="modal-box") as box:
@@ -45,7 +59,8 @@ class TopologyScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         width = max(40, self.app.size.width - 8)
-        self.query_one("#topology-text", Static).update(topology_text(self.facts, width))
+        self.query_one("#topology-text", Static).update(
+            topology_text(self.facts, width, self.status, self.reason))
 
 
 class FleetScreen(ModalScreen[None]):
@@ -65,6 +80,7 @@ class FleetScreen(ModalScreen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#fleet-path", Input).focus()  # typing goes straight into the path
         self.query_one("#outliers", DataTable).add_columns("Node", "Field", "Value", "Most nodes")
         previous = getattr(self.app, "flow", None)
         if previous is not None and previous.events.get("fleet"):
@@ -76,14 +92,15 @@ class FleetScreen(ModalScreen[None]):
         path = self.query_one("#fleet-path", Input).value.strip()
         if not path:
             return
-        if not os.path.exists(os.path.expanduser(path)):
-            self.query_one("#fleet-status", Static).update(f"ERROR no such file or folder: {path}")
-            return
         self.query_one("#fleet-status", Static).update("Comparing...")
-        self.compare([os.path.expanduser(path)])
+        self.compare(path)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="fleet", description="compare snapshots")
-    def compare(self, paths: list[str]) -> None:
+    def compare(self, typed: str) -> None:
+        paths = [os.path.expanduser(typed)]
+        if not os.path.exists(paths[0]):  # here, not in the UI: a hung network mount blocks a stat
+            self.post_message(FleetCompared(None, paths, f"no such file or folder: {typed}"))
+            return
         try:
             from distdoctor.probes.fleet import compare, load_snapshots
         except ImportError as exc:
@@ -116,7 +133,14 @@ class FleetScreen(ModalScreen[None]):
         status = f"{result.get('nodes', 0)} node(s): "
         status += f"{len(outliers)} odd value(s) out" if outliers else "OK, every compared field agrees"
         if skipped:
-            status += f"; {len(skipped)} file(s) skipped"
+            status += f"; {len(skipped)} file(s) skipped:"
+            for item in skipped[:3]:
+                if isinstance(item, dict):
+                    status += f"\n  {item.get('file', '?')}: {item.get('reason', '?')}"
+                else:
+                    status += f"\n  {item}"
+            if len(skipped) > 3:
+                status += f"\n  and {len(skipped) - 3} more"
         self.query_one("#fleet-status", Static).update(status)
         table = self.query_one("#outliers", DataTable)
         table.clear()
