@@ -89,8 +89,8 @@ if spec is not None and spec.origin:
             try:
                 with open("/proc/self/maps") as fh:
                     t["nccl_loaded_paths"] = sorted({l.split()[-1] for l in fh if "libnccl" in l})
-            except OSError:
-                pass
+            except OSError as e:
+                t["nccl_loaded_paths_error"] = str(e)
         except Exception as e:
             t["import_error"] = "%s: %s" % (type(e).__name__, e)
 out["torch"] = t
