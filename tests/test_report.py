@@ -175,7 +175,9 @@ def test_only_warnings_make_a_weak_conclusion(store: SessionStore, kb) -> None:
     store.append("w", "check", {"findings": [{"status": "warn", "title": "debug logging is on",
                                               "cause_ids": ["collective-timeout"]}]})
     report = build_report(store.load("w"), kb)
-    assert [c["id"] for c in report["conclusion"]["causes"]] == ["collective-timeout", "rank-env-mismatch"]
+    ids = [c["id"] for c in report["conclusion"]["causes"]]
+    # the warning adds to the hang prior of collective-timeout; the other hang suspects stay priors
+    assert ids[0] == "collective-timeout" and "rank-env-mismatch" in ids
     assert report["conclusion"]["note"].startswith("Weak evidence")
     assert "> Weak evidence" in render_markdown(report)
 

@@ -49,6 +49,9 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
     """
     parts: dict[str, dict[str, float]] = {}
     reasons: dict[str, list[tuple[float, str]]] = {}
+    # Records can hold events written by other versions or by hand: skip what is not a mapping.
+    suspects, log_causes, findings, fleet = (
+        [x for x in seq if isinstance(x, Mapping)] for seq in (suspects, log_causes, findings, fleet))
 
     def add(source: str, cause_id: str, strength: float, reason: str) -> None:
         if not cause_id or strength <= 0:
@@ -66,12 +69,15 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
             add("symptom", str(s.get("id", "")), weight / top,
                 f"symptom: {s.get('why') or weight}")
     top = max((_num(c.get("score")) for c in log_causes), default=0.0)
-    for c in log_causes:
+    for n, c in enumerate(log_causes):
         score = _num(c.get("score"))
-        lines = len(c.get("evidence") or [])
+        evidence = c.get("evidence")
+        lines = len(evidence) if isinstance(evidence, list) else 0
+        plural = f", {lines} evidence line{'s' * (lines != 1)}" if lines else ""
         if top > 0:
-            add("logs", str(c.get("id", "")), score / top,
-                f"logs: score {score:g}" + (f", {lines} evidence line{'s' * (lines != 1)}" if lines else ""))
+            add("logs", str(c.get("id", "")), score / top, f"logs: score {score:g}{plural}")
+        else:  # causes without scores (a hand-written or older record) still come best first
+            add("logs", str(c.get("id", "")), 1.0 / (n + 1), f"logs: cause #{n + 1}{plural}")
     for f in findings:
         strength = FINDING_STRENGTH.get(str(f.get("status", "")), 0.0)
         for cause_id in f.get("cause_ids") or ():

@@ -6,10 +6,6 @@ from typing import Any, Callable, Mapping
 
 Latest = Callable[[Mapping[str, Any], str], "dict[str, Any] | None"]
 
-# Weights when no conclusion event exists: a bisection verdict is an experiment, the strongest
-# evidence; a failed check is a fact about this node; logs are scored by their own analyser
-# (normalised to the best cause); the classification only sets priors.
-W_BISECT, W_FAIL, W_WARN, W_LOGS, W_REPRO, W_FLEET, W_PRIOR = 2.0, 1.0, 0.5, 1.0, 0.5, 1.0, 0.2
 TOP_FIXES = 3
 
 # Debugging switches NCCL and PyTorch say must not stay in production scripts, with the values
@@ -41,13 +37,6 @@ def _d(value: Any) -> dict[str, Any]:
 
 def _l(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
-
-
-def _num(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def _ids(value: Any) -> list[str]:
@@ -93,60 +82,21 @@ def bisect_verdict(bisect: dict[str, Any] | None, kb: Any) -> dict[str, Any] | N
     return {"env": env, "value": value, "causes": causes, "permanent_fix": str(fix or "")}
 
 
-def _combine(record: Mapping[str, Any], kb: Any, latest: Latest) -> list[dict[str, Any]]:
-    scores: dict[str, float] = {}
-    why: dict[str, list[str]] = {}
+def _combine(record: Mapping[str, Any], kb: Any) -> list[dict[str, Any]]:
+    """The same ranking the app's Conclusion step shows (tui.ranking), replayed from the record."""
+    from .ranking import rank_session
+    from .state import Flow
 
-    def add(cause: str, weight: float, reason: str) -> None:
-        scores[cause] = scores.get(cause, 0.0) + weight
-        why.setdefault(cause, []).append(reason)
-
-    logs = latest(record, "logs")
-    log_causes = [c for c in _l(_d(logs).get("causes")) if isinstance(c, dict) and c.get("id")]
-    best = max((_num(c.get("score")) for c in log_causes), default=0.0)
-    for rank, c in enumerate(log_causes):
-        score, lines = _num(c.get("score")), len(_l(c.get("evidence")))
-        if best > 0 and score > 0:
-            add(str(c["id"]), W_LOGS * score / best, f"logs: score {score:g}, {lines} evidence line(s)")
-        elif best <= 0:  # an analyser that gave no scores still ranked its causes best first
-            add(str(c["id"]), W_LOGS / (rank + 1), f"logs: cause #{rank + 1}, {lines} evidence line(s)")
-    for f in _l(_d(latest(record, "check")).get("findings")):
-        weight = {"fail": W_FAIL, "warn": W_WARN}.get(_d(f).get("status"), 0.0)
-        for cause in _ids(_d(f).get("cause_ids")) if weight else ():
-            add(cause, weight, f"check: {f.get('title') or f.get('check')} ({f.get('status')})")
-    bisect = _d(latest(record, "bisect"))
-    verdict = bisect_verdict(bisect, kb)
-    for cause in verdict["causes"] if verdict else ():
-        add(cause, W_BISECT, f"bisect: the job passed only with {verdict['env']}="
-                             f"{verdict['value'] or '…'}")
-    repro = _d(latest(record, "repro"))
-    for cause in _ids(repro.get("causes")):
-        add(cause, W_REPRO, f"repro: outcome {repro.get('outcome', '?')} matched this cause")
-    for outlier in _l(_d(latest(record, "fleet")).get("outliers")):
-        field = str(_d(outlier).get("field", "")).lower()
-        if any(word in field for word in ("version", "driver", "nccl", "cuda", "torch")):
-            add("version-mismatch", W_FLEET, f"fleet: {outlier.get('node')} differs in {field}")
-        elif "shm" in field:
-            add("shm-insufficient", W_FLEET / 2, f"fleet: {outlier.get('node')} differs in {field}")
-    suspects = _ids(_d(latest(record, "classify")).get("suspects"))
-    for rank, cause in enumerate(suspects):
-        add(cause, W_PRIOR / (rank + 1), f"classify: suspect #{rank + 1} for this symptom")
-    if bisect.get("baseline_passed"):
-        # A passing minimal repro on this node makes node-local causes unlikely, not impossible.
-        for cause in _ids(bisect.get("rules_out")):
-            if cause in scores:
-                scores[cause] *= 0.5
-                why[cause].append("bisect: the minimal repro passed on this node, which argues against it")
-    ranked = sorted(scores, key=lambda c: (-scores[c], c))
-    return [{"id": c, "score": round(scores[c], 3), "why": why[c]} for c in ranked]
+    return [{"id": r.id, "score": r.score, "why": list(r.reasons)}
+            for r in rank_session(kb, Flow.from_record(record))]
 
 
 # Reasons that are evidence about this incident; warnings and priors are only hints.
-_STRONG = ("logs:", "bisect: the job passed", "repro:", "fleet:")
+_STRONG = ("logs:", "bisect:", "fleet:")
 
 
 def _weak(causes: list[dict[str, Any]]) -> bool:
-    return not any(w.startswith(_STRONG) or w.endswith("(fail)") for c in causes for w in c["why"])
+    return not any(w.startswith(_STRONG) or w.endswith(": FAIL") for c in causes for w in c["why"])
 
 
 def conclude(record: Mapping[str, Any], kb: Any, latest: Latest) -> dict[str, Any]:
@@ -164,7 +114,7 @@ def conclude(record: Mapping[str, Any], kb: Any, latest: Latest) -> dict[str, An
             causes.append({"id": str(c.get("id", "?")), "score": c.get("score"),
                            "why": reason if isinstance(reason, list) else [str(reason)] if reason else []})
     else:
-        causes = _combine(record, kb, latest)
+        causes = _combine(record, kb)
         source = "combined" if causes else "none"
         if causes and _weak(causes):
             note = ("Weak evidence: only warnings and the symptom's usual suspects point here. Read the "
