@@ -129,11 +129,20 @@ def _regex(pattern: str) -> str:
     return pattern
 
 
+def _string(value: Any) -> str:
+    """A pattern kept unchecked (patterns=False): still a string, so the model stays typed."""
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value
+
+
 def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
-                   base: Path = DATA_DIR, use_env: bool = True, tree: bool = True) -> KnowledgeBase:
+                   base: Path = DATA_DIR, use_env: bool = True, tree: bool = True,
+                   patterns: bool = True) -> KnowledgeBase:
     """Load the packaged knowledge, then the overlay (argument, else $DISTDOCTOR_KNOWLEDGE).
-    `tree=False` skips the tree check, which imports networkx (~0.25 s): the app does it after
-    its first screen is up."""
+    `tree=False` skips the tree check, which imports networkx (~0.25 s), and `patterns=False`
+    skips compiling each log pattern to check it (~15 ms): the app does both after its first
+    screen is up, with a full load."""
     raw = _Raw({k: {} for k in KINDS}, {}, [])
     _read_dir(base, raw)
     origin = ""
@@ -142,13 +151,14 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
     if overlay:
         _read_dir(Path(overlay), raw, origin)
     tuple_ = _strings
+    regex = _regex if patterns else _string
     specs: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
         "cause": (Cause, {"fixes": _fixes}),
         "symptom": (Symptom, {"causes": _weights}),
         "check": (Check, {"cause_ids": tuple_}),
         "switch": (Switch, {"implicates": tuple_}),
-        "signature": (Signature, {"pattern": _regex, "tags": tuple_, "weight": float}),
-        "harmless": (Harmless, {"pattern": _regex}),
+        "signature": (Signature, {"pattern": regex, "tags": tuple_, "weight": float}),
+        "harmless": (Harmless, {"pattern": regex}),
         "step": (Step, {"next": tuple_, "terms": lambda t: MappingProxyType(dict(t))}),
     }
     built: dict[str, dict[str, Any]] = {}

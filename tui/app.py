@@ -1,6 +1,7 @@
 """The Textual app: one screen (mode) per step of the method, the session record behind them."""
 from __future__ import annotations
 
+import gc
 import importlib
 import threading
 from functools import partial
@@ -80,7 +81,7 @@ class DistDoctorApp(App[int]):
                  start: str, learn: bool = False, probes: Mapping[str, Any] | None = None,
                  check_knowledge: str | None = None) -> None:
         # Modes are per instance (the steps come from the data): set before App.__init__ copies them.
-        self.MODES = {step_id: partial(_make_screen, step_id) for step_id in order}
+        self.MODES = {step_id: partial(self._new_screen, step_id) for step_id in order}
         self.DEFAULT_MODE = start
         super().__init__()
         self.kb, self.ctx, self.store, self.flow, self.order = kb, ctx, store, flow, order
@@ -92,9 +93,38 @@ class DistDoctorApp(App[int]):
         # (thread workers cannot be interrupted, and the interpreter waits for them at exit).
         self.cancel_events: set[threading.Event] = set()
         self.set_reactive(DistDoctorApp.learn, learn)
+        self._gc_paused = False  # set while start-up holds garbage collection off
+
+    def _new_screen(self, step_id: str) -> Screen[Any]:
+        screen = _make_screen(step_id)
+        # Textual calls refresh_css for a mode's new screen (its CSS count, -1, lags the app's),
+        # which parses the whole stylesheet afresh, dropping the parse cache: ~25 ms of the first
+        # screen's start-up, for the same rules (the variables change only with the theme, and a
+        # theme change bumps the count again). Do the rest of refresh_css: restyle the app.
+        count = getattr(self, "_css_update_count", None)  # private in Textual: guard it
+        if isinstance(count, int):
+            screen._css_update_count = count
+            self.stylesheet.update(self, animate=False)
+        return screen
+
+    def on_load(self) -> None:
+        # No garbage collection until the first screen is painted (as Textual's own
+        # PAUSE_GC_ON_SCROLL does for smooth scrolling): building the screen allocates enough to
+        # run the collector a few dozen times over the knowledge base (~25 ms of ~170).
+        self._gc_paused = gc.isenabled()
+        gc.disable()
+
+    def _resume_gc(self) -> None:
+        if self._gc_paused:
+            self._gc_paused = False
+            gc.enable()
+
+    def on_unmount(self) -> None:
+        self._resume_gc()  # an app that exits before its first paint
 
     def on_mount(self) -> None:
         self.set_class(self.learn, "-learn")  # set_reactive in __init__ runs no watcher
+        self.call_after_refresh(self._resume_gc)
         if self.check_knowledge is not None:
             # after the first frame: importing networkx in a thread still competes for the GIL
             self.call_after_refresh(self.validate_knowledge, self.check_knowledge or None)

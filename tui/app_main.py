@@ -16,8 +16,9 @@ def run_app(args: argparse.Namespace) -> int:
 
     overlay = getattr(args, "knowledge", None) or os.environ.get("DISTDOCTOR_KNOWLEDGE") or ""
     try:
-        # Everything but the tree check (networkx) now; the app runs that after its first paint.
-        kb = load_knowledge(overlay or None, tree=False)
+        # Everything but the tree check (networkx) and compiling the log patterns (only the
+        # logs step uses them) now; the app runs the full check after its first paint.
+        kb = load_knowledge(overlay or None, tree=False, patterns=False)
     except KnowledgeError as exc:
         raise UsageError(f"knowledge: {exc}") from None
     from .app import make_app
