@@ -1,11 +1,15 @@
 """The NVIDIA driver version (NVML, else /proc) and whether it is new enough for a CUDA build."""
 from __future__ import annotations
 
+import logging
 import re
 import sys
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from .base import ProbeContext
+
+log = logging.getLogger(__name__)
 
 # Minimum Linux x86_64 driver for each CUDA toolkit (CUDA release notes, "Toolkit Driver Version").
 TOOLKIT_MIN_DRIVER: dict[tuple[int, int], str] = {
@@ -55,42 +59,64 @@ def nvml_library_missing() -> bool:
     return False
 
 
-def driver_from_nvml(nvml: Any) -> tuple[dict[str, Any] | None, str]:
-    """(facts, "") from NVML, or (None, why not). Every call is guarded: NVML raises on no driver."""
+class NvmlUnavailable(Exception):
+    """NVML could not be opened. `kind`: "missing" (no driver library), "import" (no pynvml),
+    "init" (nvmlInit failed; `exc` is the NVMLError) or "os"; callers word the reason."""
+
+    def __init__(self, kind: str, detail: str, exc: BaseException | None = None) -> None:
+        super().__init__(detail)
+        self.kind, self.detail, self.exc = kind, detail, exc
+
+
+@contextmanager
+def opened_nvml(nvml: Any = None) -> Iterator[Any]:
+    """An initialised pynvml (or the injected fake), shut down on exit; NvmlUnavailable when it
+    cannot be opened. The driver library is looked for before pynvml is imported (~30 ms)."""
     if nvml is None:
         if nvml_library_missing():
-            return None, f"NVML: {NVML_NOT_FOUND}"
+            raise NvmlUnavailable("missing", NVML_NOT_FOUND)
         try:
-            import pynvml as nvml  # nvidia-ml-py; only the driver library is needed, not CUDA
+            import pynvml as nvml  # nvidia-ml-py; only the driver's libnvidia-ml is needed
         except ImportError as exc:
-            return None, f"pynvml not importable: {exc}"
+            raise NvmlUnavailable("import", str(exc)) from None
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
-        return None, f"NVML: {exc}"
+        raise NvmlUnavailable("init", str(exc), exc) from None
     except OSError as exc:
-        return None, f"NVML: {exc}"
+        raise NvmlUnavailable("os", str(exc)) from None
     try:
-        facts: dict[str, Any] = {"source": "nvml"}
-        version = nvml.nvmlSystemGetDriverVersion()
-        facts["version"] = version.decode() if isinstance(version, bytes) else str(version)
-        try:
-            code = int(nvml.nvmlSystemGetCudaDriverVersion())
-            facts["cuda"] = f"{code // 1000}.{(code % 1000) // 10}"
-        except nvml.NVMLError as exc:
-            facts["cuda_error"] = str(exc)
-        try:
-            facts["gpu_count"] = int(nvml.nvmlDeviceGetCount())
-        except nvml.NVMLError as exc:
-            facts["gpu_count_error"] = str(exc)
-        return facts, ""
-    except nvml.NVMLError as exc:
-        return None, f"NVML: {exc}"
+        yield nvml
     finally:
         try:
             nvml.nvmlShutdown()
-        except nvml.NVMLError:
-            pass  # shutting down a half-initialised NVML can fail; the facts are already taken
+        except nvml.NVMLError as exc:  # the facts are taken; a failed shutdown only gets logged
+            log.debug("nvmlShutdown: %s", exc)
+
+
+def driver_from_nvml(nvml: Any) -> tuple[dict[str, Any] | None, str]:
+    """(facts, "") from NVML, or (None, why not). Every call is guarded: NVML raises on no driver."""
+    try:
+        with opened_nvml(nvml) as nv:
+            try:
+                facts: dict[str, Any] = {"source": "nvml"}
+                version = nv.nvmlSystemGetDriverVersion()
+                facts["version"] = version.decode() if isinstance(version, bytes) else str(version)
+                try:
+                    code = int(nv.nvmlSystemGetCudaDriverVersion())
+                    facts["cuda"] = f"{code // 1000}.{(code % 1000) // 10}"
+                except nv.NVMLError as exc:
+                    facts["cuda_error"] = str(exc)
+                try:
+                    facts["gpu_count"] = int(nv.nvmlDeviceGetCount())
+                except nv.NVMLError as exc:
+                    facts["gpu_count_error"] = str(exc)
+                return facts, ""
+            except nv.NVMLError as exc:
+                return None, f"NVML: {exc}"
+    except NvmlUnavailable as why:
+        prefix = "pynvml not importable: " if why.kind == "import" else "NVML: "
+        return None, prefix + why.detail
 
 
 def driver_from_proc(ctx: ProbeContext) -> dict[str, Any] | None:

@@ -2,12 +2,11 @@
 daemon thread under a deadline because a wedged GPU can make NVML calls block."""
 from __future__ import annotations
 
-import logging
 import threading
 from types import ModuleType
 from typing import Any, Callable
 
-from ..cuda_driver import NVML_NOT_FOUND, nvml_library_missing
+from ..cuda_driver import NvmlUnavailable, opened_nvml
 from .model import NVML_LEVEL_CODE, Gpu, Topology, cpu_ranges, norm_bus_id, short_bus
 
 # nvmlGpuP2PStatus_t -> the code `nvidia-smi topo -p2p` prints.
@@ -17,7 +16,6 @@ P2P_INDEX = (("read", 0), ("write", 1), ("nvlink", 2))
 NO_DRIVER_CODES = {9, 12}  # NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_LIBRARY_NOT_FOUND
 CPU_SET_WORDS = 16         # 64 CPUs per word: 1024 CPUs
 NVLINK_DEVICE_GPU = 0     # nvmlDeviceGetNvLinkRemoteDeviceType: GPU, else NVSwitch/other
-log = logging.getLogger(__name__)
 
 
 class Sweep:
@@ -119,31 +117,19 @@ def init_reason(exc: BaseException) -> str:
 
 def sweep(nvml: ModuleType | Any | None) -> tuple[Topology | None, str]:
     """(topology, "") or (None, why not), without a deadline."""
-    if nvml is None:
-        if nvml_library_missing():  # no driver: say so without importing pynvml
-            return None, f"no NVIDIA driver ({NVML_NOT_FOUND})"
-        try:
-            import pynvml as nvml  # nvidia-ml-py: needs only the driver's libnvidia-ml
-        except ImportError as exc:
-            return None, f"pynvml (nvidia-ml-py) not importable: {exc}"
     try:
-        nvml.nvmlInit()
-    except nvml.NVMLError as exc:
-        return None, init_reason(exc)
-    except OSError as exc:
-        return None, f"NVML: {exc}"
-    try:
-        topo = Sweep(nvml).run()
-        if not topo.gpus:
-            return None, "NVML sees no GPU"
-        return topo, ""
-    except nvml.NVMLError as exc:
-        return None, f"NVML: {exc}"
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except nvml.NVMLError as exc:  # the facts are taken; a failed shutdown only gets logged
-            log.debug("nvmlShutdown: %s", exc)
+        with opened_nvml(nvml) as nv:
+            try:
+                topo = Sweep(nv).run()
+            except nv.NVMLError as exc:
+                return None, f"NVML: {exc}"
+            return (topo, "") if topo.gpus else (None, "NVML sees no GPU")
+    except NvmlUnavailable as why:
+        if why.kind == "missing":  # no driver: said without importing pynvml
+            return None, f"no NVIDIA driver ({why.detail})"
+        if why.kind == "import":
+            return None, f"pynvml (nvidia-ml-py) not importable: {why.detail}"
+        return None, init_reason(why.exc) if why.exc else f"NVML: {why.detail}"
 
 
 def nvml_topology(nvml: ModuleType | Any | None = None, deadline: float = 5.0) -> tuple[Topology | None, str]:
