@@ -114,6 +114,16 @@ def _bad_files(directory: Path, base: dict) -> dict[str, str]:
             "invalid.json": "gpu_count"}
 
 
+def test_a_file_cut_anywhere_reads_as_truncated(base: dict) -> None:
+    from distdoctor.probes.fleet.load import parse_record
+
+    good = json.dumps(base, indent=1).encode()
+    for cut in range(1, len(good) - 1, 5):
+        record, reason = parse_record(good[:cut], "n.json")
+        assert record is None and reason.startswith("truncated"), (cut, reason)
+    assert parse_record(good + b"}", "n.json")[1].startswith("not valid JSON")
+
+
 def test_bad_files_are_skipped_by_name_and_the_rest_compared(tmp_path: Path, base: dict) -> None:
     write_fleet(tmp_path, 8, {3: {"driver": "535.104.05"}}, base)
     expected = _bad_files(tmp_path, base)

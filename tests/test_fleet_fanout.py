@@ -327,7 +327,10 @@ def test_parse_output_tolerates_a_banner_and_names_bad_output() -> None:
     text = json.dumps(base_snapshot(), indent=2)
     doc, reason = parse_output("Welcome to gpu07 (maintenance Friday)\n" + text)
     assert doc is not None and reason == ""
-    assert parse_output(text[:200]) == (None, "bad output: the JSON is cut short")
+    # a cut anywhere (in a key, a string, a number, between items) reads as cut short
+    for cut in range(1, len(text) - 1, 7):
+        assert parse_output(text[:cut]) == (None, "bad output: the JSON is cut short"), cut
+    assert parse_output('{"a": 1}}')[1].startswith("bad output, not a")
     assert parse_output("") == (None, "no output")
     assert parse_output("bash: distdoctor: command not found\n")[1].startswith("bad output, not a")
     newer = json.dumps(dict(base_snapshot(), schema="distdoctor.snapshot/2"))

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from ..runner import CommandResult, Runner, SubprocessRunner
 from .hosts import safe_name
-from .schema import SCHEMA_ID, validate_snapshot
+from .schema import SCHEMA_ID, json_cut_short, validate_snapshot
 
 VIAS = ("srun", "ssh", "pdsh", "local")
 
@@ -78,7 +78,7 @@ def parse_output(text: str) -> tuple[dict[str, Any] | None, str]:
         start = text.find("\n{")
         if start >= 0:  # a login banner or a shell rc file printed something first
             return parse_output(text[start + 1:])
-        if exc.pos >= len(text):
+        if json_cut_short(text):
             return None, "bad output: the JSON is cut short"
         first = text.splitlines()[0][:120]
         return None, f"bad output, not a snapshot: {first!r}"

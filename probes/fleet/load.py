@@ -14,7 +14,8 @@ import re
 import stat
 from typing import Any, Iterable, Iterator
 
-from .schema import SCHEMA_ID, SCHEMA_RE, SCHEMA_VERSION, SNAPSHOT_SCHEMA, validate
+from .schema import (SCHEMA_ID, SCHEMA_RE, SCHEMA_VERSION, SNAPSHOT_SCHEMA, json_cut_short,
+                     validate)
 
 _SUMMARY_SCHEMA = SNAPSHOT_SCHEMA["properties"]["summary"]
 HEAD_BYTES = 8192
@@ -136,10 +137,7 @@ def parse_record(data: bytes, file: str) -> tuple[dict[str, Any] | None, str]:
     except UnicodeDecodeError:
         return None, "not JSON text (binary data?)"
     except json.JSONDecodeError as exc:
-        body = data.strip()
-        # cut short: the parser ran off the end, or an object never closes
-        if exc.pos >= len(body) or exc.msg.startswith("Unterminated string") or (
-                body.startswith(b"{") and not body.endswith(b"}")):
+        if json_cut_short(data.decode(errors="replace").strip()):
             return None, f"truncated: the JSON stops at byte {len(data)}"
         return None, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
     except (ValueError, RecursionError) as exc:

@@ -130,3 +130,26 @@ def _json_type(value: Any) -> str:
         if _type_ok(value, name):
             return name
     return type(value).__name__
+
+
+def json_cut_short(text: str) -> bool:
+    """True when `text` opens a JSON object or list and ends before closing it (a node killed
+    mid-write, a full disk), wherever the cut falls: in a string, a number or between items."""
+    if text[:1] not in "{[":
+        return False
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+    return depth > 0 or in_string
