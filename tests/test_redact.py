@@ -192,6 +192,31 @@ def test_short_host_from_a_field_is_replaced() -> None:
     assert names.apply("vm:12:12 [0] NCCL INFO on vm; VM image") == "host-1:12:12 [0] NCCL INFO on host-1; VM image"
 
 
+def test_user_names_in_free_log_text_are_learnt_and_replaced_everywhere() -> None:
+    lines = ["uid=1042(carol) gid=100(users) groups=100(users)",
+             "wandb: Currently logged in as: dave-ml (team). Use `wandb login --relogin`",
+             "PermissionError: /dev/shm/torch_1 is not writable for user erin",
+             "torchelastic: owner='frank' job=42", "User: grace"]
+    names = Pseudonymizer()
+    names.learn({"events": [{"kind": "logs", "data": {"lines": lines}}]})
+    later = "carol, dave-ml, erin, frank and grace ran rank 3 on the user's node"
+    out = names.apply(later)
+    for real in ("carol", "dave-ml", "erin", "frank", "grace"):
+        assert real not in out and real not in names.apply_all(lines).__repr__(), real
+    assert out.endswith("ran rank 3 on the user's node")  # the words around them stay
+    assert set(names.mapping["user"]) == {"carol", "dave-ml", "erin", "frank", "grace"}
+
+
+def test_the_reports_author_is_pseudonymized(monkeypatch, tmp_path) -> None:
+    import distdoctor.tui.report as report
+
+    monkeypatch.setattr(report, "_login_name", lambda: "heidi")
+    record = {"id": "x", "events": [{"kind": "logs", "data": {"causes": [{"id": "shm-size", "evidence": [
+        {"file": "/scratch/heidi/job/rank0.log", "line": 1, "text": "heidi's job died"}]}]}}]}
+    out = json.dumps(report._pseudonymize({"record": record}, record, tmp_path / "m.json"))
+    assert "heidi" not in out and "user-1" in out
+
+
 def test_ordinary_words_survive_pseudonyms() -> None:
     names = Pseudonymizer()
     names.learn({"host": "dgx", "events": ["https://u:p@git.corp.example/x", "user root"]})

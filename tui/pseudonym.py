@@ -33,11 +33,18 @@ _HOST_TEXT = [
     # any URL with credentials points at private infrastructure
     re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]+(?::[^\s@/]*)?@([A-Za-z][\w.-]*)"),
 ]
+_NAME = r"['\"]?([A-Za-z_][\w.-]{0,31})"
 _USER_TEXT = [
     re.compile(r"(?:^|[\s'\"=(:])/(?:home|Users)/([A-Za-z_][\w.-]{0,31})"),
+    # `id` output, key: value dumps, "wandb: Currently logged in as: alice", "for user alice"
+    re.compile(r"\buid=\d+\(([A-Za-z_][\w.-]{0,31})\)"),
+    re.compile(r"(?i)\b(?:user(?:name)?|owner)['\"]?\s*[:=]\s*" + _NAME),
+    re.compile(r"(?i)\blogged in as:?\s+" + _NAME),
+    re.compile(r"(?i)\b(?:for|by|of) user\s+" + _NAME),
     re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://([^\s:/@\[]+)(?::[^\s@/]*)?@"),
     re.compile(r"(?<![\w.@/-])([a-z_][a-z0-9_.-]{1,31})@([A-Za-z][\w-]*(?:\.[\w-]+)*)"),
 ]
+_USER_GATE = re.compile(r"(?i)@|/home/|/Users/|uid=|user|owner|logged in")
 # Not identifying, and replacing them would garble ordinary words.
 _COMMON_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "unknown",
                            "none", "null", "n/a", "root", "nobody", "daemon", "user", "admin",
@@ -196,7 +203,7 @@ class Pseudonymizer:
             for pattern in _HOST_TEXT:
                 for m in pattern.finditer(text):
                     self.learn_host(m.group(1))
-        if "@" in text or "/home/" in text or "/Users/" in text:
+        if _USER_GATE.search(text):
             for pattern in _USER_TEXT:
                 for m in pattern.finditer(text):
                     self.learn_user(m.group(1))

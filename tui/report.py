@@ -260,6 +260,15 @@ def _default_mapping_path(record: Mapping[str, Any]) -> Path | None:
         return None  # no usable id: tokens stay consistent within this one report only
 
 
+def _login_name() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a container uid with no passwd entry
+        return os.environ.get("USER", "")
+
+
 def _pseudonymize(report: dict[str, Any], record: Mapping[str, Any],
                   mapping_path: Path | None) -> dict[str, Any]:
     from .pseudonym import Pseudonymizer
@@ -270,6 +279,7 @@ def _pseudonymize(report: dict[str, Any], record: Mapping[str, Any],
     # The record, not the report: its keys say which values are hosts and users (MASTER_ADDR,
     # USER), and everything in the report was derived from it.
     names.learn(record)
+    names.learn_user(_login_name())  # whoever writes the report ran the job or reads its logs
     out = names.apply_all(report)
     names.save()
     return out if isinstance(out, dict) else {}

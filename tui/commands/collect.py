@@ -75,8 +75,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(doc)
     else:
+        # on stderr, so `-o /dev/stdout | jq` reads JSON only
         print(f"wrote {args.output}: {doc['host']}, {len(doc['probes'])} probes in "
-              f"{doc['duration_s']:.1f}s")
+              f"{doc['duration_s']:.1f}s", file=sys.stderr)
     return 0
 
 
