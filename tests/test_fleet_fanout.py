@@ -14,7 +14,8 @@ from distdoctor.probes.fleet import (FanoutOptions, SlurmError, fan_out_srun, pd
 from distdoctor.probes.runner import CommandResult
 
 VENV_BIN = Path(sys.executable).parent
-TIMEOUT = 6  # per host; the hanging host is given up after this many seconds
+TIMEOUT = 10  # per host: the hanging host is given up after this; a real collect takes
+# about 0.8 s alone and a few seconds on a loaded 2-core runner, so the good hosts never reach it
 
 # Common to both stand-ins: a host named hang* hangs (a child `sleep` in the same process
 # group, so only a group kill ends it), fail* fails the way ssh does, the rest run the real
