@@ -37,15 +37,21 @@ async def settle(pilot) -> None:
             if worker.group != "_loader":
                 await worker.wait()
     await pilot.pause()
+    assert pilot.app.saver.flush(timeout=30)  # results reach the session file off the event loop
 
 
-def kinds(tmp: Path, session: str) -> list[str]:
-    return [e["kind"] for e in SessionStore(tmp / "sessions").load(session)["events"]]
+def saved_events(app, session: str) -> list[dict]:
+    """The session file as written, once the app's writer has caught up (it saves off the loop)."""
+    assert app.saver.flush(timeout=30)
+    return SessionStore(app.store.directory).load(session)["events"]
 
 
-def latest(tmp: Path, session: str, kind: str) -> dict:
-    events = SessionStore(tmp / "sessions").load(session)["events"]
-    return [e["data"] for e in events if e["kind"] == kind][-1]
+def kinds(app, session: str) -> list[str]:
+    return [e["kind"] for e in saved_events(app, session)]
+
+
+def latest(app, session: str, kind: str) -> dict:
+    return [e["data"] for e in saved_events(app, session) if e["kind"] == kind][-1]
 
 
 async def load_logs(pilot, path: Path) -> None:
@@ -69,10 +75,10 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         await pilot.press("enter")  # Hang
         await pilot.pause()
         assert "Hang: where exactly?" in screen_text(app)
-        assert kinds(tmp_path, "hang") == ["answer"]
+        assert kinds(app, "hang") == ["answer"]
         await pilot.press("enter")  # Hang at process-group init
         await pilot.pause()
-        classify = latest(tmp_path, "hang", "classify")
+        classify = latest(app, "hang", "classify")
         assert (classify["symptom"], classify["sub"]) == ("hang", "hang-init")
         assert classify["suspects"][0]["id"] == "rank-env-mismatch"  # 3 (init) + 2.5 (hang)
         text = screen_text(app)
@@ -87,7 +93,7 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         assert "export NCCL_DEBUG=INFO" in text and "export NCCL_DEBUG_SUBSYS=INIT,NET" in text
         assert "export NCCL_DEBUG_FILE=./nccl-logs/nccl.%h.%p.log" in text
         await load_logs(pilot, LOGS / "logs-hang")
-        logs = latest(tmp_path, "hang", "logs")
+        logs = latest(app, "hang", "logs")
         assert logs["paths"] == [str(LOGS / "logs-hang")]
         found = [c["id"] for c in logs["causes"]]
         assert "nic-selection" in found and "collective-timeout" in found
@@ -114,7 +120,7 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         assert "FAIL | shm | /dev/shm is only 64.0 MiB (runtime: docker)" in text
         assert "MASTER_ADDR=127.0.0.1 is loopback but the job spans several nodes" in text
         assert "What: /dev/shm is only 64.0 MiB" in text and "Fix: docker run --shm-size=16g" in text
-        check = latest(tmp_path, "hang", "check")
+        check = latest(app, "hang", "check")
         assert set(check["facts"]) == {"versions", "shm", "launch", "switches", "network", "topology"}
         assert {f["status"] for f in check["findings"]} >= {"fail", "ok"}
         await pilot.press("down")  # the detail follows the highlighted finding
@@ -135,7 +141,7 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         await pilot.press("n")
         await pilot.pause()
         assert app.current_step == "conclusion"
-        conclusion = latest(tmp_path, "hang", "conclusion")
+        conclusion = latest(app, "hang", "conclusion")
         ranked = [c["id"] for c in conclusion["causes"]]
         assert ranked[0] == "nic-selection", ranked  # symptom prior + log evidence
         assert "shm-insufficient" in ranked  # from the FAIL finding alone
@@ -152,7 +158,7 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         report = target.read_text(encoding="utf-8")
         assert "hang" in report.lower() and "nic-selection" in report
 
-    assert kinds(tmp_path, "hang") == ["answer", "classify", "logs", "check", "topo", "conclusion"]
+    assert kinds(app, "hang") == ["answer", "classify", "logs", "check", "topo", "conclusion"]
 
 
 @needs_logs
@@ -172,7 +178,7 @@ async def test_error_path_with_pasted_line_learn_mode_and_jumps(tmp_path: Path) 
                              "unhandled system error, NCCL version 2.18.1")
         await pilot.press("enter")
         await settle(pilot)
-        classify = latest(tmp_path, "err", "classify")
+        classify = latest(app, "err", "classify")
         assert "unhandled system error" in classify["text"]
         assert "network-unreachable" in [m["id"] for m in classify["matches"]]
         assert "The line matches:" in screen_text(app)
@@ -180,7 +186,7 @@ async def test_error_path_with_pasted_line_learn_mode_and_jumps(tmp_path: Path) 
         app.set_focus(app.screen.query_one("#sub"))
         await pilot.press("enter")  # the first error sub-symptom: unhandled system error
         await pilot.pause()
-        assert latest(tmp_path, "err", "classify")["sub"] == "error-unhandled"
+        assert latest(app, "err", "classify")["sub"] == "error-unhandled"
 
         await pilot.press("2")
         text = screen_text(app)
@@ -190,19 +196,19 @@ async def test_error_path_with_pasted_line_learn_mode_and_jumps(tmp_path: Path) 
         await load_logs(pilot, tmp_path / "no-such-dir")
         assert f"ERROR no such file or folder: {tmp_path / 'no-such-dir'}" in screen_text(app)
         await load_logs(pilot, LOGS / "logs-error" / "rank0.log")
-        assert "shm-insufficient" in [c["id"] for c in latest(tmp_path, "err", "logs")["causes"]]
+        assert "shm-insufficient" in [c["id"] for c in latest(app, "err", "logs")["causes"]]
 
         await pilot.press("3")
         await settle(pilot)
         text = screen_text(app)
         assert "FAIL | shm | /dev/shm is only 64.0 MiB" in text
-        check = latest(tmp_path, "err", "check")
+        check = latest(app, "err", "check")
         titles = " ".join(f["title"] for f in check["findings"] if f["status"] in ("warn", "fail"))
         assert "NCCL_P2P_DISABLE" in titles
 
         await pilot.press("6")
         await pilot.pause()
-        conclusion = latest(tmp_path, "err", "conclusion")
+        conclusion = latest(app, "err", "conclusion")
         assert conclusion["causes"][0]["id"] == "shm-insufficient"
         removed = {s["name"] for s in conclusion["switches_to_remove"]}
         assert {"NCCL_P2P_DISABLE", "NCCL_DEBUG"} <= removed
@@ -252,7 +258,7 @@ async def test_logs_step_without_the_analyser_says_so(tmp_path: Path, monkeypatc
         await pilot.press("2")
         await load_logs(pilot, LOGS / "logs-hang")
         assert "log analysis not available" in screen_text(app)
-        assert latest(tmp_path, "nolog", "answer")["answer"] == [str(LOGS / "logs-hang")]
+        assert latest(app, "nolog", "answer")["answer"] == [str(LOGS / "logs-hang")]
 
 
 @run_async
@@ -276,9 +282,9 @@ async def test_fleet_snapshots_name_the_odd_node_and_count_in_the_conclusion(tmp
         await pilot.press("escape")
         await pilot.press("6")
         await pilot.pause()
-    fleet = latest(tmp_path, "fleet", "fleet")
+    fleet = latest(app, "fleet", "fleet")
     assert fleet["outliers"][0]["node"] == "node-02"
-    causes = {c["id"]: c["why"] for c in latest(tmp_path, "fleet", "conclusion")["causes"]}
+    causes = {c["id"]: c["why"] for c in latest(app, "fleet", "conclusion")["causes"]}
     assert "fleet: nodes disagree on driver" in causes["version-mismatch"]
 
 

@@ -148,3 +148,35 @@ def test_resume_without_a_session_is_a_usage_error(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("distdoctor: error: ") and message in done.stderr
         assert "Traceback" not in done.stderr
+
+
+@run_async
+async def test_a_stuck_session_file_never_freezes_the_app_and_nothing_is_lost(tmp_path: Path) -> None:
+    # Another process holds the session's lock (as a writer on a hung NFS home would hold the
+    # write): the app answers keys meanwhile and saves everything, in order, once it lets go.
+    store = SessionStore(tmp_path / "sessions")
+    store.create("stuck")
+    holder = subprocess.Popen(
+        # held until stdin closes, or 20 s: an app that waited on it fails the test, never hangs it
+        [sys.executable, "-c", "import fcntl, os, select, sys; "
+         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
+         "print('held', flush=True); select.select([sys.stdin], [], [], 20)",
+         str(store.directory / ".stuck.lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="stuck", store=store)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("enter")  # Hang
+            await pilot.pause()
+            await pilot.press("enter")  # at process-group init
+            await pilot.pause()
+            assert "Rank variables disagree" in screen_text(app)  # the screen moved on
+            assert not app.saver.flush(timeout=0.5)  # while nothing could be written
+            assert store.load("stuck")["events"] == []
+            holder.stdin.close()  # the lock goes with its holder
+            assert holder.wait(timeout=30) == 0
+            assert app.saver.flush(timeout=30)
+        assert [e["kind"] for e in store.load("stuck")["events"]] == ["answer", "classify"]
+    finally:
+        holder.kill()

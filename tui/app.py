@@ -13,10 +13,10 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from .messages import KnowledgeChecked
+from .messages import KnowledgeChecked, SessionNotSaved
 from .nextaction import next_action
 from .palette import DistDoctorCommands
-from .session import SessionError, SessionStore, new_id
+from .session import SAVE_WAIT_S, SessionStore, SessionWriter, new_id
 from .state import Flow
 
 # Step id -> (module under tui.screens, class). Imported when the step is first opened, so the
@@ -85,6 +85,7 @@ class DistDoctorApp(App[int]):
         self.DEFAULT_MODE = start
         super().__init__()
         self.kb, self.ctx, self.store, self.flow, self.order = kb, ctx, store, flow, order
+        self.saver = SessionWriter(store, lambda error: self.post_message(SessionNotSaved(error)))
         self.probes = probes  # None: distdoctor.probes.registry.PROBES, imported when first run
         # The overlay ("" for none) whose full validation was deferred past the first screen;
         # None when the knowledge base came in fully validated.
@@ -121,6 +122,10 @@ class DistDoctorApp(App[int]):
 
     def on_unmount(self) -> None:
         self._resume_gc()  # an app that exits before its first paint
+        if not self.saver.flush(timeout=SAVE_WAIT_S):
+            self.exit(return_code=1, message=f"distdoctor: the last results were not saved within "
+                      f"{SAVE_WAIT_S:g}s (the session keeps what came before): is "
+                      f"{self.store.directory} on a file system that hangs?")
 
     def on_mount(self) -> None:
         self.set_class(self.learn, "-learn")  # set_reactive in __init__ runs no watcher
@@ -146,13 +151,13 @@ class DistDoctorApp(App[int]):
 
     # --- session -----------------------------------------------------------------------------
     def record(self, kind: str, data: Any) -> None:
-        """Fold a result into the flow and save it to the session at once."""
+        """Fold a result into the flow and save it to the session at once (off the event loop)."""
         self.flow.apply(kind, data)
-        try:
-            self.store.append(self.flow.session_id, kind, data)
-        except SessionError as exc:
-            self.notify(f"session not saved: {exc}", severity="error", timeout=10)
+        self.saver.append(self.flow.session_id, kind, data)
         self.refresh_chrome()
+
+    def on_session_not_saved(self, message: SessionNotSaved) -> None:
+        self.notify(f"session not saved: {message.error}", severity="error", timeout=10)
 
     def refresh_chrome(self) -> None:
         refresh = getattr(self.screen, "refresh_chrome", None)

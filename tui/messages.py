@@ -99,3 +99,10 @@ class KnowledgeChecked(Message):
     """The deferred check of the knowledge base's tree finished; `error` is empty when sound."""
 
     error: str = ""
+
+
+@dataclass
+class SessionNotSaved(Message):
+    """The session writer could not save an event (posted from its thread)."""
+
+    error: str

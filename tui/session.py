@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
+import queue
 import re
 import socket
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 try:
     import fcntl
@@ -20,6 +23,7 @@ ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SCHEMA = 1
 PSEUDONYMS_SUFFIX = ".pseudonyms.json"
 STALE_TMP_S = 3600  # a temporary file this old was left by a killed writer
+SAVE_WAIT_S = 10.0  # how long the app waits for queued results to reach the session file
 
 
 class SessionError(Exception):
@@ -201,6 +205,43 @@ class SessionStore:
         if not sessions:
             raise SessionError("no sessions yet: run `distdoctor` or a command with --session ID")
         return sessions[0]["id"]
+
+
+class SessionWriter:
+    """Appends events in order on one daemon thread, so a slow or hung state directory (a home
+    on NFS) never freezes the screen that recorded them; `flush` waits for what was queued."""
+
+    def __init__(self, store: SessionStore, on_error: Callable[[str], None]) -> None:
+        self.store = store
+        self.on_error = on_error
+        self._queue: queue.SimpleQueue[tuple[str, str, Any] | threading.Event] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def append(self, session_id: str, kind: str, data: Any) -> None:
+        # a copy: the caller's dict may change after this returns, before it is written
+        self._queue.put((session_id, kind, copy.deepcopy(data)))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="session-writer", daemon=True)
+            self._thread.start()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything appended so far is on disk; False if that took over `timeout`."""
+        if self._thread is None:
+            return True
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(timeout)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
+            try:
+                self.store.append(*item)
+            except SessionError as exc:
+                self.on_error(str(exc))
 
 
 def _read(path: Path) -> tuple[dict[str, Any] | None, str]:

@@ -15,6 +15,7 @@ from textual.widgets import Button, DataTable, Input, Static
 from .. import launchers
 from ..messages import Exported
 from ..ranking import Ranked, rank_session
+from ..session import SAVE_WAIT_S
 from ..widgets import Plain
 from .base import StepScreen
 
@@ -164,6 +165,10 @@ class ConclusionScreen(StepScreen):
             return
         from ..session import SessionError
 
+        if not self.dd.saver.flush(timeout=SAVE_WAIT_S):
+            self.post_message(Exported(path, f"the session is still being saved to "
+                                             f"{self.dd.store.directory}; try again"))
+            return
         try:
             record = self.dd.store.load(self.dd.flow.session_id)
             text = RENDERERS[fmt](build_report(record, self.dd.kb))
