@@ -180,3 +180,21 @@ async def test_a_stuck_session_file_never_freezes_the_app_and_nothing_is_lost(tm
         assert [e["kind"] for e in store.load("stuck")["events"]] == ["answer", "classify"]
     finally:
         holder.kill()
+
+
+def test_keys_typed_right_after_quit_do_not_crash_the_app(tmp_path: Path) -> None:
+    # "qpp" in one burst: p switched to a step whose screen mounted while the app closed, and
+    # its on_mount met no widgets (NoMatches, exit code 1, a traceback on the terminal)
+    env = dict(os.environ, TERM="xterm-256color", XDG_STATE_HOME=str(tmp_path))
+    term = Term([*DISTDOCTOR], env, size=(80, 24))
+    try:
+        term.wait_for("What do you see?")
+        term.send("6")
+        term.wait_for("Conclusion")
+        term.send("qpp")
+        with pytest.raises(EOFError):
+            term.wait_for("the app keeps running after q")
+        assert term.proc.wait(timeout=30) == 0
+        assert "Traceback" not in term.text and "NoMatches" not in term.text
+    finally:
+        term.kill()  # reaps it and closes the pty either way

@@ -95,6 +95,7 @@ class DistDoctorApp(App[int]):
         self.cancel_events: set[threading.Event] = set()
         self.set_reactive(DistDoctorApp.learn, learn)
         self._gc_paused = False  # set while start-up holds garbage collection off
+        self.closing = False  # set by exit(): no more screens from then on
 
     def _new_screen(self, step_id: str) -> Screen[Any]:
         screen = _make_screen(step_id)
@@ -177,7 +178,8 @@ class DistDoctorApp(App[int]):
         return self.current_mode
 
     def action_goto(self, step_id: str) -> None:
-        if step_id in self.order:
+        # a key typed just after q: a screen mounted while the app closes has no widgets
+        if step_id in self.order and not self.closing:
             self.switch_mode(step_id)
 
     def action_goto_index(self, n: int) -> None:
@@ -212,6 +214,10 @@ class DistDoctorApp(App[int]):
     async def action_quit(self) -> None:
         self.action_stop_runs()
         self.exit()
+
+    def exit(self, *args: Any, **kwargs: Any) -> None:
+        self.closing = True
+        super().exit(*args, **kwargs)
 
     def action_toggle_learn(self) -> None:
         self.learn = not self.learn
