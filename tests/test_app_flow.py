@@ -408,3 +408,37 @@ async def test_a_probe_bug_is_a_finding_and_a_crashing_worker_is_reported(tmp_pa
         text = screen_text(app)
         assert "ERROR: the sweep failed" in text and "KeyError: 'evaluate bug'" in text
         assert app.screen.running == ""  # the next-action panel is not stuck on "Probing"
+
+
+APP_WITH_LOG_WORKERS = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+import appkit
+from pathlib import Path
+from test_app_flow import load_logs, screen_text
+
+async def main():
+    app = appkit.build(Path(sys.argv[2]), appkit.HANG_ENV, session_id="big")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await load_logs(pilot, Path(sys.argv[3]))
+        print(screen_text(app))
+
+asyncio.run(main())
+"""
+
+
+@needs_logs
+def test_log_worker_processes_start_under_the_app(tmp_path: Path) -> None:
+    # Textual's stand-in stderr answers fileno() -1; multiprocessing handed that to its resource
+    # tracker and every log set of 64 MiB or more failed in the app ("bad value(s) in
+    # fds_to_keep"). A fresh interpreter, so no tracker started by an earlier test hides it.
+    import subprocess
+
+    env = dict(os.environ, DISTDOCTOR_LOG_WORKERS="2")  # workers even for a small log set
+    proc = subprocess.run([sys.executable, "-c", APP_WITH_LOG_WORKERS, str(Path(__file__).parent),
+                           str(tmp_path), str(LOGS / "logs-hang")],
+                          env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "cannot read the logs" not in proc.stdout
+    assert "NCCL or Gloo picked the wrong network interface" in proc.stdout, proc.stdout[-1500:]

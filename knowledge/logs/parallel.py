@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -73,6 +74,25 @@ def plain_ranges(sources: list[Source]) -> list[tuple[int, int, int]]:
     return tasks
 
 
+def _start_resource_tracker() -> None:
+    """multiprocessing's resource tracker hands `sys.stderr.fileno()` to the process it starts.
+    Under the app, Textual's stand-in stderr answers -1 and every pool failed to start ("bad
+    value(s) in fds_to_keep"): start the tracker against the real stderr first."""
+    from multiprocessing import resource_tracker
+
+    try:
+        usable = sys.stderr.fileno() >= 0
+    except (AttributeError, OSError, ValueError):
+        usable = True  # the tracker skips a stderr without a file descriptor itself
+    if usable:
+        return
+    stand_in, sys.stderr = sys.stderr, sys.__stderr__
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.stderr = stand_in
+
+
 def scan_all(key: tuple, sources: list[Source], tasks: list[tuple[int, int, int]],
              workers: int) -> Iterator[tuple[int, int, RangeResult | BaseException]]:
     """Results in task order (so each file is fed in line order), scanned by `workers` processes.
@@ -91,6 +111,7 @@ def scan_all(key: tuple, sources: list[Source], tasks: list[tuple[int, int, int]
             size = 0
         batches[-1].append(task)
         size += task[2] - task[1]
+    _start_resource_tracker()
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         futures = [(batch, pool.submit(scan_batch, key, [(sources[i].path, a, b) for i, a, b in batch]))
