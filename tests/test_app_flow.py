@@ -442,3 +442,20 @@ def test_log_worker_processes_start_under_the_app(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "cannot read the logs" not in proc.stdout
     assert "NCCL or Gloo picked the wrong network interface" in proc.stdout, proc.stdout[-1500:]
+
+
+@needs_logs
+@run_async
+async def test_nothing_readable_is_an_error_not_a_diagnosis(tmp_path: Path) -> None:
+    binary = tmp_path / "core.bin"
+    binary.write_bytes(b"\x7fELF\x00\x01\x02" * 100)
+    app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="bin")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await load_logs(pilot, LOGS / "logs-hang")
+        assert app.screen.query_one("#causes").row_count > 0
+        await load_logs(pilot, binary)
+        text = screen_text(app)
+        assert f"ERROR nothing readable in the given paths ({binary}: binary file" in text
+        assert app.screen.query_one("#causes").row_count == 0  # the earlier diagnosis is gone
+        assert kinds(app, "bin").count("logs") == 1  # only the readable load is a result

@@ -59,6 +59,13 @@ class LogReport:
     def top(self) -> CauseScore | None:
         return self.causes[0] if self.causes else None
 
+    def nothing_readable(self) -> str:
+        """Why there is nothing to diagnose ("" when some file was read): the first skips."""
+        if self.files_read:
+            return ""
+        why = "; ".join(f"{s['path']}: {s['reason']}" for s in self.skipped[:5])
+        return f"nothing readable in the given paths ({why or 'no input'})"
+
     @property
     def failed(self) -> bool:
         """Whether the logs show a failure: a first failure line, or a cause resting on more than

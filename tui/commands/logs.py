@@ -65,9 +65,8 @@ def run(args: argparse.Namespace) -> int:
                          "e.g. kubectl logs pod/trainer-0 | distdoctor logs -")
     report = analyse(args.paths, kb, symptom=args.symptom)
     data = report.to_dict()
-    if report.files_read == 0:
-        why = "; ".join(f"{s['path']}: {s['reason']}" for s in data["skipped"][:5])
-        raise UsageError(f"nothing readable in the given paths ({why or 'no input'})")
+    if report.nothing_readable():
+        raise UsageError(report.nothing_readable())
     common.record(args, KIND, data)
     if args.json:
         common.print_json(data)

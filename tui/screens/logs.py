@@ -133,12 +133,18 @@ class LogsScreen(StepScreen):
         except (OSError, ValueError) as exc:
             self.post_message(LogsAnalysed(paths, None, f"cannot read the logs: {exc}"))
             return
+        if report.nothing_readable():  # nothing to diagnose is not a diagnosis
+            self.post_message(LogsAnalysed(paths, None, f"ERROR {report.nothing_readable()}"))
+            return
         self.post_message(LogsAnalysed(paths, report.to_dict()))
 
     def on_logs_analysed(self, message: LogsAnalysed) -> None:
         self.set_running("")
         if message.error:
             self.query_one("#logs-status", Static).update(Text(message.error, style="bold"))
+            for table in self.query(DataTable):  # an earlier load's diagnosis is not this one's
+                table.clear()
+            self._evidence, self._first_evidence = [], {}
             if message.missing:
                 return  # a typo, not an answer
             # the path itself is an answer worth keeping even when it could not be analysed
