@@ -54,7 +54,7 @@ def next_action(kb: Any, flow: Flow, step_id: str, order: list[str], running: st
     if step_id == "logs":
         event = flow.events.get("logs")
         if not event:
-            return "Copy the logging lines (c) into the job, rerun it, then type the logs' path and Enter."
+            return "Copy the logging lines (c) into the job, rerun it, then press f, type the logs' path and Enter."
         causes = event.get("causes") or []
         if not causes:
             return f"No known failure signature in {len(flow.log_paths)} path(s). {hint}".strip()

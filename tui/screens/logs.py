@@ -58,7 +58,7 @@ class LogsScreen(StepScreen):
                      id="launcher", classes="heading first")
         yield Plain("Add these lines to the job, rerun it (c copies them):", classes="dim")
         yield Plain(Text(launcher.text), id="switch-lines", classes="code")
-        yield Plain("Load the logs: a file or a folder (Tab completes, b browses)", classes="heading")
+        yield Plain("Load the logs: a file or a folder (→ completes, b browses)", classes="heading")
         with Horizontal(classes="row"):
             yield Input(placeholder=launchers.LOG_DIR, suggester=PathSuggester(), id="path")
             yield Button("Browse", id="browse")
