@@ -123,6 +123,11 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         check = latest(app, "hang", "check")
         assert set(check["facts"]) == {"versions", "shm", "launch", "switches", "network", "topology"}
         assert {f["status"] for f in check["findings"]} >= {"fail", "ok"}
+        # a probe that ran but found a problem reads as its worst finding, never OK
+        failed = sorted({f["probe"] for f in check["findings"] if f["status"] == "fail"})
+        lines = screen_text(app).splitlines()
+        for probe in failed:
+            assert any(line.split()[:2] == [probe, "FAIL"] for line in lines), probe
         await pilot.press("down")  # the detail follows the highlighted finding
         await pilot.pause()
         assert "What: MASTER_ADDR=127.0.0.1 is loopback" in screen_text(app)

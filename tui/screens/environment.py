@@ -157,7 +157,7 @@ class EnvironmentScreen(StepScreen):
             return
         for name, st in message.statuses.items():
             self.statuses.setdefault(name, (st, ""))
-        self._show_probe_lines()
+        self._show_probe_lines(message.findings)
         status.update(f" {len(message.statuses)} probes done" +
                       (f"; {message.error}" if message.error else ""))
         probes = {n: {"status": s, "reason": r} for n, (s, r) in self.statuses.items()}
@@ -170,12 +170,24 @@ class EnvironmentScreen(StepScreen):
         self._show_findings(message.findings)
 
     # --- display ----------------------------------------------------------------------------
-    def _show_probe_lines(self) -> None:
+    def _show_probe_lines(self, findings: list[dict[str, Any]] = ()) -> None:
+        """One line per probe: how it ran, and once it ran, its worst finding ("WARN 2 warnings"):
+        a probe that ran but found problems must not read OK."""
+        found: dict[str, list[str]] = {}
+        for f in findings:
+            found.setdefault(str(f.get("probe")), []).append(str(f.get("status")))
         table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
         table.add_column("probe", no_wrap=True)
         table.add_column("status", no_wrap=True)
         table.add_column("reason", overflow="ellipsis", no_wrap=True, ratio=1)
         for name, (status, reason) in self.statuses.items():
+            problems = sorted((s for s in found.get(name, []) if s in ("fail", "warn")),
+                              key=lambda s: STATUS_ORDER[s])
+            if status == "ok" and problems:
+                status = problems[0]
+                fails, warns = problems.count("fail"), problems.count("warn")
+                reason = ", ".join(([f"{fails} failed"] if fails else [])
+                                   + ([f"{warns} warning" + "s" * (warns > 1)] if warns else []))
             table.add_row(name, status_text(status), Text(reason, style="dim"))
         self.query_one("#probe-lines", Static).update(table)
 
