@@ -16,6 +16,12 @@ class Fix:
     text: str
     note: str = ""
 
+    def copy_lines(self, indent: str = "  ") -> list[str]:
+        """The fix as lines to paste: its note as a `#` comment above the text, and every line
+        indented alike, so a code snippet keeps its own indentation."""
+        note = [f"{indent}# {self.note}"] if self.note else []
+        return note + [indent + line for line in self.text.splitlines()]
+
 
 @dataclass(frozen=True)
 class Cause:

@@ -154,7 +154,9 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         assert "logs: score" in why and "symptom: Hang at process-group init" in why
         text = screen_text(app)
         assert "NCCL_SOCKET_IFNAME" in text  # the fix of the top cause, from kb.causes
-        assert "NCCL_DEBUG=INFO: added for the Logs step" in text
+        assert "If you added the Logs step's logging lines to the job (NCCL_DEBUG," in text
+        await pilot.press("c")  # the top cause's fix, ready to paste
+        assert "export NCCL_SOCKET_IFNAME=eth0" in app.clipboard.splitlines()
         target = tmp_path / "incident.md"
         app.screen.query_one("#export-path").value = str(target)
         await pilot.press("e")

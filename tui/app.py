@@ -261,6 +261,7 @@ class DistDoctorApp(App[int]):
             ("environment", "fleet", "Compare fleet snapshots", "Load snapshots from other nodes"),
             ("repro", "run", "Run the minimal repro", "One node, two processes, all-reduce"),
             ("bisect", "run", "Run the bisection", "Baseline, then one switch at a time"),
+            ("conclusion", "copy_fix", "Copy the fix", "Copy the top cause's fix lines"),
             ("conclusion", "export", "Export the report", "Write the session as md, html or json"),
         ):
             if step_id in self.order:

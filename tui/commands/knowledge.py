@@ -130,8 +130,7 @@ def explain(item: Any) -> str:
         lines += _para("What it is", item.what) + _para("Why it happens", item.why)
         lines += _para("Evidence", item.evidence) + _para("Fix", item.fix)
         for fix in item.fixes:
-            lines.append(f"  [{fix.kind}]" + (f"  # {fix.note}" if fix.note else ""))
-            lines += ["    " + ln for ln in fix.text.splitlines()]
+            lines += fix.copy_lines()
     elif kind == "check":
         lines += _para("What it checks", f"probe {item.probe}: {item.fact} {item.op} {item.value!r} -> {item.status}")
         lines += _para("Finding", item.detail) + _para("Fix", item.fix)

@@ -12,8 +12,8 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Static
 
-from .. import launchers
 from ..messages import Exported
+from .. import launchers
 from ..ranking import Ranked, rank_session
 from ..session import SAVE_WAIT_S
 from ..widgets import Plain
@@ -30,10 +30,8 @@ def fix_text(kb: Any, cause_id: str) -> Text:
     text.append(cause.title, style="bold")
     text.append(f"\n{cause.fix}")
     for f in cause.fixes:
-        text.append(f"\n  [{f.kind}] ", style="dim")
-        text.append(f.text)
-        if f.note:
-            text.append(f"  ({f.note})", style="dim")
+        for line in f.copy_lines():
+            text.append(f"\n{line}", style="dim" if line.lstrip().startswith("# ") else "")
     return text
 
 
@@ -45,7 +43,7 @@ def record_view(flow: Any) -> dict[str, Any]:
 class ConclusionScreen(StepScreen):
     """Ranks on every visit (the evidence may have grown); records the conclusion when it changes."""
 
-    BINDINGS = [Binding("e", "export", "Export report")]
+    BINDINGS = [Binding("c", "copy_fix", "Copy fix"), Binding("e", "export", "Export report")]
 
     def compose_step(self) -> Iterable[Widget]:
         yield Plain("Causes, ranked by all the evidence", classes="heading first")
@@ -89,9 +87,13 @@ class ConclusionScreen(StepScreen):
             self._explain(0)
             self.query_one("#fix", Static).update(fix_text(kb, self.ranked[0].id))
         remove = self.switches()
-        self.query_one("#remove", Static).update(
-            "\n".join(f"{s['name']}={s.get('value', '')}: {s['why']}" for s in remove)
-            or "No debugging switch found.")
+        lines = [f"{s['name']}={s.get('value', '')}: {s['why']}" for s in remove]
+        if "logs" in flow.events:  # we cannot see whether the job got the Logs step's lines
+            lines.append("If you added the Logs step's logging lines to the job ("
+                         + ", ".join(name for name in launchers.switches_to_remove()
+                                     if name not in {s["name"] for s in remove})
+                         + "), remove them too.")
+        self.query_one("#remove", Static).update("\n".join(lines) or "No debugging switch found.")
         data = {"causes": [{"id": r.id, "score": r.score, "why": list(r.reasons)} for r in self.ranked],
                 "fixes": [{"cause": self.ranked[0].id, "fix": kb.causes[self.ranked[0].id].fix}]
                 if self.ranked and self.ranked[0].id in kb.causes else [],
@@ -100,22 +102,14 @@ class ConclusionScreen(StepScreen):
             self.dd.record("conclusion", data)
 
     def switches(self) -> list[dict[str, str]]:
-        """Switches set in the checked environment or won by bisection, then the logging lines."""
-        found: list[dict[str, str]] = []
+        """The switches to remove afterwards, as the report lists them."""
         try:
             from ..report import latest
             from ..report_conclusion import switches_to_remove
         except ImportError as exc:
             self.log.warning(f"report helpers not available: {exc}")
-        else:
-            found = switches_to_remove(record_view(self.dd.flow), self.dd.kb, latest)
-        names = {s["name"] for s in found}
-        values = dict(launchers.LOG_SWITCHES)
-        for name in launchers.switches_to_remove():
-            if name not in names:
-                found.append({"name": name, "value": values[name],
-                              "why": "added for the Logs step; debugging only, remove it"})
-        return found
+            return []
+        return switches_to_remove(record_view(self.dd.flow), self.dd.kb, latest)
 
     def _explain(self, index: int) -> None:
         r = self.ranked[index]
@@ -138,6 +132,16 @@ class ConclusionScreen(StepScreen):
     def _selected(self) -> None:
         """Enter on a cause: its why and fix, which sit below the table at 80x24."""
         self.query_one("#fix").scroll_visible(animate=False)
+
+    def action_copy_fix(self) -> None:
+        """Copy the highlighted cause's fix lines (comments included: they paste harmlessly)."""
+        row = self.query_one("#ranking", DataTable).cursor_row
+        cause = self.dd.kb.causes.get(self.ranked[row].id) if 0 <= row < len(self.ranked) else None
+        if cause is None or not cause.fixes:
+            self.notify("No fix lines to copy for this cause.")
+            return
+        self.app.copy_to_clipboard("\n".join(line for f in cause.fixes for line in f.copy_lines("")))
+        self.notify("Fix lines copied (your terminal must allow OSC 52 clipboard access).")
 
     # --- export -----------------------------------------------------------------------------
     @on(Input.Submitted, "#export-path")

@@ -38,8 +38,7 @@ def explain(kb: Any, finding: dict[str, Any]) -> Text:
     if more:
         text.append("\nOther fixes:", style="bold")
         for f in more:
-            body = "\n    ".join(f.text.splitlines())
-            text.append(f"\n  {body}" + (f"  ({f.note})" if f.note else ""))
+            text.append("\n" + "\n".join(f.copy_lines()))
     return text
 
 
