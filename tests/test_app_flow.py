@@ -466,3 +466,19 @@ async def test_nothing_readable_is_an_error_not_a_diagnosis(tmp_path: Path) -> N
         assert f"ERROR nothing readable in the given paths ({binary}: binary file" in text
         assert app.screen.query_one("#causes").row_count == 0  # the earlier diagnosis is gone
         assert kinds(app, "bin").count("logs") == 1  # only the readable load is a result
+
+
+@run_async
+async def test_export_before_any_evidence_says_why_in_view(tmp_path: Path) -> None:
+    app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="empty")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("6")
+        await pilot.pause()
+        assert "No evidence yet: classify the symptom first (1)" in screen_text(app)
+        app.screen.query_one("#export-path").value = str(tmp_path / "r.md")
+        await pilot.press("e")
+        await settle(pilot)
+        # the status line is below the fold at 80x24: a notification says it in view
+        assert [n.message for n in app._notifications] == [
+            "nothing to export yet: classify the symptom first (1)"]
+        assert not (tmp_path / "r.md").exists()

@@ -78,6 +78,8 @@ def next_action(kb: Any, flow: Flow, step_id: str, order: list[str], running: st
             return f"The {what} was stopped before a result; r runs it again."
         return f"{run_outcome(kb, step_id, event)} {hint}".strip()
     if step_id == "conclusion":
+        if not flow.events:
+            return "No evidence yet: classify the symptom first (1), or load the job's logs (2)."
         return "Apply the fix of the top cause, remove the debugging switches, e exports the report."
     step = kb.steps.get(step_id)
     return (step.why if step else "") + (" " + hint if hint else "")

@@ -152,8 +152,10 @@ class ConclusionScreen(StepScreen):
             return
         fmt = FORMATS.get(Path(path).suffix.lower())
         if fmt is None:
-            self.query_one("#export-status", Static).update(
-                "ERROR the file name must end in .md, .html or .json")
+            self.on_exported(Exported(path, "the file name must end in .md, .html or .json"))
+            return
+        if not self.dd.flow.events:
+            self.on_exported(Exported(path, "nothing to export yet: classify the symptom first (1)"))
             return
         # absolute: the report lands in the app's working folder, which the user may not know
         target = os.path.abspath(os.path.expanduser(path))
@@ -186,6 +188,7 @@ class ConclusionScreen(StepScreen):
         status = self.query_one("#export-status", Static)
         if message.error:
             status.update(Text(f"ERROR {message.error}", style="bold"))
+            self.notify(message.error, title="Report not written", severity="error")  # the line can be below the fold
         else:
             status.update(f"OK wrote {message.path}")
             self.notify(f"Report written to {message.path}")
