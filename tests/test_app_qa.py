@@ -273,7 +273,8 @@ async def test_a_python_without_torch_is_named_before_anything_runs(tmp_path: Pa
 
 @run_async
 async def test_a_stopped_run_is_not_a_done_step(tmp_path: Path) -> None:
-    stopped = {"outcome": "stopped", "duration_s": 1.5, "causes": [], "log": "", "command": []}
+    stopped = {"outcome": "stopped", "duration_s": 1.5, "causes": [], "log": "", "command": [],
+               "stuck_at": "init"}  # where it was when the user stopped it: not a fault
     app = resumed(tmp_path, [("answer", {"question": "kind", "answer": "hang"}),
                              ("classify", {"symptom": "hang", "sub": "hang-init", "kind": "hang"}),
                              ("logs", {"paths": ["x"], "causes": []}),
@@ -291,6 +292,7 @@ async def test_a_stopped_run_is_not_a_done_step(tmp_path: Path) -> None:
         text = screen(app)
         assert "The minimal repro was stopped before a result; r runs it again." in text
         assert "recorded earlier" in text
+        assert "Outcome: STOPPED" in text and "stuck at" not in text
         await pilot.pause()
 
 

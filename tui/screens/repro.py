@@ -21,10 +21,16 @@ from .base import StepScreen
 BACKENDS = [("auto", "auto"), ("nccl", "nccl"), ("gloo", "gloo")]
 
 
+def stuck_at(result: dict[str, Any]) -> str:
+    """Where a failed or hung run stopped progressing; nothing for one the user stopped."""
+    where = result.get("stuck_at")
+    return f"stuck at {where}" if where and result.get("outcome") != "stopped" else ""
+
+
 def result_row(label: str, result: dict[str, Any]) -> dict[str, Any]:
     """One results-table row from a ReproResult dict."""
     outcome = str(result.get("outcome", "?"))
-    detail = result.get("stuck_at") and f"stuck at {result['stuck_at']}" or ""
+    detail = stuck_at(result)
     causes = [c.get("id", c) if isinstance(c, dict) else c for c in result.get("causes") or []]
     if causes:
         detail = (detail + "; " if detail else "") + ", ".join(map(str, causes))
@@ -54,11 +60,11 @@ class RunScreen(StepScreen):
         yield Plain("", id="plan")
         with Horizontal(classes="row options"):
             yield Plain("ranks", classes="label")
-            yield Input("2", id="nproc", type="integer", classes="small")
+            yield Input("2", placeholder="2", id="nproc", type="integer", classes="small")
             yield Plain("backend", classes="label")
             yield Select(BACKENDS, value="auto", allow_blank=False, id="backend")
             yield Plain("timeout", classes="label")
-            yield Input("60", id="timeout", type="number", classes="small")
+            yield Input("60", placeholder="60", id="timeout", type="number", classes="small")
         with Horizontal(classes="row options"):
             yield Plain("python", classes="label")
             yield Input(placeholder="python3 on PATH: the failing job's interpreter", id="python")
@@ -271,10 +277,13 @@ class ReproScreen(RunScreen):
     def summary(self, result: dict[str, Any]) -> Text:
         text = Text()
         text.append("Outcome: ", style="bold")
-        text.append_text(status_text(str(result.get("outcome", "?"))))
-        text.append(f" ({result.get('outcome', '?')})")
-        if result.get("stuck_at"):
-            text.append(f"; stuck at {result['stuck_at']}")
+        outcome = str(result.get("outcome", "?"))
+        word = status_text(outcome)
+        text.append_text(word)
+        if word.plain.lower() != outcome:
+            text.append(f" ({outcome})")
+        if stuck_at(result):
+            text.append(f"; {stuck_at(result)}")
         if result.get("first_error"):
             text.append(f"\nFirst error: {result['first_error']}")
         return text
