@@ -150,7 +150,7 @@ def test_cli_exit_codes_and_json(tmp_path: Path, base: dict, capsys: pytest.Capt
     data = json.loads(capsys.readouterr().out)
     assert data["nodes"] == 4 and data["skipped"] == []
     assert data["outliers"] == [{"node": node_name(2), "field": "driver", "value": "535.104.05",
-                                 "majority": "550.54.15", "count": 3}]
+                                 "majority": "550.54.15", "count": 3, "tie": False}]
     event = SessionStore().load("inc-1")["events"][-1]
     assert event["kind"] == "fleet" and event["data"]["outliers"] == data["outliers"]
 
@@ -261,3 +261,15 @@ def test_text_escapes_control_characters_and_wraps_to_80_columns(tmp_path: Path,
         assert len(line) <= 80 or line.lstrip().startswith(("ssh ", "distdoctor ")), line
     agree = next(i for i, line in enumerate(text.splitlines()) if line.startswith("agree: "))
     assert text.splitlines()[agree + 1].startswith("       ")  # wrapped under its label
+
+
+def test_a_two_node_split_is_a_tie_not_a_majority(tmp_path: Path, base: dict) -> None:
+    write_fleet(tmp_path, 2, {1: {"driver": "535.104.05"}}, base)
+    result = compare(load_snapshots([str(tmp_path)])[0])
+    [outlier] = result["outliers"]
+    assert outlier["tie"] and result["disagreements"][0]["tie"]
+    assert ", 1 other " in outlier_line(outlier)
+    assert outlier_line(outlier).endswith(" (a tie: either side may be the odd one)")
+    write_fleet(tmp_path, 3, {1: {"driver": "535.104.05"}}, base)  # 2 against 1: a majority
+    [outlier] = compare(load_snapshots([str(tmp_path)])[0])["outliers"]
+    assert not outlier["tie"] and outlier_line(outlier).endswith("2 others 550.54.15")

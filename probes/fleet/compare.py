@@ -96,6 +96,8 @@ def compare(snapshots: Iterable[Mapping[str, Any]],
         split.append(field)
         disagreements.append({
             "field": field, "majority": value, "majority_count": count,
+            # no majority to trust: the first value is named only so the output is stable
+            "tie": sorted(counts.values())[-2] == count,
             "cause_id": CAUSES.get(field),
             "values": [{"value": v, "count": c}
                        for v, c in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]})
@@ -113,7 +115,8 @@ def compare(snapshots: Iterable[Mapping[str, Any]],
         for field, value, maj, count in zip(split, key, majority, majority_count):
             if value != maj:
                 outliers.extend({"node": node, "field": field, "value": value, "majority": maj,
-                                 "count": count} for node in nodes)
+                                 "count": count, "tie": counters[field][value] == count}
+                                for node in nodes)
     order = {f: i for i, f in enumerate(split)}
     outliers.sort(key=lambda o: (order[o["field"]], o["node"]))
     group_list = [{"count": len(nodes), "values": dict(zip(split, key)), "nodes": sorted(nodes)}
@@ -155,5 +158,7 @@ def _size(n: int) -> str:
 def outlier_line(outlier: Mapping[str, Any]) -> str:
     """"node-17: driver 535.104.05, 63 others 550.54.15"."""
     field = outlier["field"]
+    others = "other" if outlier["count"] == 1 else "others"
+    tie = " (a tie: either side may be the odd one)" if outlier.get("tie") else ""
     return (f"{outlier['node']}: {label(field)} {show(field, outlier['value'])}, "
-            f"{outlier['count']} others {show(field, outlier['majority'])}")
+            f"{outlier['count']} {others} {show(field, outlier['majority'])}{tie}")

@@ -146,5 +146,6 @@ class FleetScreen(ModalScreen[None]):
         table.clear()
         for o in outliers:
             field = str(o.get("field", ""))
+            count = f"{o.get('count', '?')}{', a tie' if o.get('tie') else ''}"
             table.add_row(str(o.get("node", "")), label(field), show(field, o.get("value")),
-                          f"{show(field, o.get('majority'))} ({o.get('count', '?')})")
+                          f"{show(field, o.get('majority'))} ({count})")
