@@ -84,8 +84,9 @@ def _table(rows: list[dict[str, Any]], cols: int) -> list[str]:
     # to the minute: the seconds only push the steps off the screen
     table += [(i, r["updated"].replace("T", " ")[:16], _clip(h, host_w), _clip(sy, sym_w))
               for i, r, h, sy in zip(ids, rows, hosts, symptoms)]
-    steps = ["STEPS"] + [f"{r['events']}: {', '.join(r['steps'])}" if r["steps"] else "0"
-                         for r in rows]
+    # the steps with a result ("answer" events are choices along the way), then how many events
+    steps = ["STEPS"] + [f"{', '.join(k for k in r['steps'] if k != 'answer') or '-'} "
+                         f"({r['events']} event{'s' * (r['events'] != 1)})" for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(4)]
     lead = [("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row))) for row in table]
     if all(len(a) + 2 + len(b) <= cols for a, b in zip(lead, steps)):
