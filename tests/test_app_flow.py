@@ -363,7 +363,7 @@ async def test_repro_step_runs_for_real(tmp_path: Path, monkeypatch: pytest.Monk
         # the bisection: a passing baseline stops there and clears this node's local setup
         await pilot.press("5")
         await pilot.pause()
-        app.screen.query_one("#backend").value = "gloo"
+        assert app.screen.query_one("#backend").value == "gloo"  # as chosen for the repro
         await pilot.press("r")
         await settle(pilot)
         bisect = SessionStore(tmp_path).load("rep")["events"][-1]

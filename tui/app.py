@@ -96,6 +96,7 @@ class DistDoctorApp(App[int]):
         self.set_reactive(DistDoctorApp.learn, learn)
         self._gc_paused = False  # set while start-up holds garbage collection off
         self.closing = False  # set by exit(): no more screens from then on
+        self.run_backend = "auto"  # the backend chosen on one run step (repro, bisect) is the other's
 
     def _new_screen(self, step_id: str) -> Screen[Any]:
         screen = _make_screen(step_id)

@@ -89,6 +89,7 @@ class RunScreen(StepScreen):
             if python:
                 self.query_one("#python", Input).value = python
                 break
+        self.query_one("#backend", Select).value = self.dd.run_backend
         self._show_plan()
         self.shown_for = self.option_values()
         previous = self.dd.flow.events.get(self.kind)
@@ -129,6 +130,7 @@ class RunScreen(StepScreen):
         if not self.is_mounted or values == getattr(self, "shown_for", None):
             return
         self.shown_for = values
+        self.dd.run_backend = values[-1]
         try:
             self._show_plan()
         except ValueError as exc:  # half-typed number
