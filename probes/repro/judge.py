@@ -66,13 +66,19 @@ class Judgement:
 
 def judge(text: str, launcher: int | None, how: str, nproc: int) -> Judgement:
     """`how` is how the wait ended: "exited", "timeout" (a hang) or "cancelled" (stopped).
-    A pass needs exit code 0 and every rank's `done` marker."""
+    A pass needs every rank's `done` marker and exit code 0, or the timeout after every `done`
+    (then stuck_at is "exit")."""
     progress = progress_of(text)
+    finished = all(progress.get(r) == "done" for r in range(nproc))
+    if how == "timeout" and finished:
+        # every rank got through destroy_process_group: the collectives work; only the exit
+        # (interpreter teardown, torchrun's shutdown) outlasted the timeout
+        return Judgement("pass", progress, "exit", "", exit_codes(text, launcher, "killed", nproc))
     if how == "timeout":
         outcome = "hang"
     elif how == "cancelled":
         outcome = "stopped"
-    elif launcher == 0 and all(progress.get(r) == "done" for r in range(nproc)):
+    elif launcher == 0 and finished:
         outcome = "pass"
     else:
         outcome = "error"

@@ -145,7 +145,10 @@ def render_repro(result: ReproResult, kb: Any, script_text: str,
            "", f"  {'rank':<{_rank_pad(result.nproc)}}{'last step':<12}exit code"]
     out.extend(_rank_rows(result))
     out.append("")
-    if result.stuck_at:
+    if result.outcome == "pass" and result.stuck_at == "exit":
+        out.append("  every rank finished; the processes were still exiting at the timeout "
+                   "and were killed")
+    elif result.stuck_at:
         out.append(f"  stopped at: {result.stuck_at} (the first step not every rank finished)")
     cols = _width()
     if result.first_error:

@@ -24,6 +24,8 @@ BACKENDS = [("auto", "auto"), ("nccl", "nccl"), ("gloo", "gloo")]
 def stuck_at(result: dict[str, Any]) -> str:
     """Where a failed or hung run stopped progressing; nothing for one the user stopped."""
     where = result.get("stuck_at")
+    if where == "exit" and result.get("outcome") == "pass":
+        return "slow to exit: killed at the timeout after every rank finished"
     return f"stuck at {where}" if where and result.get("outcome") != "stopped" else ""
 
 
