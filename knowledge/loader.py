@@ -1,6 +1,7 @@
 """Loads the TOML knowledge files (and a site overlay) into a validated KnowledgeBase."""
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -23,6 +24,10 @@ OVERLAY_ENV = "DISTDOCTOR_KNOWLEDGE"
 OPS = ("eq", "ne", "lt", "le", "gt", "ge", "true", "false", "present", "absent",
        "nonempty", "empty", "in", "not_in", "contains", "matches")
 FIX_KINDS = ("env", "command", "code")
+# What the log analyser reads from a signature's tags (knowledge/logs): anything else is a typo.
+SIGNATURE_TAGS = ("failure", "crash", "wait", "consequence", "context", "tail", "end", "resume",
+                  "launcher", "spawn")
+MAX_WEIGHT = 100.0  # a signature weight or symptom prior; scores must stay finite numbers
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
@@ -180,11 +185,18 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
         root_step=str(raw.meta.get("root_step", "classify")),
         sources=tuple(raw.sources),
     )
-    validate(kb, lambda kind, entry_id: files.get((kind, entry_id), "?"), tree=tree)
+    validate(kb, lambda kind, entry_id: files.get((kind, entry_id), "?"), tree=tree,
+             patterns=patterns)
     return kb
 
 
-def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str], tree: bool = True) -> None:
+def _need_weight(weight: float, file: str, key: str) -> None:
+    if not (math.isfinite(weight) and 0 <= weight <= MAX_WEIGHT):
+        raise KnowledgeError(file, key, f"must be a number from 0 to {MAX_WEIGHT:g}, not {weight!r}")
+
+
+def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str], tree: bool = True,
+             patterns: bool = True) -> None:
     """Resolve every cross-reference; raise KnowledgeError on the first broken one."""
     def need_cause(kind: str, entry_id: str, key: str, cause_id: str) -> None:
         if cause_id not in kb.causes:
@@ -208,9 +220,24 @@ def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str], tree: bool =
     for sw in kb.switches.values():
         for cid in sw.implicates:
             need_cause("switch", sw.id, "implicates", cid)
+    for s in kb.symptoms.values():
+        for c, w in s.causes.items():
+            _need_weight(w, file_of("symptom", s.id), f"symptom.{s.id}.causes.{c}")
     for sig in kb.signatures.values():
+        where = f"signature.{sig.id}"
         if sig.cause != "other":
             need_cause("signature", sig.id, "cause", sig.cause)
+        _need_weight(sig.weight, file_of("signature", sig.id), f"{where}.weight")
+        unknown = sorted(set(sig.tags) - set(SIGNATURE_TAGS))
+        if unknown:
+            raise KnowledgeError(file_of("signature", sig.id), f"{where}.tags",
+                                 f"unknown tag {unknown[0]!r} (one of {', '.join(SIGNATURE_TAGS)})")
+    for kind, table in (("signature", kb.signatures), ("harmless", kb.harmless)) if patterns else ():
+        for entry in table.values():
+            # a pattern that matches an empty line matches every line: all of it would be evidence
+            if re.search(entry.pattern, "") is not None:
+                raise KnowledgeError(file_of(kind, entry.id), f"{kind}.{entry.id}.pattern",
+                                     "matches an empty line, so it would match every line")
     if tree:
         from .tree import check_tree  # networkx is only needed here
 

@@ -50,3 +50,24 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text("[[cause]\nid=")
     with pytest.raises(KnowledgeError, match=re.escape(str(tmp_path / "bad.toml"))):
         load_knowledge(tmp_path)
+
+
+@pytest.mark.parametrize("line, key, reason", [
+    ("weight = nan", "weight", "must be a number from 0 to 100"),  # NaN scores broke --json
+    ("weight = 1e308", "weight", "must be a number from 0 to 100"),
+    ("weight = -2.0", "weight", "must be a number from 0 to 100"),
+    ('tags = ["failure", "bogustag"]', "tags", "unknown tag 'bogustag'"),
+    ('pattern = ""', "pattern", "matches an empty line"),
+    ('pattern = "(WARN)?"', "pattern", "matches an empty line"),
+])
+def test_overlay_signatures_that_would_break_scoring_are_refused(tmp_path: Path, line: str,
+                                                                 key: str, reason: str) -> None:
+    fields = {"id": '"site-sig"', "cause": '"shm-insufficient"', "pattern": '"site says no"',
+              "weight": "1.0", "tags": '["failure"]'}
+    name, _, value = line.partition(" = ")
+    fields[name] = value
+    (tmp_path / "site.toml").write_text(
+        "[[signature]]\n" + "".join(f"{k} = {v}\n" for k, v in fields.items()))
+    with pytest.raises(KnowledgeError) as err:
+        load_knowledge(tmp_path)
+    assert err.value.key == f"signature.site-sig.{key}" and reason in err.value.reason
