@@ -14,6 +14,9 @@ NAMES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "
 PREFIXES = ("TORCHELASTIC_", "SLURM_", "OMPI_COMM_WORLD_")
 # The variables init_process_group(init_method="env://") needs on every rank.
 ENV_INIT = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+# Rank numbers (0 or more) and sizes (1 or more): torch reads them with int() and fails or
+# misnumbers on anything else.
+RANK_NUMBERS = {"RANK": 0, "LOCAL_RANK": 0, "GROUP_RANK": 0, "WORLD_SIZE": 1, "LOCAL_WORLD_SIZE": 1}
 
 
 def _int(env: Mapping[str, str], name: str) -> int | None:
@@ -21,6 +24,14 @@ def _int(env: Mapping[str, str], name: str) -> int | None:
         return int(env[name])
     except (KeyError, ValueError):
         return None
+
+
+def _at_least(value: str, least: int) -> bool:
+    """Whether int(value), as torch reads it, works and is at least `least`."""
+    try:
+        return int(value) >= least
+    except ValueError:
+        return False
 
 
 def launcher(env: Mapping[str, str]) -> str:
@@ -112,7 +123,13 @@ def consistency(env: Mapping[str, str], kind: str) -> dict[str, Any]:
             # One GPU per rank, or every rank sees all local GPUs: both work; anything between
             # makes ranks share a GPU or index past the end.
             facts["visible_gpus_short"] = visible == 0 or 1 < visible < local_world
-    missing = [name for name in ENV_INIT if name not in env]
+    malformed = [f"{name}={env[name]!r}" for name, least in RANK_NUMBERS.items()
+                 if name in env and not _at_least(env[name], least)]
+    if malformed:
+        facts["malformed"] = True
+        facts["malformed_text"] = ", ".join(malformed)
+    # an empty value (MASTER_ADDR=) is as good as none
+    missing = [name for name in ENV_INIT if not env.get(name, "").strip()]
     if kind != "none" and len(missing) < len(ENV_INIT):
         facts["missing"] = missing
         facts["incomplete"] = bool(missing) and kind in ("manual", "torchrun")

@@ -47,6 +47,9 @@ def test_nothing_set_is_not_a_job_and_gives_no_findings() -> None:
     ({**TORCHRUN, "RANK": "8"}, "rank-out-of-range"),
     ({**TORCHRUN, "LOCAL_RANK": "4"}, "local-rank-out-of-range"),
     ({**TORCHRUN, "MASTER_PORT": "29500x"}, "master-port-invalid"),
+    ({**TORCHRUN, "WORLD_SIZE": "abc"}, "launch-env-malformed"),
+    ({**TORCHRUN, "RANK": "-1"}, "launch-env-malformed"),
+    ({**TORCHRUN, "LOCAL_WORLD_SIZE": "0"}, "launch-env-malformed"),
     # srun starts 2 tasks, each torchrun starts 4 workers: 8 is right; 16 is not
     ({**TORCHRUN, "WORLD_SIZE": "16", "RANK": "3", "SLURM_NTASKS": "2", "SLURM_PROCID": "0",
       "SLURM_STEP_ID": "0"}, "world-size-vs-scheduler"),
@@ -77,6 +80,18 @@ def test_mpi_world_size_mismatch_names_the_variable() -> None:
 def test_visible_gpus_count_follows_cuda_rules(visible: str, count: int, short: bool) -> None:
     facts = launch({**TORCHRUN, "CUDA_VISIBLE_DEVICES": visible})
     assert (facts["visible_gpus"], facts["visible_gpus_short"]) == (count, short)
+
+
+def test_malformed_rank_variables_are_named_and_an_empty_one_is_missing() -> None:
+    # these once read "OK rank variables complete": non-numbers were simply not compared
+    env = {"WORLD_SIZE": "abc", "RANK": "-1", "LOCAL_RANK": "xyz", "MASTER_ADDR": "",
+           "MASTER_PORT": "29500"}
+    facts = launch(env)
+    assert facts["malformed_text"] == "RANK='-1', LOCAL_RANK='xyz', WORLD_SIZE='abc'"
+    assert facts["missing_text"] == "MASTER_ADDR"
+    found = statuses(env)
+    assert found["launch-env-malformed"] == "fail" and found["launch-env-incomplete"] == "warn"
+    assert "launch-env-malformed" not in statuses(TORCHRUN)
 
 
 def test_partial_manual_environment_warns_with_missing_names() -> None:
