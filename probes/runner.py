@@ -1,7 +1,9 @@
 """The one place that spawns processes: argv only, always a timeout, the whole group killed."""
 from __future__ import annotations
 
+import locale
 import os
+import selectors
 import signal
 import subprocess
 import time
@@ -38,8 +40,33 @@ def kill_group(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
+MiB = 1024 * 1024
+_CHUNK = 64 * 1024
+
+
+def _size_text(n: int) -> str:
+    """16777216 -> '16 MiB', for the one-line reason."""
+    for unit, size in (("MiB", MiB), ("KiB", 1024)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"
+
+
+def _decode(data: bytes) -> str:
+    """What text=True, errors="replace" gave: locale encoding and universal newlines."""
+    text = data.decode(locale.getpreferredencoding(False), errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 class SubprocessRunner:
-    """Runs argv in its own session; on timeout kills the whole process group."""
+    """Runs argv in its own session; on timeout kills the whole process group.
+
+    Output is read as it comes and kept up to a cap per stream: a program that prints without
+    end would otherwise fill memory long before its timeout. Past a cap the group is killed."""
+
+    def __init__(self, *, max_stdout: int = 16 * MiB, max_stderr: int = 1 * MiB) -> None:
+        self.max_stdout = max_stdout
+        self.max_stderr = max_stderr
 
     def __call__(self, argv: Sequence[str], *, timeout: float,
                  env: Mapping[str, str] | None = None) -> CommandResult:
@@ -48,19 +75,55 @@ class SubprocessRunner:
         try:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     stdin=subprocess.DEVNULL, env=dict(env) if env is not None else None,
-                                    start_new_session=True, text=True, errors="replace")
+                                    start_new_session=True)
         except FileNotFoundError:
             return CommandResult(argv, None, "", "", 0.0, f"{argv[0]}: command not found")
         except OSError as exc:
             return CommandResult(argv, None, "", "", 0.0, f"{argv[0]}: {exc.strerror or exc}")
+        out, err = bytearray(), bytearray()
         try:
-            out, err = proc.communicate(timeout=timeout)
+            error = self._collect(proc, argv[0], start + timeout, timeout, out, err)
+        finally:
+            # Not reaped means it timed out, passed a cap or we failed: kill the group, at once.
+            # Its pipes are not read to EOF: a process that left the group could hold them open.
+            if proc.returncode is None:
+                kill_group(proc)
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        return CommandResult(argv, None if error else proc.returncode, _decode(out), _decode(err),
+                             time.monotonic() - start, error)
+
+    def _collect(self, proc: subprocess.Popen, name: str, deadline: float, timeout: float,
+                 out: bytearray, err: bytearray) -> str:
+        """Read both pipes into out/err until EOF, then reap the process, all before `deadline`.
+        Returns the error, "" when it finished; on an error the process is left to the caller."""
+        streams = {proc.stdout.fileno(): (out, self.max_stdout, "output"),
+                   proc.stderr.fileno(): (err, self.max_stderr, "error output")}
+        timed_out = f"{name}: timed out after {timeout:g}s"
+        with selectors.DefaultSelector() as sel:
+            for fd in streams:
+                sel.register(fd, selectors.EVENT_READ)
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:  # e.g. it exited, but a grandchild still holds a pipe
+                    return timed_out
+                for key, _ in sel.select(left):
+                    chunk = os.read(key.fd, _CHUNK)
+                    if not chunk:
+                        sel.unregister(key.fd)
+                        continue
+                    buf, cap, what = streams[key.fd]
+                    buf += chunk
+                    if len(buf) > cap:
+                        del buf[cap:]
+                        return (f"{name}: stopped after {_size_text(cap)} of {what} "
+                                "(a program that never stops printing?)")
+        try:  # both pipes are closed, yet the process may still run
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            kill_group(proc)
-            out, err = proc.communicate()
-            return CommandResult(argv, None, out, err, time.monotonic() - start,
-                                 f"{argv[0]}: timed out after {timeout:g}s")
-        return CommandResult(argv, proc.returncode, out, err, time.monotonic() - start)
+            return timed_out
+        return ""
 
 
 class RecordedRunner:

@@ -162,6 +162,27 @@ def test_check_python_reports_torch_and_backend() -> None:
     assert info.backend_for("auto") == ("nccl" if info.cuda else "gloo")
 
 
+def test_an_interpreter_that_never_answers_is_stopped_with_its_children(tmp_path: Path) -> None:
+    from distdoctor.probes.repro.options import check_timeout
+
+    pids = tmp_path / "pids"
+    hang = tmp_path / "hangpy"
+    hang.write_text(f"#!/bin/sh\necho $$ > {pids}\nsleep 1000 &\necho $! >> {pids}\nwait\n")
+    hang.chmod(0o755)
+    with pytest.raises(ReproInputError) as caught:
+        check_python(ReproOptions(python=str(hang), backend="gloo"), timeout=3)
+    assert str(caught.value) == (f"--python {hang}: did not answer within 3s "
+                                 "(not a Python interpreter that answers?)")
+    for pid in map(int, pids.read_text().split()):  # the script and its sleep
+        try:
+            psutil.Process(pid).wait(timeout=10)  # an orphan is reaped by init once killed
+        except psutil.NoSuchProcess:
+            pass
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    # By default the question gets the run's timeout, kept within [20 s, 60 s].
+    assert [check_timeout(ReproOptions(timeout=t)) for t in (5, 30, 3600)] == [20, 30, 60]
+
+
 def test_signature_scan_fallback_skips_harmless_lines(tmp_path: Path) -> None:
     (tmp_path / "sigs.toml").write_text(
         '[[signature]]\nid = "t-gloo-if"\npattern = "Unable to find address for"\n'

@@ -17,6 +17,12 @@ BACKENDS = ("nccl", "gloo", "auto")
 MAX_TIMEOUT_S = 7 * 24 * 3600  # the script's own timedelta and int() need a finite, sane number
 CPU_RANKS_PER_CORE = 4  # gloo ranks are whole torch processes (~300 MB each); more only thrash
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# How long the target interpreter gets to answer (import torch, look at CUDA) before anything
+# runs: the run's --timeout, but never under CHECK_MIN_S (a cold torch import on a network
+# filesystem takes tens of seconds, and a short --timeout is meant for the collectives) and never
+# over CHECK_MAX_S (an interpreter that cannot import torch in a minute will not run the repro).
+CHECK_MIN_S = 20.0
+CHECK_MAX_S = 60.0
 
 # Asked of the target interpreter in a subprocess: distdoctor never imports torch itself.
 _PROBE_CODE = (
@@ -121,15 +127,26 @@ def resolve_python(python: str) -> str:
     return os.path.abspath(found)  # runs start in their own folder: a relative path would break
 
 
+def check_timeout(opts: ReproOptions) -> float:
+    """Seconds the target interpreter gets to answer check_python (see CHECK_MIN_S)."""
+    return min(CHECK_MAX_S, max(CHECK_MIN_S, opts.timeout))
+
+
 def check_python(opts: ReproOptions, *, runner: Runner | None = None,
-                 timeout: float = 90.0) -> PythonInfo:
+                 timeout: float | None = None) -> PythonInfo:
     """Ask the target interpreter for torch, CUDA and backend support; ReproInputError when it
-    cannot run the repro with the requested backend."""
+    cannot run the repro with the requested backend. `timeout` (default: check_timeout) bounds
+    the question; the runner kills the interpreter's whole process group when it passes."""
     validate(opts)
     python = resolve_python(opts.target_python())
+    timeout = check_timeout(opts) if timeout is None else timeout
     result = (runner or SubprocessRunner())([python, "-c", _PROBE_CODE], timeout=timeout)
     if result.error:
-        raise ReproInputError(f"--python {python}: {result.error}")
+        if result.returncode is None and "timed out after" in result.error:
+            raise ReproInputError(f"--python {opts.target_python()}: did not answer within "
+                                  f"{timeout:g}s (not a Python interpreter that answers?)")
+        # The runner names the command first; the message names it already.
+        raise ReproInputError(f"--python {python}: {result.error.removeprefix(python + ': ')}")
     if result.returncode != 0:
         if not result.stderr.strip() and not result.stdout.strip():
             raise ReproInputError(f"--python {python}: exited with code {result.returncode} and "
