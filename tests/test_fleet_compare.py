@@ -96,6 +96,20 @@ def test_duplicate_hosts_are_told_apart(tmp_path: Path, base: dict) -> None:
     assert [o["node"] for o in result["outliers"]] == [f"node-00 ({paths[2]})"]
 
 
+def test_a_file_given_twice_is_read_once(tmp_path: Path, base: dict) -> None:
+    """`compare DIR DIR/node-02.json` counted node-02 twice: two of four nodes on the old driver
+    made node-02 a majority-of-two and invented outliers."""
+    fleet = tmp_path / "fleet"
+    paths = write_fleet(fleet, 3, {2: {"driver": "535.104.05"}}, base)
+    (tmp_path / "link.json").symlink_to(paths[0])
+    records, skipped = load_snapshots([fleet, paths[2], tmp_path / "link.json", fleet / "." / "node-01.json"])
+    assert skipped == []
+    assert [r["file"] for r in records] == [str(p) for p in paths]  # the first occurrence is kept
+    result = compare(records)
+    assert result["nodes"] == 3
+    assert [(o["node"], o["field"]) for o in result["outliers"]] == [(node_name(2), "driver")]
+
+
 def _bad_files(directory: Path, base: dict) -> dict[str, str]:
     """Bad snapshot files by name -> a word their skip reason must contain."""
     good = json.dumps(base, indent=1)

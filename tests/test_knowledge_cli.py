@@ -140,3 +140,77 @@ def test_show_odd_ids_is_one_short_line(capsys: pytest.CaptureFixture[str], item
     assert captured.err.startswith("distdoctor: error: no cause, check, switch, symptom, signature "
                                    f"or step with id {shown} (")
     assert hint in captured.err and "\x1b" not in captured.err
+
+
+def _argparse_exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors and --help
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("argv", [["show", "p2p-unsupported", "--knowledge", str(OVERLAY)],
+                                  ["--knowledge", str(OVERLAY), "show", "p2p-unsupported"]])
+def test_show_takes_knowledge_after_the_action(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """Every other command takes --knowledge after its name; `knowledge show` said unrecognized."""
+    code, out, err = _argparse_exit(["knowledge", *argv], capsys)
+    assert (code, err) == (0, "") and "site: 8x RTX 4090 nodes" in out.splitlines()[0]
+
+
+def test_list_and_validate_take_knowledge_after_the_action(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _argparse_exit(["knowledge", "list", "causes", "--json", "--knowledge", str(OVERLAY)], capsys)
+    assert code == 0 and len(json.loads(out)) == 16
+    for argv in (["validate", "--knowledge", str(OVERLAY), "--json"], ["validate", str(OVERLAY), "--json"],
+                 ["validate", str(OVERLAY), "--knowledge", f"{OVERLAY}/", "--json"]):  # the same folder
+        code, out, _ = _argparse_exit(["knowledge", *argv], capsys)
+        assert code == 0 and json.loads(out)["counts"]["causes"] == 16, argv
+
+
+def test_validate_of_two_different_overlays_is_usage_error(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _argparse_exit(["knowledge", "validate", str(OVERLAY), "--knowledge", str(tmp_path)], capsys)
+    assert (code, out) == (2, "")
+    assert err == (f"distdoctor: error: validate {OVERLAY} and --knowledge {tmp_path} name two "
+                   "overlays: give one\n")
+
+
+@pytest.mark.parametrize("action, codes", [("validate", "1 an overlay file is invalid"),
+                                           ("show", "2 no such id"), ("list", "0 listed")])
+def test_action_help_has_examples_and_exit_codes(capsys: pytest.CaptureFixture[str], action: str,
+                                                 codes: str) -> None:
+    code, out, _ = _argparse_exit(["knowledge", action, "--help"], capsys)
+    assert code == 0 and f"distdoctor knowledge {action} " in out.split("examples:")[1]
+    assert "exit codes: 0 " in out and codes in out and "--knowledge DIR" in out
+    if action == "show":
+        assert "the id of a cause, check, switch, symptom, signature or" in " ".join(out.split())
+
+
+def test_show_symptom_and_step_are_readable_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    """They printed Python reprs ({'rank-crash-deadlock': 3.0, ...}, ['environment']) wrapped
+    in the middle of an id."""
+    kb = load_knowledge(use_env=False)
+    assert main(["knowledge", "show", "hang"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    raises = lines[lines.index("raises") + 1:]
+    for cause_id, weight in kb.symptoms["hang"].causes.items():
+        assert any(line.split() == [cause_id, f"{weight:+}"] for line in raises), cause_id
+    assert main(["knowledge", "show", "logs"]) == 0
+    text = capsys.readouterr().out
+    assert "next: " + ", ".join(kb.steps["logs"].next) in text.splitlines()
+    for term in kb.steps["logs"].terms:
+        assert any(line.startswith(f"  {term}: ") for line in text.splitlines()), term
+    for shown in (lines, text.splitlines()):
+        assert not any(mark in line for line in shown for mark in ("{", "}", "[", "]", "': ")), shown
+
+
+@pytest.mark.parametrize("item_id, hint", [("bogus", ""), ("foo", ""), ("hnag", "did you mean hang? "),
+                                           ("p2p-unsuported", "did you mean p2p-unsupported")])
+def test_show_suggests_only_close_ids(capsys: pytest.CaptureFixture[str], item_id: str, hint: str) -> None:
+    """"bogus" got "did you mean logs?"."""
+    assert main(["knowledge", "show", item_id]) == 2
+    err = capsys.readouterr().err
+    assert ("did you mean" in err) == bool(hint) and hint in err
+    assert err.endswith("every id: `distdoctor knowledge list "
+                        "causes|symptoms|checks|switches|signatures|harmless|steps`)\n")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -118,13 +119,23 @@ def test_more_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Captur
     assert err.count("\n") == 1 and err.startswith(f"distdoctor: error: {path}: ") and problem in err
 
 
-@pytest.mark.parametrize("path, problem", [("/dev/null", "empty file"), (".", "is a directory")])
+@pytest.mark.parametrize("path, problem", [
+    ("/dev/null", "not a regular file (FIFO, device or socket); save the output to a file, or pipe "
+                  "it to --input -"),  # a device, refused before any read, as `logs` does
+    (".", "is a directory, not a file"),
+])
 def test_special_paths_are_one_line_exit_2(capsys: pytest.CaptureFixture[str], path: str,
                                            problem: str) -> None:
     code, out, err = run(capsys, "--input", path)
-    assert code == 2 and out == "" and err == f"distdoctor: error: {path}: {problem}" + (
-        f" (expected `nvidia-smi topo -m` or `topo -p2p` output, NCCL topology XML or NCCL INFO lines)\n"
-        if problem == "empty file" else ", not a file\n")
+    assert code == 2 and out == "" and err == f"distdoctor: error: {path}: {problem}\n"
+
+
+def test_empty_file_names_the_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty.txt").write_bytes(b"")
+    code, out, err = run(capsys, "--input", str(tmp_path / "empty.txt"))
+    assert code == 2 and out == "" and err == (
+        f"distdoctor: error: {tmp_path / 'empty.txt'}: empty file (expected `nvidia-smi topo -m` or "
+        "`topo -p2p` output, NCCL topology XML or NCCL INFO lines)\n")
 
 
 HOSTILE = {
@@ -171,3 +182,44 @@ def test_two_documents_on_stdout_are_refused(capsys: pytest.CaptureFixture[str],
 def test_svg_to_stdout_is_the_only_output(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--input", str(EIGHT), "--svg", "-")
     assert code == 0 and out.startswith("<svg") and "GPU topology from" not in out
+
+
+def topo_process(*argv: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("distdoctor")
+    proc = subprocess.run([str(exe), "topo", *argv], stdin=stdin, capture_output=True, text=True,
+                          timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_non_regular_input_is_refused_not_read(tmp_path: Path, kind: str) -> None:
+    """A FIFO nobody writes to blocked the read forever; /dev/zero never ends."""
+    path = tmp_path / "topo.fifo"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path = Path("/dev/zero")
+    proc = topo_process("--input", str(path))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"distdoctor: error: {path}: not a regular file (FIFO, device or socket); "
+                           "save the output to a file, or pipe it to --input -\n")
+
+
+def test_dash_on_a_terminal_is_refused_with_a_hint() -> None:
+    """`--input -` on a terminal waited, silently, for someone to type a matrix."""
+    parent, child = os.openpty()
+    try:
+        proc = topo_process("--input", "-", stdin=child)
+    finally:
+        os.close(child)
+        os.close(parent)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == ("distdoctor: error: --input - reads standard input, which is a terminal "
+                           "here: pipe the output in, e.g. nvidia-smi topo -m | distdoctor topo --input -\n")
+
+
+def test_dash_reads_a_pipe() -> None:
+    proc = subprocess.run([str(Path(sys.executable).with_name("distdoctor")), "topo", "--input", "-",
+                           "--json"], input=EIGHT.read_text(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["p2p"] == "all"

@@ -3,11 +3,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+
+NO_TERMINAL = ("the guided app needs a terminal (stdin and stdout); for scripts use a command, "
+               "e.g. distdoctor check --json (see distdoctor --help)")
 
 
 def run_app(args: argparse.Namespace) -> int:
     """Build the app from the parsed arguments (--learn, --resume, --knowledge), run it, and
-    return its exit code. A session that cannot be reopened is a usage error (exit 2)."""
+    return its exit code. A session that cannot be reopened, or no terminal to run in, is a
+    usage error (exit 2)."""
     from distdoctor.knowledge import KnowledgeError, load_knowledge
     from distdoctor.probes.base import ProbeContext
 
@@ -28,5 +33,9 @@ def run_app(args: argparse.Namespace) -> int:
                        resume=getattr(args, "resume", None), check_knowledge=overlay)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
+    # Checked after the session is opened, so `--resume nope` still says what is wrong with it;
+    # without a terminal Textual would write escape codes forever, waiting for keys that never come.
+    if not all(stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout)):
+        raise UsageError(NO_TERMINAL)
     app.run()
     return app.return_code or 0

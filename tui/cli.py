@@ -34,6 +34,31 @@ class Parser(argparse.ArgumentParser):
         # "distdoctor: error:" for every command, like UsageError; the help pointer names the command
         self.exit(2, f"distdoctor: error: {message} (see {self.prog} --help)\n")
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        # argparse reports a subcommand's unknown flags from the top parser; send the user to
+        # the help of the (sub)command that was typed instead, where the right flags are listed
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            _innermost(self, parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _get_value(self, action, arg_string):  # type: ignore[override]
+        # `--python ""` or `-o "$UNSET"` is a slip, never a choice: refuse it rather than quietly
+        # fall back to a default (or to stdout)
+        if arg_string == "" and action.option_strings:
+            self.error(f"{'/'.join(action.option_strings)}: empty value")
+        return super()._get_value(action, arg_string)
+
+
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the deepest subcommand named in `args` (fleet compare, knowledge show)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return _innermost(chosen, args)
+    return parser
+
 
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""

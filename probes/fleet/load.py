@@ -169,11 +169,17 @@ def record_of(doc: Any, file: str = "") -> tuple[dict[str, Any] | None, str]:
 def load_snapshots(paths: Iterable[str | os.PathLike[str]]
                    ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Read DIR or FILE paths into compact records for compare(); truncated, foreign and
-    newer-schema files are left out and listed as {"file", "reason"}."""
+    newer-schema files are left out and listed as {"file", "reason"}. A file reached twice
+    (`DIR DIR/a.json`, a link to it) is read once, as first given."""
     records: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     cache: dict[str, dict[str, Any]] = {}
+    seen: set[str] = set()
     for path in snapshot_files(paths, skipped):
+        real = os.path.realpath(path)
+        if real in seen:  # counted twice, one node would look like a majority of two
+            continue
+        seen.add(real)
         record, reason = read_record(path, cache)
         if record is None:
             skipped.append({"file": path, "reason": reason})

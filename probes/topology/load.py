@@ -1,7 +1,9 @@
 """Reads any supported input, detecting each format by its content (never by the file name)."""
 from __future__ import annotations
 
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -25,12 +27,20 @@ class TopologyInputError(ValueError):
 
 
 def read_input(path: str | Path) -> str:
-    """The text of a file (or '-' for stdin); binary and unreadable files are TopologyInputErrors."""
+    """The text of a file (or '-' for stdin); binary, unreadable and non-regular files (FIFOs,
+    devices) and a closed stdin are TopologyInputErrors."""
     name = str(path)
     try:
         if name == "-":
+            if sys.stdin is None:  # started with stdin closed (`<&-`)
+                raise TopologyInputError("- reads standard input, which is closed here")
             data = sys.stdin.buffer.read(MAX_BYTES)
         else:
+            mode = os.stat(path).st_mode
+            # a FIFO would block the read and a device (/dev/zero) never ends: regular files only
+            if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+                raise TopologyInputError(f"{name}: not a regular file (FIFO, device or socket); "
+                                         "save the output to a file, or pipe it to --input -")
             with open(path, "rb") as fh:
                 data = fh.read(MAX_BYTES)
     except FileNotFoundError:

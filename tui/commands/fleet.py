@@ -70,9 +70,11 @@ exit codes: 0 every node agrees, 1 outliers found,
             2 no readable snapshot among the paths (or bad usage)
 """
 MAX_LINES = 20  # outlier lines per field in the text view; --json lists them all
+MAX_TIMEOUT_S = 7 * 24 * 3600  # as repro: timers and subprocess timeouts overflow on 1e12 seconds
+MAX_CONCURRENCY = 1024  # more ssh at once only runs out of file descriptors and processes
 
 
-def _positive(kind: type) -> Any:
+def _positive(kind: type, most: float, unit: str) -> Any:
     def parse(text: str) -> Any:
         try:
             value = kind(text)
@@ -80,6 +82,8 @@ def _positive(kind: type) -> Any:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
         if not 0 < value < float("inf"):  # nan and inf too: a timeout must end
             raise argparse.ArgumentTypeError(f"must be a number above 0: {text!r}")
+        if value > most:
+            raise argparse.ArgumentTypeError(f"at most {most}{unit}: {text!r}")
         return value
     return parse
 
@@ -103,10 +107,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     hosts.add_argument("--hosts", metavar="H1,H2", help="hosts, ranges allowed: node[01-08],gpu9")
     hosts.add_argument("--hostfile", metavar="FILE", help="one host per line, # comments")
     col.add_argument("-o", "--output", metavar="DIR", required=True, help="folder for the snapshots")
-    col.add_argument("--timeout", type=_positive(float), default=60.0, metavar="S",
-                     help="seconds per host before it is given up (default 60)")
-    col.add_argument("--concurrency", type=_positive(int), default=32, metavar="N",
-                     help="hosts at once (default 32)")
+    col.add_argument("--timeout", type=_positive(float, MAX_TIMEOUT_S, " seconds (a week)"),
+                     default=60.0, metavar="S",
+                     help=f"seconds per host before it is given up (default 60, at most {MAX_TIMEOUT_S})")
+    col.add_argument("--concurrency", type=_positive(int, MAX_CONCURRENCY, " hosts at once"),
+                     default=32, metavar="N", help=f"hosts at once (default 32, at most {MAX_CONCURRENCY})")
     col.add_argument("--python", metavar="PATH", help="the job's interpreter on the nodes")
     col.add_argument("--distdoctor", metavar="CMD", default="distdoctor",
                      help="distdoctor on the nodes, if not on their PATH")

@@ -7,7 +7,7 @@ import difflib
 import os
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..cli import UsageError
 from .common import print_json
@@ -24,32 +24,74 @@ A site overlay is a folder of .toml files using the same tables ([[cause]], [[ch
 replaces it, a new id adds one. Point at it with --knowledge DIR or $DISTDOCTOR_KNOWLEDGE.
 """
 TABLES = ("causes", "symptoms", "checks", "switches", "signatures", "harmless", "steps")
+KNOWLEDGE_HELP = "site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)"
+VALIDATE_EPILOG = """\
+examples:
+  distdoctor knowledge validate                   the packaged knowledge base
+  distdoctor knowledge validate /etc/distdoctor   a site overlay on top of it
+  distdoctor knowledge validate --knowledge /etc/distdoctor --json
+
+exit codes: 0 valid, 1 an overlay file is invalid (the file, the key and why are
+            printed), 2 the overlay folder is missing, or bad usage
+"""
+SHOW_EPILOG = """\
+examples:
+  distdoctor knowledge show p2p-unsupported       a cause: what / why / fix
+  distdoctor knowledge show hang                  a symptom and the causes it raises
+  distdoctor knowledge show logs --json           a method step, machine-readable
+  distdoctor knowledge show p2p-unsupported --knowledge /etc/distdoctor
+
+exit codes: 0 shown, 2 no such id, a broken overlay, or bad usage
+"""
+LIST_EPILOG = """\
+examples:
+  distdoctor knowledge list causes
+  distdoctor knowledge list switches --json
+  distdoctor knowledge list causes --knowledge /etc/distdoctor
+
+exit codes: 0 listed, 2 a broken overlay, or bad usage
+"""
+ID_HELP = ("the id of a cause, check, switch, symptom, signature or step, e.g. p2p-unsupported "
+           "(`distdoctor knowledge list TABLE` lists them)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    raw = argparse.RawDescriptionHelpFormatter
     parser = sub.add_parser("knowledge", help="validate a site overlay, explain a cause, check or switch",
                             description="The knowledge base: causes, checks, switches, log signatures.",
-                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS,
-                        help="site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)")
+                            epilog=EPILOG, formatter_class=raw)
+    parser.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS, help=KNOWLEDGE_HELP)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True,
                                     parser_class=type(parser))
-    validate = actions.add_parser("validate", help="load and cross-check every file")
-    validate.add_argument("dir", nargs="?", help="overlay folder to validate on top of the packaged data")
-    validate.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    show = actions.add_parser("show", help="explain a cause, check, switch, symptom, signature or step")
-    show.add_argument("id")
-    show.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    listing = actions.add_parser("list", help="list the ids of one table")
+    validate = actions.add_parser("validate", help="load and cross-check every file",
+                                  description="Load the packaged knowledge base and an overlay on "
+                                              "top of it, and cross-check every file.",
+                                  epilog=VALIDATE_EPILOG, formatter_class=raw)
+    validate.add_argument("dir", nargs="?", metavar="DIR",
+                          help="overlay folder to validate on top of the packaged data "
+                               "(the same as --knowledge DIR)")
+    show = actions.add_parser("show", help="explain a cause, check, switch, symptom, signature or step",
+                              description="Explain one entry of the knowledge base.",
+                              epilog=SHOW_EPILOG, formatter_class=raw)
+    show.add_argument("id", metavar="ID", help=ID_HELP)
+    listing = actions.add_parser("list", help="list the ids of one table",
+                                 description="List the ids of one table of the knowledge base.",
+                                 epilog=LIST_EPILOG, formatter_class=raw)
     listing.add_argument("table", choices=TABLES)
-    listing.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    for action in (validate, show, listing):
+        action.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        # after the action too, as on every other command; SUPPRESS keeps a value given before it
+        action.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS, help=KNOWLEDGE_HELP)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from distdoctor.knowledge import KnowledgeError, load_knowledge
 
-    overlay = getattr(args, "dir", None) or getattr(args, "knowledge", None)
+    given = getattr(args, "dir", None), getattr(args, "knowledge", None)
+    if all(given) and _overlay_path(given[0]) != _overlay_path(given[1]):
+        raise UsageError(f"validate {given[0]} and --knowledge {given[1]} name two overlays: give one")
+    overlay = given[0] or given[1]
     try:
         kb = load_knowledge(overlay)
     except KnowledgeError as exc:
@@ -99,14 +141,16 @@ def _overlay_path(overlay: str | None) -> str | None:
 
 
 def unknown_id(kb: Any, item_id: str) -> str:
-    """One line: the id as typed (cut short, control characters escaped) and the nearest ids."""
+    """One line: the id as typed (cut short, control characters escaped), the nearest ids if any
+    are close, and how to list them all."""
     shown = repr(item_id if len(item_id) <= 60 else item_id[:60] + "...")
     ids = [i for t in TABLES for i in getattr(kb, t)]
     lowered = {i.lower(): i for i in ids}
-    near = difflib.get_close_matches(item_id.strip().lower()[:100], list(lowered), n=3, cutoff=0.6)
+    # 0.7: one typo in a four-letter id still matches (hnag -> hang), "bogus" -> "logs" does not
+    near = difflib.get_close_matches(item_id.strip().lower()[:100], list(lowered), n=3, cutoff=0.7)
     hint = f"did you mean {', '.join(lowered[n] for n in near)}? " if near else ""
     return (f"no cause, check, switch, symptom, signature or step with id {shown} "
-            f"({hint}see `distdoctor knowledge list causes`)")
+            f"({hint}every id: `distdoctor knowledge list {'|'.join(TABLES)}`)")
 
 
 def _plain(value: Any) -> Any:
@@ -117,8 +161,36 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# ids and commands stay whole: never split at a hyphen or inside a long word
+_WRAP = {"width": 76, "break_on_hyphens": False, "break_long_words": False}
+LABELS = {"causes": "raises"}  # a symptom's causes: the weight it adds to each
+
+
 def _para(heading: str, text: str) -> list[str]:
-    return [heading, textwrap.indent(textwrap.fill(text, 76), "  "), ""] if text else []
+    return [heading, textwrap.indent(textwrap.fill(text, **_WRAP), "  "), ""] if text else []
+
+
+def _field(name: str, value: Any) -> list[str]:
+    """One field of a symptom, step, signature or harmless line, readable: a table of weights,
+    `name: a, b` for a list, verbatim one-liners for patterns and ids, wrapped prose otherwise."""
+    label = LABELS.get(name, name)
+    if isinstance(value, Mapping):
+        if not value:
+            return []
+        width = max(len(str(k)) for k in value)
+        if all(isinstance(v, (int, float)) for v in value.values()):
+            rows = [f"  {k:<{width}}  {float(v):+}" for k, v in value.items()]
+        else:
+            rows = [textwrap.fill(f"{k}: {v}", initial_indent="  ", subsequent_indent="    ", **_WRAP)
+                    for k, v in value.items()]
+        return [label, *rows, ""]
+    if isinstance(value, (list, tuple)):
+        return [textwrap.fill(f"{label}: {', '.join(map(str, value))}", subsequent_indent="  ",
+                              **_WRAP), ""] if value else []
+    if not isinstance(value, str) or name == "pattern" or " " not in value:
+        # a regex must be read exactly as written; a number or an id fits on one line
+        return [f"{label}: {value}", ""] if value != "" else []
+    return _para(label, value)
 
 
 def explain(item: Any) -> str:
@@ -141,6 +213,6 @@ def explain(item: Any) -> str:
         lines += _para("Implicates", ", ".join(item.implicates))
     else:
         for field in dataclasses.fields(item):
-            if field.name != "id":
-                lines += _para(field.name, str(_plain(getattr(item, field.name))))
+            if field.name not in ("id", "title"):  # both are on the first line
+                lines += _field(field.name, getattr(item, field.name))
     return "\n".join(lines).rstrip()

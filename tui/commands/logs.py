@@ -59,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--top must be at least 1")
     if args.paths.count("-") > 1:
         raise UsageError("- (standard input) can be given only once")
+    if "-" in args.paths and sys.stdin is None:  # started with stdin closed (`<&-`)
+        raise UsageError("- reads standard input, which is closed here")
     if "-" in args.paths and sys.stdin.isatty():
         # reading a terminal would wait, silently, for someone to type a log
         raise UsageError("- reads standard input, which is a terminal here: pipe a log in, "

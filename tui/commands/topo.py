@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ examples:
   distdoctor topo                          this node (NVML, else nvidia-smi topo)
   distdoctor topo --input topo.txt         a saved `nvidia-smi topo -m` (new or old driver)
   distdoctor topo --input p2p.txt          `nvidia-smi topo -p2p r` output
+  nvidia-smi topo -m | distdoctor topo --input -
+                                           standard input
   distdoctor topo --input topo.xml         NCCL_TOPO_DUMP_FILE output (a cut-off file is read too)
   distdoctor topo --input rank0.log        NCCL_DEBUG=INFO lines (transports, P2P disabled, NVLS)
   distdoctor topo --matrix                 a topo -m like grid with P2P marks
@@ -52,6 +55,10 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     from distdoctor.probes.topology import TopologyInputError, load_input
 
     if args.input:
+        if args.input == "-" and sys.stdin is not None and sys.stdin.isatty():
+            # reading a terminal would wait, silently, for someone to type a matrix
+            raise UsageError("--input - reads standard input, which is a terminal here: pipe the "
+                             "output in, e.g. nvidia-smi topo -m | distdoctor topo --input -")
         try:
             return load_input(args.input)
         except TopologyInputError as exc:
