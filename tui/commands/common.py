@@ -4,7 +4,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ..cli import UsageError
 
@@ -43,3 +46,24 @@ def record(args: argparse.Namespace, kind: str, data: Any) -> None:
             SessionStore().append(args.session, kind, data)
         except SessionError as exc:
             raise UsageError(str(exc)) from None
+
+
+@contextmanager
+def still_waiting(what: str, every: float = 5.0) -> Iterator[None]:
+    """A line on stderr every few seconds while something slow that reports nothing runs (pdsh
+    answering for every host at once, a big log set), so a long wait never looks like a hang."""
+    done = threading.Event()
+    start = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(every):
+            print(f"... {what}: {time.monotonic() - start:.0f}s",
+                  file=sys.stderr, flush=True)
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()

@@ -5,15 +5,12 @@ import argparse
 import os
 import shutil
 import sys
-import threading
-import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..cli import UsageError
 from .collect import interpreter
-from .common import add_common, print_json, record
+from .common import add_common, print_json, record, still_waiting
 
 EPILOG = """\
 The node that differs is the usual cause of a job that fails only at scale:
@@ -169,27 +166,6 @@ def _progress(result: Any, done: int, total: int) -> None:
           file=sys.stderr, flush=True)
 
 
-@contextmanager
-def _still_waiting(what: str, every: float = 5.0) -> Iterator[None]:
-    """A line on stderr every few seconds while one command (pdsh, srun) answers for every host
-    at once, so a long wait never looks like a hang."""
-    done = threading.Event()
-    start = time.monotonic()
-
-    def tick() -> None:
-        while not done.wait(every):
-            print(f"... still waiting for {what}: {time.monotonic() - start:.0f}s",
-                  file=sys.stderr, flush=True)
-
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
-        yield
-    finally:
-        done.set()
-        ticker.join()
-
-
 def run_collect(args: argparse.Namespace) -> int:
     from distdoctor.probes import fleet
 
@@ -208,14 +184,15 @@ def run_collect(args: argparse.Namespace) -> int:
         command = fleet.ssh_argv("HOST", opts)
     elif opts.via == "pdsh":
         command = fleet.pdsh_argv(opts)
-        with _still_waiting(f"pdsh on {len(opts.hosts)} hosts (at most {opts.timeout:g}s each)"):
+        waiting = f"still waiting for pdsh on {len(opts.hosts)} hosts (at most {opts.timeout:g}s each)"
+        with still_waiting(waiting):
             results = fleet.fan_out_pdsh(opts, on_host=_progress)
     elif opts.via == "srun":
         try:
             command = fleet.srun_argv(os.environ, opts)
         except fleet.SlurmError as exc:
             raise UsageError(str(exc)) from None
-        with _still_waiting(f"srun (at most {opts.timeout:g}s per node)"):
+        with still_waiting(f"still waiting for srun (at most {opts.timeout:g}s per node)"):
             results = fleet.fan_out_srun(os.environ, opts, on_host=_progress)
     else:
         results = fleet.collect_local(opts, on_host=_progress)

@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         # reading a terminal would wait, silently, for someone to type a log
         raise UsageError("- reads standard input, which is a terminal here: pipe a log in, "
                          "e.g. kubectl logs pod/trainer-0 | distdoctor logs -")
-    report = analyse(args.paths, kb, symptom=args.symptom)
+    with common.still_waiting(f"still reading the logs ({', '.join(args.paths)[:60]})"):
+        report = analyse(args.paths, kb, symptom=args.symptom)
     data = report.to_dict()
     if report.nothing_readable():
         raise UsageError(report.nothing_readable())
