@@ -199,3 +199,36 @@ def test_check_appendable_fails_early_on_a_damaged_session(tmp_path: Path) -> No
     for sid, word in (("bad", "damaged"), ("torn", "unreadable"), ("no way", "bad session id")):
         with pytest.raises(SessionError, match=word):
             store.check_appendable(sid)
+
+
+def test_a_command_says_so_while_another_holds_the_session(tmp_path: Path) -> None:
+    import select
+
+    state = tmp_path / "state"
+    store = SessionStore(state / "distdoctor" / "sessions")
+    store.create("held")
+    log = tmp_path / "rank0.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()",
+         str(store.directory / ".held.lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        env = {**os.environ, "XDG_STATE_HOME": str(state)}
+        cmd = subprocess.Popen([str(DISTDOCTOR), "logs", str(log), "--session", "held", "--json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            ready, _, _ = select.select([cmd.stderr], [], [], 60)
+            assert ready, "no word while waiting for the session"
+            assert cmd.stderr.readline().startswith("distdoctor: waiting for session held: ")
+            assert cmd.poll() is None  # still waiting, not failed
+            holder.stdin.close()
+            assert cmd.wait(timeout=60) == 1  # a cause was found
+        finally:
+            cmd.kill()
+            cmd.communicate()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert [e["kind"] for e in store.load("held")["events"]] == ["logs"]

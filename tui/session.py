@@ -72,8 +72,10 @@ def _fsync_dir(directory: Path) -> None:
 class SessionStore:
     """One JSON file per session under the XDG state directory."""
 
-    def __init__(self, directory: Path | None = None) -> None:
+    def __init__(self, directory: Path | None = None,
+                 on_wait: Callable[[str], None] | None = None) -> None:
         self.directory = directory or state_dir()
+        self.on_wait = on_wait  # told the session id when another process holds its lock
         self.skipped: list[tuple[str, str]] = []  # (file name, reason) from the last list()
 
     def path(self, session_id: str) -> Path:
@@ -99,7 +101,12 @@ class SessionStore:
         except OSError as exc:
             raise SessionError(f"cannot lock session {session_id}: {exc.strerror or exc}") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if self.on_wait:
+                    self.on_wait(session_id)  # a wait with no word looks like a hang
+                fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)

@@ -37,13 +37,18 @@ def knowledge(args: argparse.Namespace):
         raise UsageError(f"knowledge: {exc}") from None
 
 
+def _say_waiting(session_id: str) -> None:
+    print(f"distdoctor: waiting for session {session_id}: another distdoctor is writing it "
+          f"(the app, or a command still running)", file=sys.stderr, flush=True)
+
+
 def record(args: argparse.Namespace, kind: str, data: Any) -> None:
     """Add a command's result to the session named by --session, if any."""
     if getattr(args, "session", None):
         from ..session import SessionError, SessionStore
 
         try:
-            SessionStore().append(args.session, kind, data)
+            SessionStore(on_wait=_say_waiting).append(args.session, kind, data)
         except SessionError as exc:
             raise UsageError(str(exc)) from None
 
