@@ -180,3 +180,11 @@ def test_output_through_a_link_or_into_a_fifo_keeps_them(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert validate_snapshot(json.loads(got[0])) == []
+
+
+def test_collect_with_an_interpreter_that_does_not_answer_is_bad_usage() -> None:
+    # it once wrote a snapshot of nulls and exited 0, where check said exit 2
+    proc = collect("--python", "/bin/false")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == ("distdoctor: error: --python /bin/false: not a Python interpreter that "
+                           "answers (exited 1: no output)\n")

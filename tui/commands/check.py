@@ -103,15 +103,6 @@ def _knowledge(args: argparse.Namespace):
         raise UsageError(f"knowledge: {exc}") from None
 
 
-def _interpreter_answered(args: argparse.Namespace, results: Mapping[str, Any]) -> None:
-    """An explicit --python that never ran the versions snippet (a shell script, a hung wrapper,
-    a binary that is not Python) is bad usage, not a finding about this node."""
-    versions = results.get("versions")
-    if args.python and versions is not None and versions.facts.get("interpreter_started") is False:
-        why = versions.facts.get("interpreter_error") or versions.reason
-        raise UsageError(f"--python {args.python}: not a Python interpreter that answers ({why})")
-
-
 def run(args: argparse.Namespace) -> int:
     from distdoctor.probes.base import ProbeContext
     from distdoctor.probes.procenv import EnvUnreadable, read_environ
@@ -158,7 +149,9 @@ def run(args: argparse.Namespace) -> int:
     from distdoctor.knowledge.evaluate import evaluate
 
     results = box["results"]
-    _interpreter_answered(args, results)
+    versions = results.get("versions")
+    if versions is not None:
+        common.require_answer(args.python, versions.facts, versions.reason)
     findings = evaluate(kb, results)
     data = {
         "host": socket.gethostname(),

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ..cli import UsageError
-from .common import add_common, knowledge, print_json
+from .common import add_common, knowledge, print_json, require_answer
 
 EPILOG = """\
 The snapshot holds host, time, the facts of every probe (versions, shm, launch,
@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         doc = snapshot(ctx, kb)
     except SnapshotError as exc:
         raise UsageError(str(exc)) from None
+    versions = doc["probes"].get("versions") or {}
+    require_answer(args.python, versions.get("facts") or {}, versions.get("reason", ""))
     if not args.output:
         print_json(doc)
         return 0

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from ..cli import UsageError
 
@@ -72,3 +72,11 @@ def still_waiting(what: str, every: float = 5.0) -> Iterator[None]:
     finally:
         done.set()
         ticker.join()
+
+
+def require_answer(python: str | None, facts: Mapping[str, Any], reason: str) -> None:
+    """An explicit --python that never ran the versions snippet (a shell script, a hung wrapper,
+    a binary that is not Python) is bad usage, not a finding about this node."""
+    if python and facts.get("interpreter_started") is False:
+        why = facts.get("interpreter_error") or reason
+        raise UsageError(f"--python {python}: not a Python interpreter that answers ({why})")
