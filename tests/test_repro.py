@@ -214,6 +214,7 @@ def python_without_torch() -> str:
     ["repro", "--timeout", "inf"],
     ["repro", "--timeout", "-1"],
     ["repro", "--env", "=x"],
+    ["repro", "--env", "MASTER_PORT=1"],  # torchrun would override it, silently
     ["repro", "--python", "/bin/false"],
     ["repro", "--nproc", "1000", "--backend", "gloo"],
     ["repro", "--run-dir", "/dev/null/runs"],

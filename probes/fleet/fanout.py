@@ -96,7 +96,8 @@ def failure_reason(res: CommandResult, tool: str) -> str:
     if res.error:
         return res.error
     lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
-    last = lines[-1] if lines else ""
+    # a host's bytes go to the terminal: keep them printable (no escape sequences, no binary)
+    last = "".join(c if c.isprintable() else "?" for c in lines[-1][:300]) if lines else ""
     if res.returncode == 255 and tool == "ssh":
         return f"ssh failed (exit 255): {last or 'connection error'}"
     if res.returncode == 127:

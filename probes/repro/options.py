@@ -17,6 +17,7 @@ BACKENDS = ("nccl", "gloo", "auto")
 MAX_TIMEOUT_S = 7 * 24 * 3600  # the script's own timedelta and int() need a finite, sane number
 CPU_RANKS_PER_CORE = 4  # gloo ranks are whole torch processes (~300 MB each); more only thrash
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+LAUNCH_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 # How long the target interpreter gets to answer (import torch, look at CUDA) before anything
 # runs: the run's --timeout, but never under CHECK_MIN_S (a cold torch import on a network
 # filesystem takes tens of seconds, and a short --timeout is meant for the collectives) and never
@@ -110,6 +111,9 @@ def validate(opts: ReproOptions) -> None:
     for name in opts.env:
         if not ENV_NAME_RE.match(name):
             raise ReproInputError(f"--env {name!r}: not a valid variable name")
+        if name in LAUNCH_VARS:
+            raise ReproInputError(f"--env {name}: torchrun sets it for every rank (the repro "
+                                  "picks a free port on this node), so it would be ignored")
 
 
 def max_cpu_ranks() -> int:
