@@ -354,7 +354,6 @@ def test_host_lists_that_would_hang_or_eat_memory_are_refused(tmp_path: Path) ->
 
 def test_a_hosts_binary_or_escape_output_is_not_echoed_raw() -> None:
     from distdoctor.probes.fleet.fanout import failure_reason
-    from distdoctor.probes.runner import CommandResult
 
     res = CommandResult(("ssh",), 1, "", "ok\n\x1b[2J\x1b]0;pwned\x07\x00\xff junk\n", 0.1)
     reason = failure_reason(res, "ssh")
