@@ -90,6 +90,15 @@ def test_no_p2p_anywhere_makes_p2p_disable_the_default() -> None:
         assert words in first["text"]
 
 
+def test_a_gpu_row_lost_from_the_matrix_makes_p2p_unknown_not_all() -> None:
+    # only GPU0-GPU1 survives (NV4: P2P works); GPU2's pairs are not shown at all
+    facts = analyse("\tGPU0\tGPU1\tGPU2\nGPU0\t X \tNV4\nGPU1\t X\nGPU2\n", "ragged.txt")
+    assert len(facts["gpus"]) == 3 and pairs(facts) == {"GPU0-GPU1": ("NV4", "OK")}
+    assert facts["p2p"] == "unknown"
+    whole = analyse("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tNV4\t X \n", "whole.txt")
+    assert whole["p2p"] == "all"
+
+
 def test_nccl_xml_tree_codes_and_cut_off_file() -> None:
     plx = load_input(HERE / "nccl-xml-2gpu-plx-no-nvlink.txt")
     assert pairs(plx) == {"GPU0-GPU1": ("PIX", "unknown")}  # the ASPEED VGA (0x1a03) is not a GPU

@@ -36,6 +36,9 @@ def pair_status(topo: Topology, pair: tuple[str, str], edge: dict) -> tuple[str,
     return "unknown", f"{edge.get('link') or 'no link code'}: this input does not show P2P support"
 
 
+WHOLE_NODE_SOURCES = frozenset({"topo-m", "topo-p2p", "nvml"})
+
+
 def p2p_verdict(statuses: list[str]) -> str:
     """all | partial | none | unknown over the pairs this input shows."""
     good = sum(s in P2P_GOOD for s in statuses)
@@ -86,12 +89,18 @@ def analyse(topo: Topology, input_name: str | None = None) -> dict[str, Any]:
         if topo.transports.get((a, b)):
             pair["transports"] = sorted(topo.transports[(a, b)])
         pairs.append(pair)
+    gpus = gpu_facts(topo, g)
+    statuses = [p["p2p"] for p in pairs]
+    if WHOLE_NODE_SOURCES & set(topo.sources):
+        # these show every pair of the node's GPUs: a pair the input lost (a truncated row) is
+        # unknown, so the verdict cannot be "all" over the pairs that happen to remain
+        statuses += ["unknown"] * max(0, len(gpus) * (len(gpus) - 1) // 2 - len(pairs))
     facts: dict[str, Any] = {
         "source": "+".join(topo.sources),
         "input": input_name,
-        "gpus": gpu_facts(topo, g),
+        "gpus": gpus,
         "nics": nic_facts(topo, g),
-        "p2p": p2p_verdict([p["p2p"] for p in pairs]),
+        "p2p": p2p_verdict(statuses),
         "nvlink": nvlink_verdict(topo, g),
         "pairs": pairs,
         "pairs_without_p2p": [f"{p['a']}-{p['b']}" for p in pairs if p["p2p"] in P2P_BAD],
