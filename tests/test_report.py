@@ -435,3 +435,11 @@ def test_markdown_fixes_are_blocks_to_copy_not_escaped_table_cells(store: Sessio
     assert "  ```sh\n  export MASTER_ADDR=<rank-0 host>\n  ```" in findings
     assert "- **FAIL** MASTER\\_ADDR" not in findings and "- **FAIL** MASTER_ADDR node-18" in findings
     assert findings.index("**FAIL**") < findings.index("**WARN**")
+
+
+def test_a_report_cannot_be_written_over_a_session(store: SessionStore, state: Path) -> None:
+    planted(store)
+    before = store.path("inc-1").read_bytes()
+    out = run_cli("report", "inc-1", "-o", str(store.path("inc-1")), state=state)
+    assert out.returncode == 2 and "that is the sessions folder" in out.stderr
+    assert store.path("inc-1").read_bytes() == before

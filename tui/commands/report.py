@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -81,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
         print("distdoctor: warning: redaction is off: the report may contain tokens, passwords "
               "and keys; do not share it", file=sys.stderr)
     to_file = args.output not in (None, "-")
+    if to_file and os.path.realpath(os.path.dirname(os.path.abspath(args.output))) == \
+            os.path.realpath(store.directory):
+        # a report written there could replace a session (or its pseudonym mapping) for good
+        raise UsageError(f"-o {args.output}: that is the sessions folder; write the report "
+                         f"elsewhere, e.g. -o incident.{fmt}")
     try:
         text = export_report(record, kb, fmt, args.output if to_file else None, redact=args.redact,
                              pseudonymize=args.pseudonymize, mapping_path=mapping)
