@@ -53,6 +53,16 @@ def test_a_100mb_single_line_is_skipped_without_reading_it_whole(tmp_path: Path)
     assert rep.files_read == 1 and rep.bytes_read == len(OOM)
 
 
+def test_a_log_that_opens_with_progress_bars_is_read(tmp_path: Path) -> None:
+    # tqdm redraws with \r alone: 2 MB with no \n was once skipped as "one huge line", and the
+    # OOM after it with it
+    path = tmp_path / "train.log"
+    path.write_bytes(b"\r 42%|####| 420/1000 [00:10<00:14, 41.2it/s]" * 50_000 + b"\n" + OOM.encode())
+    rep = analyse([str(path)], KB)
+    assert rep.files_read == 1 and not rep.skipped
+    assert [c.id for c in rep.causes][:1] == ["cuda-oom"]
+
+
 def test_long_lines_inside_a_file_are_cut_not_loaded(tmp_path: Path) -> None:
     path = tmp_path / "progress.log"
     with open(path, "wb") as fh:

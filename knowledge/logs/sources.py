@@ -168,12 +168,13 @@ def vet(path: str) -> tuple[Source | None, str]:
         with src.open() as fh:
             head = _read_upto(fh, SNIFF)
             why = sniff(head)
-            if not why and b"\n" not in head and len(head) == SNIFF:
+            # a carriage return breaks lines too: progress bars (tqdm) redraw with \r alone
+            if not why and not _breaks(head) and len(head) == SNIFF:
                 # no line break yet: look as far as the line cap, a block at a time
                 got = len(head)
                 while got <= LINE_CAP:
                     more = fh.read(BLOCK)
-                    if not more or b"\n" in more[:LINE_CAP + 1 - got]:
+                    if not more or _breaks(more[:LINE_CAP + 1 - got]):
                         break
                     got += len(more)
                 else:
@@ -183,6 +184,10 @@ def vet(path: str) -> tuple[Source | None, str]:
     except READ_ERRORS as exc:
         return None, f"unreadable {kind} data: {exc}"
     return (None, why) if why else (src, "")
+
+
+def _breaks(data: bytes) -> bool:
+    return b"\n" in data or b"\r" in data
 
 
 _HUGE = f"no line break in the first {LINE_CAP >> 20} MiB: one huge line, not a log"
