@@ -232,3 +232,18 @@ def test_a_command_says_so_while_another_holds_the_session(tmp_path: Path) -> No
         holder.kill()
         holder.wait()
     assert [e["kind"] for e in store.load("held")["events"]] == ["logs"]
+
+
+def test_a_file_where_the_sessions_folder_belongs_is_named(tmp_path: Path) -> None:
+    # `sessions` said "no sessions yet" and `--session` said "cannot lock ...: File exists"
+    (tmp_path / "distdoctor").mkdir()
+    (tmp_path / "distdoctor" / "sessions").write_text("not a folder")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    log = tmp_path / "rank0.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    for argv in (["sessions"], ["logs", str(log), "--session", "s1"]):
+        out = subprocess.run([str(DISTDOCTOR), *argv], capture_output=True, text=True, env=env,
+                             timeout=60)
+        assert out.returncode == 2, argv
+        assert out.stderr == (f"distdoctor: error: {tmp_path / 'distdoctor' / 'sessions'} is not a "
+                              "folder: move it away, or set XDG_STATE_HOME to another place\n")

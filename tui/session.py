@@ -95,6 +95,7 @@ class SessionStore:
         if fcntl is None:
             yield
             return
+        self.check_directory()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path.with_name(f".{session_id}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
@@ -176,9 +177,17 @@ class SessionStore:
             self.save(record)
         return record
 
+    def check_directory(self) -> None:
+        """SessionError when the sessions folder is something else (a file left in its place):
+        reads would find "no sessions" and writes "File exists", both beside the point."""
+        if self.directory.exists() and not self.directory.is_dir():
+            raise SessionError(f"{self.directory} is not a folder: move it away, or set "
+                               f"XDG_STATE_HOME to another place")
+
     def list(self) -> list[dict[str, Any]]:
         """Readable sessions, newest first; unreadable files are skipped and named in
         `self.skipped` as (file name, reason)."""
+        self.check_directory()
         out = []
         self.skipped = []
         for path in sorted(self.directory.glob("*.json")):

@@ -7,6 +7,7 @@ import textwrap
 from datetime import datetime
 from typing import Any
 
+from ..cli import UsageError
 from .common import add_common, print_json
 
 EPILOG = """\
@@ -43,11 +44,14 @@ def _when(stamp: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..session import SessionStore
+    from ..session import SessionError, SessionStore
 
     store = SessionStore()
+    try:
+        rows = store.summaries()
+    except SessionError as exc:
+        raise UsageError(str(exc)) from None
     store.remove_stale_tmp()  # half-written files of writers killed more than an hour ago
-    rows = store.summaries()
     for row in rows:
         row["created"], row["updated"] = _when(row["created"]), _when(row["updated"])
     skipped = [{"file": name, "reason": why} for name, why in store.skipped]
