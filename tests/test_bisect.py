@@ -24,12 +24,15 @@ def kb():
 
 @pytest.mark.slow
 def test_missing_gloo_interface_is_bisected_to_nic_selection(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "output.log").write_text("an earlier run\n")
     proc = subprocess.run(
         [str(DISTDOCTOR), "bisect", "--python", sys.executable, "--backend", "gloo",
          "--timeout", "60", "--env", f"GLOO_SOCKET_IFNAME={MISSING_NIC}",
          "--run-dir", str(tmp_path / "runs"), "--json", "--session", "bisect-test"],
         capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"--run-dir {tmp_path / 'runs'} is not empty" in proc.stderr  # said, not silent
     data = json.loads(proc.stdout)
     assert data["baseline"]["outcome"] == "error"
     assert data["baseline"]["env_added"]["GLOO_SOCKET_IFNAME"] == MISSING_NIC

@@ -118,6 +118,9 @@ def _prepare(args: argparse.Namespace, kb: Any) -> tuple[Any, Any]:
         except OSError as exc:
             raise UsageError(f"--run-dir {opts.run_dir}: cannot create it "
                              f"({exc.strerror or exc})") from None
+        if any(opts.run_dir.iterdir()):  # the earlier run's log would be overwritten unseen
+            print(f"distdoctor: --run-dir {opts.run_dir} is not empty: its earlier run's files "
+                  f"are replaced", file=sys.stderr)
     return replace(opts, python=info.python), info
 
 
