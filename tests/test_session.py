@@ -247,3 +247,17 @@ def test_a_file_where_the_sessions_folder_belongs_is_named(tmp_path: Path) -> No
         assert out.returncode == 2, argv
         assert out.stderr == (f"distdoctor: error: {tmp_path / 'distdoctor' / 'sessions'} is not a "
                               "folder: move it away, or set XDG_STATE_HOME to another place\n")
+
+
+def test_the_writer_reports_a_failure_and_keeps_writing(tmp_path: Path) -> None:
+    from distdoctor.tui.session import SessionWriter
+
+    errors: list[str] = []
+    store = SessionStore(tmp_path)
+    writer = SessionWriter(store, errors.append)
+    writer.append("bad id!", "logs", {})  # refused by the store
+    writer.append("w1", "logs", {"big": 1 << 80, "set": {1, 2}})  # odd values
+    writer.append("w1", "check", {})
+    assert writer.flush(timeout=30)
+    assert len(errors) == 1 and "bad session id" in errors[0]
+    assert [e["kind"] for e in store.load("w1")["events"]] == ["logs", "check"]

@@ -258,6 +258,8 @@ class SessionWriter:
                 self.store.append(*item)
             except SessionError as exc:
                 self.on_error(str(exc))
+            except Exception as exc:  # reported, and the writer lives on for the next event
+                self.on_error(f"{type(exc).__name__}: {exc}")
 
 
 def _read(path: Path) -> tuple[dict[str, Any] | None, str]:
