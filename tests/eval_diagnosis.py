@@ -1,0 +1,116 @@
+"""Aggregate diagnosis figures over every real and recorded log set: `python tests/eval_diagnosis.py`.
+
+Sets (each case a folder with `label.json`):
+- `../shared/fixtures/logs`, `../shared/fixtures/logs-batch2`: real public-thread excerpts;
+- `../shared/fixtures/recorded`, `tests/fixtures/recorded`: real faults injected on CPU/Gloo;
+- `../shared/fixtures/healthy`, `tests/fixtures/healthy`: healthy runs, which must never fail.
+
+For failure cases: top-1 and top-3 (the labelled primary cause first / in the first three; a
+case labelled `other` counts its `also` causes) and, where the label names `culprit_rank`, whether
+the verdict's culprit names that rank. For healthy cases: a false alarm is `failed` or any cause
+whose basis is evidence. The symptom the reporter saw is passed, as the Classify step would.
+`--json` prints the figures as JSON; `--cases` lists every case's answer.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SHARED = HERE.parent.parent / "shared" / "fixtures"
+SETS = {
+    "logs": SHARED / "logs",
+    "logs-batch2": SHARED / "logs-batch2",
+    "recorded": SHARED / "recorded",
+    "own-recorded": HERE / "fixtures" / "recorded",
+    "healthy": SHARED / "healthy",
+    "own-healthy": HERE / "fixtures" / "healthy",
+}
+
+
+def cases(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if (p / "label.json").is_file()) if root.is_dir() else []
+
+
+def inputs(case: Path) -> list[str]:
+    logs = case / "logs"
+    return [str(logs)] if logs.is_dir() else [str(p) for p in sorted(case.iterdir()) if p.name != "label.json"]
+
+
+def judge(case: Path, kb) -> dict:
+    from distdoctor.knowledge.logs import analyse
+    label = json.loads((case / "label.json").read_text())
+    report = analyse(inputs(case), kb, symptom=label.get("symptom"))
+    ids = [c.id for c in report.causes]
+    row: dict = {"case": case.name, "got": ids[:3]}
+    verdict = report.to_dict().get("verdict") or {}
+    if label.get("healthy"):
+        evidence = [c.id for c in report.causes if getattr(c, "basis", "evidence" if not c.lead else "lead") == "evidence"]
+        row.update(healthy=True, false_alarm=bool(report.failed or evidence))
+        return row
+    want = {label["primary"]} if label["primary"] != "other" else {"other", *label.get("also", [])}
+    row.update(want=sorted(want), top1=bool(ids) and ids[0] in want, top3=bool(want & set(ids[:3])))
+    if label.get("culprit_rank") is not None:
+        culprit = (verdict.get("culprit") or {}).get("ranks") or []
+        row["rank_ok"] = [str(label["culprit_rank"])] == [str(r) for r in culprit]
+    return row
+
+
+def figures(rows: list[dict]) -> dict:
+    fails = [r for r in rows if not r.get("healthy")]
+    healthy = [r for r in rows if r.get("healthy")]
+    out: dict = {"cases": len(rows)}
+    if fails:
+        out.update(top1=sum(r["top1"] for r in fails) / len(fails), top3=sum(r["top3"] for r in fails) / len(fails),
+                   failures=len(fails))
+        ranked = [r for r in fails if "rank_ok" in r]
+        if ranked:
+            out["culprit_rank"] = sum(r["rank_ok"] for r in ranked) / len(ranked)
+    if healthy:
+        out.update(healthy=len(healthy), false_alarms=sum(r["false_alarm"] for r in healthy))
+    return out
+
+
+def run(sets: dict[str, Path] = SETS) -> dict[str, dict]:
+    from distdoctor.knowledge import load_knowledge
+    kb = load_knowledge(use_env=False)
+    result = {}
+    for name, root in sets.items():
+        rows = [judge(c, kb) for c in cases(root)]
+        if rows:
+            result[name] = {"figures": figures(rows), "cases": rows}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--cases", action="store_true", help="list every case's answer")
+    args = ap.parse_args(argv)
+    result = run()
+    if args.json:
+        print(json.dumps({k: v if args.cases else v["figures"] for k, v in result.items()}, indent=1))
+        return 0
+    for name, res in result.items():
+        f = res["figures"]
+        parts = [f"{f['cases']:3d} cases"]
+        if "top1" in f:
+            parts.append(f"top-1 {f['top1']:.2f}  top-3 {f['top3']:.2f}")
+        if "culprit_rank" in f:
+            parts.append(f"culprit rank {f['culprit_rank']:.2f}")
+        if "healthy" in f:
+            parts.append(f"false alarms {f['false_alarms']}/{f['healthy']}")
+        print(f"{name:13s} " + "  ".join(parts))
+        if args.cases:
+            for r in res["cases"]:
+                mark = ("FALSE ALARM" if r["false_alarm"] else "ok") if r.get("healthy") else \
+                    ("ok" if r["top1"] else "top3" if r["top3"] else "MISS")
+                print(f"    {mark:11s} {r['case']}: want {r.get('want', '-')} got {r['got']}"
+                      + (f" rank_ok={r['rank_ok']}" if "rank_ok" in r else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
