@@ -1,0 +1,15 @@
+"""`distdoctor stacks`: being built (placeholder so the command table stays whole)."""
+from __future__ import annotations
+
+import argparse
+
+from ..cli import UsageError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("stacks", help="(being built)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    raise UsageError("stacks: not built yet")
