@@ -109,7 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             from .app_main import run_app
             return run_app(args)
-        return int(args.func(args) or 0)
+        try:
+            return int(args.func(args) or 0)
+        finally:
+            from .commands.common import flush_notes
+            flush_notes()  # e.g. "not saved to session ...": after the result, whatever happened
     except UsageError as exc:
         print(f"distdoctor: error: {exc}", file=sys.stderr)
         return 2

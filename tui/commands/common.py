@@ -42,15 +42,42 @@ def _say_waiting(session_id: str) -> None:
           f"(the app, or a command still running)", file=sys.stderr, flush=True)
 
 
+# Lines to print after the command's result (see record() and flush_notes()).
+_NOTES: list[str] = []
+
+
 def record(args: argparse.Namespace, kind: str, data: Any) -> None:
-    """Add a command's result to the session named by --session, if any."""
+    """Add a command's result to the session named by --session, if any. A session that cannot
+    be written (read-only folder, full disk, damaged file, bad id) never costs the result: the
+    reason is kept and printed as one line after the result (flush_notes), and the exit code
+    stays the analysis's."""
     if getattr(args, "session", None):
         from ..session import SessionError, SessionStore
 
         try:
             SessionStore(on_wait=_say_waiting).append(args.session, kind, data)
         except SessionError as exc:
-            raise UsageError(str(exc)) from None
+            _NOTES.append(f"distdoctor: the result was not saved to session {args.session}: {exc}")
+        except OSError as exc:  # the lock or the folder itself: same story, one line
+            _NOTES.append(f"distdoctor: the result was not saved to session {args.session}: "
+                          f"{exc.strerror or exc}")
+
+
+def flush_notes() -> None:
+    """Print the lines record() kept, after the result (stdout first, so the order holds in a
+    terminal and in a log that captures both streams)."""
+    if not _NOTES:
+        return
+    notes, _NOTES[:] = list(_NOTES), []
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass  # a closed stdout must not hide the note
+    for note in notes:
+        try:
+            print(note, file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            return
 
 
 @contextmanager

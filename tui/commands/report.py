@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -66,6 +67,40 @@ def _format(args: argparse.Namespace) -> str:
     return "md"
 
 
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def write_report(output: str, text: str, *, private: bool) -> None:
+    """Write a report so that a full disk or a kill never leaves a cut-off file in place of a
+    good one: a temporary file beside it, fsync, then rename (as the session store does). An
+    unredacted report is its owner's only (0600); a redacted one gets the usual 0666 - umask.
+    A target that is not a regular file (/dev/stdout, a FIFO) is written in place: a rename
+    would replace the device or pipe itself."""
+    from ..session import write_atomic
+
+    path = Path(output)
+    try:
+        st = os.stat(path)  # follows a symlink: the file it points to is the one replaced
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
+    if st is not None:
+        path = Path(os.path.realpath(path))
+        if not os.access(path, os.W_OK):  # a rename would get round a read-only report
+            raise PermissionError(13, "Permission denied", str(output))
+    if not path.parent.is_dir():  # never create folders the user did not ask for
+        raise FileNotFoundError(2, "No such file or directory", str(output))
+    write_atomic(path, text)  # mkstemp: 0600 from the start, so never readable half-written
+    if not private:
+        os.chmod(path, 0o666 & ~_umask())
+
+
 def run(args: argparse.Namespace) -> int:
     from ..report import export_report
     from ..session import SessionError, SessionStore
@@ -88,8 +123,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {args.output}: that is the sessions folder; write the report "
                          f"elsewhere, e.g. -o incident.{fmt}")
     try:
-        text = export_report(record, kb, fmt, args.output if to_file else None, redact=args.redact,
+        text = export_report(record, kb, fmt, None, redact=args.redact,
                              pseudonymize=args.pseudonymize, mapping_path=mapping)
+        if to_file:
+            write_report(args.output, text, private=not args.redact)
     except OSError as exc:
         raise UsageError(f"cannot write {exc.filename or args.output}: {exc.strerror or exc}") from None
     except ValueError as exc:

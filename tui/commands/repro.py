@@ -100,10 +100,17 @@ def _prepare(args: argparse.Namespace, kb: Any) -> tuple[Any, Any]:
     from ..session import SessionError, SessionStore
 
     if getattr(args, "session", None):
+        store = SessionStore()
         try:
-            SessionStore().check_appendable(args.session)  # now, not after minutes of runs
+            store.path(args.session)  # a bad id is bad usage: nothing has run yet
         except SessionError as exc:
             raise UsageError(str(exc)) from None
+        try:
+            store.check_appendable(args.session)  # now, not after minutes of runs
+        except SessionError as exc:
+            # the run is still worth doing: its result is printed, only the saving is lost
+            print(f"distdoctor: warning: {exc}: the result will be printed, not saved",
+                  file=sys.stderr)
     try:
         opts = ReproOptions(nproc=args.nproc, nnodes=args.nnodes, backend=args.backend,
                             python=args.python or "", timeout=args.timeout,
