@@ -26,7 +26,7 @@ OPS = ("eq", "ne", "lt", "le", "gt", "ge", "true", "false", "present", "absent",
 FIX_KINDS = ("env", "command", "code")
 # What the log analyser reads from a signature's tags (knowledge/logs): anything else is a typo.
 SIGNATURE_TAGS = ("failure", "crash", "wait", "consequence", "context", "tail", "end", "resume",
-                  "launcher", "spawn")
+                  "launcher", "spawn", "main-work")
 MAX_WEIGHT = 100.0  # a signature weight or symptom prior; scores must stay finite numbers
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
