@@ -11,6 +11,7 @@ from .sources import TAIL
 MAX_HITS = 40  # evidence lines kept per signature (the count is kept in full)
 TEXT_CAP = 500  # characters of a line kept for display
 TAIL_LINES = 3  # "tail" signatures count among this many last non-blank lines of a file
+TRACEBACK_SPAN = 400  # an exception line this close after a traceback header ends that traceback
 ELASTIC_SPAN = 8  # lines after `rank : N (local_rank: M)` that belong to that rank
 
 
@@ -29,6 +30,18 @@ class Hit:
 
 
 @dataclass
+class Exc:
+    """A Python exception a process raised: the last line of its traceback."""
+
+    type: str
+    message: str
+    hit: Hit
+    peer_loss: bool  # it reports a lost peer or a timeout: the raiser waited for someone else
+    launcher: bool  # raised by the launcher's own process (ChildFailedError, SignalException)
+    traceback: bool  # a `Traceback (most recent call last)` header came before it
+
+
+@dataclass
 class FileState:
     name: str
     index: int
@@ -39,6 +52,7 @@ class FileState:
     first_timeout: int | None = None
     ends: list[int] = field(default_factory=list)
     channels: int = 0
+    tracebacks: dict[str | None, int] = field(default_factory=dict)  # who -> last header line
 
 
 class Collector:
@@ -65,6 +79,9 @@ class Collector:
         self.progress: dict[str, dict[str, tuple[int, Hit]]] = defaultdict(dict)
         self.losses: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
         self.resume: dict[str, tuple[int, Hit]] = {}
+        self.exceptions: list[Exc] = []
+        self.phases: dict[str, tuple[str, Hit]] = {}  # rank -> its last phase word and line
+        self.file_progress: dict[str, int] = {}  # file -> line of its last progress line
         self.files: list[FileState] = []
         self.file: FileState | None = None
         self._channel_memo: set[tuple[str, str]] = set()
@@ -179,6 +196,10 @@ class Collector:
         f = self.file
         assert f is not None
         key = who.rank or who.proc or "?"
+        if x.TRACEBACK in text:
+            f.tracebacks[key] = line
+        elif "Error" in text or "Exception" in text or "Interrupt" in text or "Failure" in text:
+            self._exception(line, text, who, key)
         if "Watchdog caught" in text:
             self._timeout(line, text, who)
         elif f.pending_watchdog and "WorkNCCL(" in text and line - f.pending_watchdog[1] <= 3:
@@ -250,6 +271,20 @@ class Collector:
                 if op and len(self.ops[op]) < MAX_HITS:
                     self.ops[op].append(self._hit("x-collective", line, text, who))
 
+    def _exception(self, line: int, text: str, who: x.Who, key: str) -> None:
+        f = self.file
+        assert f is not None
+        exc = x.exception(text)
+        if exc is None or len(self.exceptions) >= MAX_HITS * 4:
+            return
+        kind, msg = exc
+        after = f.tracebacks.get(key)
+        if after is None and f.tracebacks:
+            after = max(f.tracebacks.values())  # unprefixed frames of a prefixed header
+        tb = after is not None and line - after <= TRACEBACK_SPAN
+        self.exceptions.append(Exc(kind, msg, self._hit("x-exception", line, text, who),
+                                   bool(x.PEER_LOSS.search(msg)), kind in x.LAUNCHER_EXC, tb))
+
     def _timeout(self, line: int, text: str, who: x.Who) -> None:
         f = self.file
         assert f is not None
@@ -309,17 +344,27 @@ class Collector:
         rank costs a few dozen lines, an interleaved file of many ranks more.
         """
         found: dict[tuple[str, str], tuple[int, int, str, x.Who]] = {}
+        seen_phase: set[str] = set()
         quiet = 0
         for n, t in reversed(numbered):
             if quiet > 64 and found:
                 break
             quiet += 1
+            ph = x.phase(t)
+            if ph is not None:
+                w = x.who(t)
+                rank = w.rank or (self.file.rank if self.file else None)
+                if rank is not None and rank not in seen_phase:
+                    seen_phase.add(rank)
+                    self.phases.setdefault(rank, (ph, self._hit("x-phase", n, t, x.Who(rank, w.proc, w.host))))
             low = t.lower()
             if "step" not in low and "iter" not in low and "batch" not in low:
                 continue
             m = x.PROGRESS.search(t)
             if not m:
                 continue
+            if self.file is not None:
+                self.file_progress.setdefault(self.file.name, n)
             w = x.who(t)
             rank = w.rank or (self.file.rank if self.file else None)
             if rank is None:

@@ -25,6 +25,8 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("x-announce", r"distributed init \(rank|GLOBAL_RANK: \d|to store for rank: \d"),
     ("x-frame", r'distributed_c10d\.py", line'),
     ("x-call", r"torch\.distributed\.\w+\("),
+    ("x-traceback", r"Traceback \(most recent call last\)"),
+    ("x-exception", r"Error|Exception|Interrupt|Failure"),
 )
 
 

@@ -7,7 +7,7 @@ import os
 from typing import Iterable
 
 from ..model import KnowledgeBase
-from . import parallel
+from . import culprit, parallel, timeline
 from . import sources as src_mod
 from .collect import Collector
 from .compiled import compile_kb, kb_key
@@ -83,8 +83,13 @@ def _run(sources: list[Source], skipped: list[Skipped], kb: KnowledgeBase,
             notes.append(f"{src.name}: {src.note}")
     sigs = {s.id: s for s in comp.sigs + comp.tail_sigs}
     view = build(col, sigs)
+    lines = timeline.build(view)
+    who = culprit.culprit(view, lines)
     return LogReport(
-        causes=score(view, kb, symptom),
+        causes=score(view, kb, symptom, lines, who),
+        timeline={r: rl.to_dict() for r, rl in lines.items()},
+        culprit=who,
+        summary=culprit.summary(view, lines, who),
         first_failure=first_failure(view),
         ranks=ranks_table(view),
         facts=facts(view),

@@ -164,3 +164,52 @@ def collective_op(name: str) -> str | None:
 PROGRESS = re.compile(r"\b(?P<kind>step|iteration|iter|batch)\b\s*[:=#]?\s*(?P<n>\d+)", re.I)
 LOSS = re.compile(r"\bloss\b\s*[:=]?\s*(?P<v>-?\d+\.\d{3,})", re.I)
 RESUME_STEP = re.compile(r"(?:checkpoint|global_step|step|iter(?:ation)?)[-_ ]?(?P<n>\d+)")
+
+
+# ------------------------------------------------------------------ Python exceptions
+# The last line of a Python traceback, after any launcher prefixes: `ValueError: bad record`,
+# `torch.distributed.DistBackendError: ...`, `KeyboardInterrupt`. Warnings are not failures.
+_PREFIXES = re.compile(r"^(?:\s*(?:\[(?:rank|default|trainer)\d+\]:|\[\d+,\d+\]<std(?:out|err)>:|\d{1,6}: ))+")
+EXCEPTION = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Failed))"
+    r"(?::\s?(?P<msg>.*))?$")
+TRACEBACK = "Traceback (most recent call last)"
+# An exception that reports losing a peer or waiting out a timeout: the rank that raised it was
+# left behind by another one (Gloo's "This is typically caused by a remote worker crashing",
+# NCCL's remote errors, the watchdog), so it is a waiter's symptom, never the root failure.
+PEER_LOSS = re.compile(
+    r"Connection closed by peer|Connection reset by peer|remote worker crash|remote process exited"
+    r"|ncclRemoteError|Broken pipe|[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)"
+    r"|NCCL communicator was aborted|ProcessGroup\w* is aborted|peer .*(?:closed|reset)")
+# Exceptions the launcher raises in its own process when a worker fails or it is told to stop.
+LAUNCHER_EXC = frozenset({"ChildFailedError", "SignalException", "ProcessRaisedException",
+                          "ProcessExitedException", "KeyboardInterrupt", "SystemExit"})
+
+
+def exception(text: str) -> tuple[str, str] | None:
+    """(type, message) when the line is the last line of a traceback, else None."""
+    body = _PREFIXES.sub("", text, count=1).strip() if text[:1] in "[0123456789 " else text.strip()
+    if len(body) > 2000 or ": " not in body and not body.endswith(":") and not body[-1:].isalpha():
+        return None
+    m = EXCEPTION.match(body)
+    if m is None:
+        return None
+    return m.group("type"), (m.group("msg") or "").strip()
+
+
+# What a rank was doing, from the words of its own lines (phase of the timeline).
+PHASES = (
+    ("teardown", re.compile(r"destroy_process_group|training (?:finished|complete|done)|Training completed", re.I)),
+    ("save", re.compile(r"\bsav(?:e|ing)\b.*(?:checkpoint|model|state)|torch\.save|save_checkpoint", re.I)),
+    ("load", re.compile(r"\bload(?:ing)?\b.*(?:checkpoint|state|shard)|resum(?:e|ing) from", re.I)),
+    ("eval", re.compile(r"\b(?:eval(?:uat\w*)?|validat\w+)\b", re.I)),
+    ("dataloader", re.compile(r"DataLoader|dataloader|_MultiProcessingDataLoaderIter|__getitem__")),
+    ("init", re.compile(r"init_process_group|rendezvous|Rendezvous|TCPStore|NCCL INFO (?:Bootstrap|comm 0x|Init)")),
+)
+
+
+def phase(text: str) -> str | None:
+    for name, rx in PHASES:
+        if rx.search(text):
+            return name
+    return None

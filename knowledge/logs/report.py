@@ -35,11 +35,15 @@ class CauseScore:
     # only context lines point here (a launcher banner, a checkpoint load, "training finished"):
     # a lead worth a look, not a failure the logs show
     lead: bool = False
+    # evidence: lines that show the failure; facts: what the logs show about the set-up (versions,
+    # interfaces, launchers); prior: only the symptom points here
+    basis: str = "evidence"
+    against: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "score": round(self.score, 2),
+        return {"id": self.id, "score": round(self.score, 2), "basis": self.basis,
                 "evidence": [e.to_dict() for e in self.evidence], "reasons": list(self.reasons),
-                "lead": self.lead}
+                "against": list(self.against), "lead": self.lead}
 
 
 @dataclass
@@ -54,6 +58,9 @@ class LogReport:
     bytes_read: int
     skipped: list[dict[str, str]]
     notes: list[str] = field(default_factory=list)
+    timeline: dict[str, dict[str, Any]] = field(default_factory=dict)
+    culprit: dict[str, Any] | None = None
+    summary: str = ""
 
     @property
     def top(self) -> CauseScore | None:
@@ -70,7 +77,13 @@ class LogReport:
     def failed(self) -> bool:
         """Whether the logs show a failure: a first failure line, or a cause resting on more than
         context lines. A healthy torchrun log has a launcher banner and no failure."""
-        return self.first_failure is not None or any(not c.lead for c in self.causes)
+        return any(c.basis == "evidence" for c in self.causes) or self.culprit is not None and \
+            self.culprit["role"] in ("crashed", "stuck", "slow")
+
+    def verdict(self) -> dict[str, Any]:
+        """The culprit, the story and the causes in order, each with its basis."""
+        return {"culprit": self.culprit, "summary": self.summary, "failed": self.failed,
+                "causes": [{"id": c.id, "basis": c.basis} for c in self.causes]}
 
     def to_dict(self) -> dict[str, Any]:
         ff = None
@@ -78,6 +91,7 @@ class LogReport:
             e = self.first_failure
             ff = {"rank": e.rank, "file": e.file, "line": e.line, "text": e.text}
         return {
+            "verdict": self.verdict(),
             "causes": [c.to_dict() for c in self.causes],
             "first_failure": ff,
             "ranks": self.ranks,
@@ -86,4 +100,5 @@ class LogReport:
             "bytes_read": self.bytes_read,
             "skipped": self.skipped,
             "notes": self.notes,
+            "timeline": self.timeline,
         }

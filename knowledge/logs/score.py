@@ -8,11 +8,15 @@ from ..model import KnowledgeBase
 from . import extract as x
 from .collect import Hit
 from .report import CauseScore, Evidence
+from .timeline import RankLine
 from .view import View
+
+BASES = ("evidence", "facts", "prior")  # strongest first: failure lines, what the logs show, the symptom
 
 REST = 0.25  # each further distinct signature of a cause adds this share of its weight
 SHIFT = 1.0  # the symptom's strongest prior adds this much to a cause that has evidence
 MAX_EVIDENCE = 10
+PRIOR = 0.5  # a symptom prior alone is worth less than any line that shows the failure
 
 
 class Scores:
@@ -23,9 +27,14 @@ class Scores:
         self.reasons: dict[str, list[str]] = defaultdict(list)
         self.evidence: dict[str, list[Hit]] = defaultdict(list)
         self.best: dict[str, float] = defaultdict(float)  # strongest single signature (tie-break)
+        self.basis: dict[str, str] = {}
+        self.against: dict[str, list[str]] = defaultdict(list)
 
-    def add(self, cause: str, amount: float, reason: str, hits: list[Hit] | None = None) -> None:
+    def add(self, cause: str, amount: float, reason: str, hits: list[Hit] | None = None,
+            basis: str = "evidence") -> None:
         self.score[cause] += amount
+        if BASES.index(basis) < BASES.index(self.basis.get(cause, "prior")) or cause not in self.basis:
+            self.basis[cause] = basis
         if reason:
             self.reasons[cause].append(reason)
         if hits:
@@ -37,11 +46,13 @@ class Scores:
             self.evidence[cause] = fresh + [h for h in self.evidence[cause] if h not in fresh]
 
 
-def score(view: View, kb: KnowledgeBase, symptom: str | None) -> list[CauseScore]:
+def score(view: View, kb: KnowledgeBase, symptom: str | None,
+          lines: dict[str, RankLine] | None = None, who: dict | None = None) -> list[CauseScore]:
     s = Scores()
+    lines = lines or {}
     _signatures(view, s)
-    _crash_rules(view, s, _kind(kb, symptom))
-    _timeout_rules(view, s)
+    _crash_rules(view, s, _kind(kb, symptom), lines, who)
+    _timeout_rules(view, s, lines, who)
     _fact_rules(view, s)
     _path_rules(view, s)
     _launch_rules(view, s)
@@ -57,11 +68,11 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None) -> list[CauseScore
             if (h.file, h.line) not in seen and len(ev) < MAX_EVIDENCE:
                 seen.add((h.file, h.line))
                 ev.append(Evidence(h.file, h.line, h.text, view.rank(h), h.sig))
-        lead = all(r.startswith("signatures:") for r in s.reasons[cid]) and all(
-            "context" in view.sigs[h.sig].tags if h.sig in view.sigs else False
-            for h in s.evidence[cid])
-        out.append(CauseScore(cid, round(val, 3), ev, s.reasons[cid], lead=lead))
-    out.sort(key=lambda c: (-c.score, -s.best[c.id], order.get(c.id, len(order)), c.id))
+        basis = s.basis.get(cid, "prior")
+        out.append(CauseScore(cid, round(val, 3), ev, s.reasons[cid], lead=basis != "evidence",
+                              basis=basis, against=s.against.get(cid, [])))
+    out.sort(key=lambda c: (BASES.index(c.basis) if c.basis == "prior" else 0, -c.score, -s.best[c.id],
+                            order.get(c.id, len(order)), c.id))
     return out
 
 
@@ -76,10 +87,13 @@ def _kind(kb: KnowledgeBase, symptom: str | None) -> str | None:
 
 def _signatures(view: View, s: Scores) -> None:
     per_cause: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    failing: set[str] = set()
     for sid, hits in view.col.hits.items():
         if hits:
             sig = view.sigs[sid]
             per_cause[sig.cause].append((sig.weight, sid))
+            if "context" not in sig.tags:
+                failing.add(sig.cause)
     for cause, ws in per_cause.items():
         ws.sort(reverse=True)
         s.best[cause] = ws[0][0]
@@ -90,30 +104,40 @@ def _signatures(view: View, s: Scores) -> None:
             hits.extend(view.col.hits[sid][:2])
         for _, sid in ws:
             hits.extend(h for h in view.col.hits[sid][2:5] if h not in hits)
-        s.add(cause, total, f"signatures: {names}", hits)
+        s.add(cause, total, f"signatures: {names}", hits, "evidence" if cause in failing else "facts")
 
 
-def _crash_rules(view: View, s: Scores, kind: str | None) -> None:
-    # crashes of a known rank first: the reason names that rank and its signature together
+def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankLine],
+                 who: dict | None) -> None:
+    """A rank that failed on its own while others waited for it (GUIDE 1): the crashed rank comes
+    from the timeline (its own traceback, OOM, segfault or kill), the waiters from their timeouts
+    and lost-peer errors. Never fires on a handled exception (progress after it) or on a waiter."""
+    crashed = who is not None and who["role"] == "crashed"
     crashes = sorted(view.crashes, key=lambda h: (view.rank(h) is None, h.order))
-    if not crashes:
+    if not crashed and not crashes:
         return
-    waiting = view.waiting
-    max_w = max(view.sigs[h.sig].weight for h in crashes)
-    ranks = sorted({r for h in crashes if (r := view.rank(h)) is not None}, key=rank_key)
-    who = f"rank {', '.join(ranks[:5])}" if ranks else "a process"
-    s.add("rank-crash-deadlock", 0.4 * max_w, "", crashes[:3])
+    waiters = [rl for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")]
+    hits = []
+    if crashed:
+        rl = lines[who["ranks"][0]]  # type: ignore[index]
+        hits = [rl.end.hit] if rl.end.hit is not None else []
+    hits += [h for h in crashes[:3] if h not in hits]
+    max_w = max((view.sigs[h.sig].weight for h in crashes), default=2.0)
+    s.add("rank-crash-deadlock", 0.4 * max_w, "", hits)
     waits = [t for per in view.timeouts.values() for t in per.values()] + view.unranked
-    if waits or view.hits_with("wait"):
-        n = len(waiting - set(ranks)) or len(view.unranked)
-        s.add("rank-crash-deadlock", 4.0,
-              f"{who} crashed ({crashes[0].sig}) while {n or 'other'} rank(s) waited in a collective",
-              crashes[:3] + _timeout_hits(view)[:2])
-        if "0" in ranks:
-            s.add("rank0-overload", 2.5, "the rank that crashed first is rank 0", crashes[:2])
+    if waiters or waits or view.hits_with("wait"):
+        named = f"rank {who['ranks'][0]}" if crashed else "a process"  # type: ignore[index]
+        n = len(waiters) or len(waits)
+        s.add("rank-crash-deadlock", 4.0, f"{named} crashed while {n or 'other'} rank(s) waited in a collective",
+              hits[:3] + [rl.end.hit for rl in waiters[:2] if rl.end.hit is not None] + _timeout_hits(view)[:2])
+        first = lines.get("0")
+        if crashed and who["ranks"] == ["0"] and first is not None and first.phase in ("eval", "save", "load"):  # type: ignore[index]
+            s.add("rank0-overload", 2.5, f"rank 0 crashed first, during {first.phase}", hits[:2])
+    elif crashed:
+        s.add("rank-crash-deadlock", 2.0 if kind != "hang" else 1.5,
+              f"rank {who['ranks'][0]} crashed: the other ranks are left waiting for it", hits[:3])  # type: ignore[index]
     elif kind == "hang":
-        s.add("rank-crash-deadlock", 1.5, f"{who} crashed and the job hung: the others wait for it",
-              crashes[:3])
+        s.add("rank-crash-deadlock", 1.5, "a process crashed and the job hung: the others wait for it", crashes[:3])
 
 
 def _timeout_hits(view: View) -> list[Hit]:
@@ -126,10 +150,12 @@ def _timeout_hits(view: View) -> list[Hit]:
     return out
 
 
-def _timeout_rules(view: View, s: Scores) -> None:
-    if not view.timeouts and not view.unranked:
+def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict | None) -> None:
+    lost = [rl for rl in lines.values() if rl.end.kind == "lost-peer"]
+    waited = [e for e in view.col.exceptions if e.peer_loss and not e.launcher]
+    if not view.timeouts and not view.unranked and not lost and not waited:
         return
-    explained = bool(view.crashes)
+    explained = bool(view.crashes) or bool(who and who["role"] == "crashed")
     for pg, per in view.timeouts.items():
         seqs = {r: t.seq for r, t in per.items() if t.seq is not None}
         by_seq: dict[int, set[str]] = defaultdict(set)
@@ -159,16 +185,33 @@ def _timeout_rules(view: View, s: Scores) -> None:
         s.add("asymmetric-collective", 4.5, "a collective timed out after training had finished on "
               "this rank: the others never entered it", end_hits + _timeout_hits(view)[:1])
         explained = True
-    waiting = view.waiting
-    numeric = {r for r in waiting if r.isdigit()}
-    if not explained and numeric and "0" not in waiting:
-        s.add("rank0-overload", 6.0, f"rank {span(sorted(numeric, key=rank_key))} timed out waiting, "
-              "rank 0 never did: rank 0 was busy elsewhere (eval, saving, caching)", _timeout_hits(view)[:3])
+    waiting = view.waiting | {rl.rank for rl in lost}
+    zero = lines.get("0")
+    if not explained and zero is not None and "0" not in waiting and zero.end.kind != "finished" and waiting:
+        # GUIDE 4.2: the others time out while rank 0 does extra work. Only rank 0's own lines can
+        # show that work; its absence from an excerpt shows nothing.
+        busy = zero.phase in ("eval", "save", "load", "dataloader")
+        ranks = sorted((r for r in waiting if r.isdigit()), key=rank_key)
+        s.add("rank0-overload", 6.0 if busy else 2.0,
+              f"rank {span(ranks)} timed out waiting while rank 0's own lines show "
+              + (f"it in {zero.phase}" if busy else "no timeout") , _timeout_hits(view)[:2]
+              + ([view.col.phases["0"][1]] if "0" in view.col.phases else []), "evidence" if busy else "facts")
+        explained = busy
+    main_work = view.hits_with("main-work")
+    if not explained and main_work:
+        s.add("rank0-overload", 6.0, "others timed out or lost their peer while the main process did "
+              "work only it does (" + main_work[0].text[:60] + ")", main_work[:2] + _timeout_hits(view)[:1]
+              + [rl.end.hit for rl in lost[:1] if rl.end.hit is not None])
         explained = True
+    stuck = who is not None and who["role"] in ("stuck", "slow")
     if not explained:
-        stuck = not_waiting(view)
-        s.add("collective-timeout", 1.0, "collectives timed out with no crashed rank in sight"
-              + (f"; not waiting: rank {span(stuck)}" if stuck else ""), _timeout_hits(view)[:2])
+        hits = _timeout_hits(view)[:2] + [rl.end.hit for rl in lost[:2] if rl.end.hit is not None]
+        if stuck:
+            s.add("collective-timeout", 3.0, f"rank {span(who['ranks'])} {who['role']}: {who['why']}", hits)  # type: ignore[index]
+        else:
+            s.add("collective-timeout", 1.0, "collectives timed out with no crashed rank in sight", hits)
+    elif view.crashes or (who and who["role"] == "crashed"):
+        s.against["collective-timeout"].append("a rank crashed first: the timeouts are its consequence")
 
 
 def not_waiting(view: View) -> list[str]:
@@ -191,7 +234,7 @@ def _fact_rules(view: View, s: Scores) -> None:
                                 ("cuda_driver", "version-mismatch", 2.0)):
         if len(values.get(fact, {})) > 1:
             s.add(cause, amount, f"{fact} differs across ranks: " + _values_text(values[fact]),
-                  _fact_evidence(view, fact, values[fact]))
+                  _fact_evidence(view, fact, values[fact]), "facts")
     names = {}
     for fact in ("bootstrap_if", "net_if"):
         for val, ranks in values.get(fact, {}).items():
@@ -200,7 +243,7 @@ def _fact_rules(view: View, s: Scores) -> None:
     if len(names) > 1:
         s.add("nic-selection", 2.5, "ranks use different interfaces: " + _values_text(names),
               _fact_evidence(view, "bootstrap_if", values.get("bootstrap_if", {}))
-              + _fact_evidence(view, "net_if", values.get("net_if", {})))
+              + _fact_evidence(view, "net_if", values.get("net_if", {})), "facts")
     bad = []
     for fact in ("bootstrap_if", "net_if"):
         for val in values.get(fact, {}):
@@ -211,7 +254,7 @@ def _fact_rules(view: View, s: Scores) -> None:
         fact, val = bad[0]
         s.add("nic-selection", 3.0 if multi_host else 1.0,
               f"NCCL uses {val}" + (" across nodes" if multi_host else ""),
-              _fact_evidence(view, fact, {val: values[fact][val]}))
+              _fact_evidence(view, fact, {val: values[fact][val]}), "facts")
     transports = defaultdict(list)
     for r, f in view.facts.items():
         net = f.get("network", "")
@@ -222,7 +265,7 @@ def _fact_rules(view: View, s: Scores) -> None:
     if len(transports) > 1:
         s.add("ib-rdma-failure", 3.5, "some ranks use InfiniBand, others fell back to sockets: "
               + _values_text(transports), [view.fact_hits[(r, k)] for r in transports["sockets"][:1]
-                                           for k in ("ib", "network") if (r, k) in view.fact_hits])
+                                           for k in ("ib", "network") if (r, k) in view.fact_hits], "facts")
 
 
 def fact_values(view: View) -> dict[str, dict[str, list[str]]]:
@@ -252,22 +295,22 @@ def _path_rules(view: View, s: Scores) -> None:
         if len(last) > 1:
             lo = min(last.items(), key=lambda kv: kv[1][0])
             hi = max(last.items(), key=lambda kv: kv[1][0])
-            if hi[1][0] - lo[1][0] >= 2:
+            if hi[1][0] > lo[1][0] and (view.timeouts or view.unranked or view.hits_with("wait")):
                 s.add("asymmetric-collective", 2.5, f"the log ends with rank {lo[0]} at {kind} {lo[1][0]} "
                       f"and rank {hi[0]} at {kind} {hi[1][0]}: ranks ran different numbers of steps",
-                      [hi[1][1], lo[1][1]])
+                      [hi[1][1], lo[1][1]], "facts")
                 break
     same = [k for k, per in col.losses.items() if len(per) > 1 and len(set(per.values())) == 1
             and len(next(iter(per.values())).split(".")[-1]) >= 4]
     if len(same) >= 3:
         # weak: some frameworks print the all-reduced loss on every rank
         s.add("data-sharding-seed", 1.5, f"ranks report identical losses at {len(same)} steps: if these "
-              "are per-rank losses, every rank sees the same data", [])
+              "are per-rank losses, every rank sees the same data", [], "facts")
     steps = {r: v[0] for r, v in col.resume.items()}
     if len(set(steps.values())) > 1:
         s.add("checkpoint-state-divergence", 3.0, "ranks resumed from different steps: "
               + ", ".join(f"rank {r}: {n}" for r, n in sorted(steps.items(), key=lambda kv: rank_key(kv[0]))),
-              [v[1] for v in col.resume.values()][:3])
+              [v[1] for v in col.resume.values()][:3], "facts")
 
 
 def _launch_rules(view: View, s: Scores) -> None:
@@ -276,7 +319,7 @@ def _launch_rules(view: View, s: Scores) -> None:
     spawn = view.hits_with("spawn")
     if launcher and spawn:
         s.add("mixed-launchers", 3.0, "a launcher started the job and the script spawns its own "
-              "processes too", launcher[:1] + spawn[:1])
+              "processes too", launcher[:1] + spawn[:1], "facts")
     dups = {r: hs for r, hs in col.announce.items() if len({(h.file, h.proc, h.line) for h in hs}) > 1}
     if dups:
         r, hs = next(iter(sorted(dups.items(), key=lambda kv: rank_key(kv[0]))))
@@ -287,6 +330,7 @@ def _launch_rules(view: View, s: Scores) -> None:
 
 
 def _shift(kb: KnowledgeBase, symptom: str | None, s: Scores) -> None:
+    symptom_name = symptom
     weights: dict[str, float] = {}
     seen = set()
     while symptom and symptom in kb.symptoms and symptom not in seen:
@@ -300,7 +344,11 @@ def _shift(kb: KnowledgeBase, symptom: str | None, s: Scores) -> None:
     top = max(weights.values()) or 1.0
     for cid, w in weights.items():
         if s.score.get(cid, 0) > 0 and w > 0:
-            s.add(cid, SHIFT * w / top, "")
+            s.add(cid, SHIFT * w / top, "", basis=s.basis.get(cid, "prior"))
+        elif w > 0 and cid != "other":
+            # GUIDE 5: a hang points first at deadlocks and process-count mismatches, an error at
+            # versions, network and topology. A prior, shown as such, never as evidence.
+            s.add(cid, PRIOR * w / top, f"the symptom {symptom_name} points here first", basis="prior")
 
 
 def rank_key(r: str) -> tuple[int, Any]:

@@ -1,8 +1,12 @@
-"""Log inputs: expand paths (dirs, globs, .gz, `-`), vet them, and stream them in line-aligned blocks."""
+"""Log inputs: expand paths (dirs, globs, .gz, `-`), vet them, and stream them in line-aligned blocks.
+
+Reading is bounded (see bounds.py): compressed files and stdin stop at a byte budget or when they
+expand like a decompression bomb, with a note saying so; a damaged stream keeps what came before
+the damage; invalid UTF-8 in a text log is read as U+FFFD (only binary files are skipped).
+"""
 from __future__ import annotations
 
 import bz2
-import glob
 import gzip
 import io
 import lzma
@@ -10,13 +14,12 @@ import os
 import re
 import stat
 import sys
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Iterator
 
-# what reading a damaged file can raise: OSError (incl. BadGzipFile), EOFError (truncated),
-# zlib.error / LZMAError (corrupt data), ValueError (bad bz2 stream)
-READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError)
+from . import bounds, streams
+from .streams import READ_ERRORS
+
 BLOCK = 4 << 20  # bytes read at a time
 LINE_CAP = 1 << 20  # longer lines keep only their head and tail
 KEEP = 32 << 10  # how much of an overlong line's head and tail is kept
@@ -64,18 +67,21 @@ class Source:
     note: str = ""  # e.g. long lines that were truncated
     rejected: str = ""  # stdin found not to be a text log once read
 
-    def open(self) -> BinaryIO:
+    def open(self) -> Any:
         if self.kind == "stdin":
             assert self.raw is not None
             return self.raw
         assert self.path is not None
         if self.kind == "gzip":
-            return gzip.open(self.path, "rb")
+            return streams.Compressed(self.path, lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"))
         if self.kind == "bz2":
-            return bz2.open(self.path, "rb")
+            return streams.Compressed(self.path, lambda raw: bz2.BZ2File(raw, "rb"))
         if self.kind == "xz":
-            return lzma.open(self.path, "rb")
+            return streams.Compressed(self.path, lambda raw: lzma.LZMAFile(raw, "rb"))
         return open(self.path, "rb", buffering=0)
+
+    def add_note(self, text: str) -> None:
+        self.note = f"{self.note}; {text}" if self.note else text
 
 
 def _natural_key(path: str) -> list:
@@ -115,7 +121,7 @@ def expand(paths: list[str]) -> tuple[list[Source], list[Skipped]]:
                 add_file(path)
             continue
         if not os.path.lexists(arg) and _GLOB_CHARS.search(arg):
-            matches = sorted(glob.glob(arg, recursive=True), key=_natural_key)
+            matches = sorted(bounds.safe_glob(arg), key=_natural_key)
             if not matches:
                 skipped.append(Skipped(arg, "no file matches this pattern"))
             for path in matches:
@@ -168,6 +174,10 @@ def vet(path: str) -> tuple[Source | None, str]:
         with src.open() as fh:
             head = _read_upto(fh, SNIFF)
             why = sniff(head)
+            if not why:
+                odd = not_utf8(head)
+                if odd:
+                    src.add_note(odd)
             # a carriage return breaks lines too: progress bars (tqdm) redraw with \r alone
             if not why and not _breaks(head) and len(head) == SNIFF:
                 # no line break yet: look as far as the line cap, a block at a time
@@ -194,17 +204,30 @@ _HUGE = f"no line break in the first {LINE_CAP >> 20} MiB: one huge line, not a 
 
 
 def sniff(head: bytes) -> str:
-    """Why the start of a stream is not a text log ('' when it is)."""
+    """Why the start of a stream is not a text log ('' when it is). A few invalid UTF-8 bytes
+    (a Latin-1 name, a byte cut by a crash) do not make a log binary: one bad byte near the
+    start must not hide the failure line after it. NUL bytes, or more than a tenth of the
+    characters undecodable or control characters, do."""
     if not head:
         return "empty file"
-    if b"\x00" in head[:8192]:
+    window = head[:8192]
+    if b"\x00" in window:
         return "binary file (NUL bytes)"
+    text = window.decode("utf-8", "replace")
+    odd = sum(1 for ch in text if ch == "\ufffd" or (ch < " " and ch not in "\t\n\r\f\v\x1b\x08"))
+    if odd > max(8, len(text) // 10):
+        return f"binary file ({odd} of the first {len(text)} characters are not text)"
+    return ""
+
+
+def not_utf8(head: bytes) -> str:
+    """A note when the start of a text log holds invalid UTF-8 ('' when it is clean)."""
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
         # a multi-byte character cut by the sniff window is fine
         if not (exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"):
-            return f"not UTF-8 text (invalid byte at offset {exc.start})"
+            return f"not valid UTF-8 (first bad byte at offset {exc.start}): read with U+FFFD in its place"
     return ""
 
 
@@ -219,80 +242,43 @@ def _read_upto(fh: BinaryIO, n: int) -> bytes:
     return b"".join(parts)
 
 
-class _Range:
-    """Reads bytes [start, stop) of a file (a worker's share of a big plain file)."""
-
-    def __init__(self, fh: BinaryIO, start: int, stop: int) -> None:
-        fh.seek(start)
-        self.fh, self.left = fh, stop - start
-
-    def read(self, n: int) -> bytes:
-        if self.left <= 0:
-            return b""
-        data = self.fh.read(min(n, self.left))
-        self.left -= len(data)
-        return data
-
-    def close(self) -> None:
-        self.fh.close()
-
-
-class _Salvage:
-    """Reads a compressed stream in small steps so that data before a damaged spot is kept;
-    the error is raised on the read after it."""
-
-    STEP = 64 << 10
-
-    def __init__(self, fh: Any) -> None:
-        self.fh, self.error = fh, None
-
-    def read(self, n: int) -> bytes:
-        if self.error is not None:
-            raise self.error
-        parts, got = [], 0
-        try:
-            while got < n:
-                piece = self.fh.read1(min(self.STEP, n - got)) if hasattr(self.fh, "read1") \
-                    else self.fh.read(min(self.STEP, n - got))
-                if not piece:
-                    break
-                parts.append(piece)
-                got += len(piece)
-        except READ_ERRORS as exc:
-            if not parts:
-                raise
-            self.error = exc
-        return b"".join(parts)
-
-    def close(self) -> None:
-        self.fh.close()
-
-
 def blocks(src: Source, start: int = 0, stop: int | None = None) -> Iterator[Block]:
     """Line-aligned blocks of a source; overlong lines arrive cut to their head and tail.
 
     start/stop (plain files only) read a byte range that begins at a line start. Memory stays
     at about BLOCK + 2*KEEP whatever the file size or line length.
     """
+    lim = bounds.current()
+    if src.kind == "stdin" and src.raw is not None:
+        bounds.wait_notice(src.raw, lim)
     fh: Any = src.open()
     if stop is not None:
-        fh = _Range(fh, start, stop)
+        fh = streams.Range(fh, start, stop)
     elif src.kind in ("gzip", "bz2", "xz"):
-        fh = _Salvage(fh)
+        fh = streams.Salvage(fh)
     line_no = 1
     carry = b""
     long_note = 0
     first = True
+    stopped = ""
     try:
         while True:
-            chunk = fh.read(BLOCK)
+            chunk = b"" if stopped else fh.read(BLOCK)
             if first and src.kind == "stdin":
                 why = sniff(chunk[:SNIFF]) or (_HUGE if len(chunk) > LINE_CAP
                                                 and b"\n" not in chunk[:LINE_CAP] else "")
                 if why:
                     src.rejected = why
                     return
+                odd = not_utf8(chunk[:SNIFF])
+                if odd:
+                    src.add_note(odd)
             first = False
+            if chunk and stop is None:
+                left = lim.max_bytes - src.bytes_read
+                if src.kind in ("gzip", "bz2", "xz", "stdin") and len(chunk) > left:
+                    chunk = chunk[:max(0, left)]
+                stopped = bounds.over_budget(src.kind, src.bytes_read + len(chunk), _consumed(fh), lim)
             if not chunk:
                 if carry:
                     src.tail = (src.tail + carry)[-TAIL:]
@@ -311,10 +297,10 @@ def blocks(src: Source, start: int = 0, stop: int | None = None) -> Iterator[Blo
                 src.lines = line_no - 1  # so far: a damaged file stops mid-way
             else:
                 carry = data
-            if len(carry) > LINE_CAP:
+            if len(carry) > LINE_CAP and not stopped:
                 # an overlong line: keep its head, stream past the middle, keep its tail
                 long_note += 1
-                line, carry, ended = _overlong(fh, carry, src)
+                line, carry, ended, stopped = _overlong(fh, carry, src, lim if stop is None else None)
                 yield Block(line, len(line), line_no)
                 line_no += 1
                 if not ended:
@@ -324,21 +310,31 @@ def blocks(src: Source, start: int = 0, stop: int | None = None) -> Iterator[Blo
             fh.close()
     src.lines = line_no - 1
     if long_note:
-        src.note = f"{long_note} line(s) longer than {LINE_CAP >> 20} MiB: only their start and end were read"
+        src.add_note(f"{long_note} line(s) longer than {LINE_CAP >> 20} MiB: only their start and end were read")
+    if stopped:
+        src.add_note(stopped)
 
 
-def _overlong(fh: Any, partial: bytes, src: Source) -> tuple[bytes, bytes, bool]:
-    """(the cut line, what follows its newline, whether a newline came) for a line past the cap."""
+def _consumed(fh: Any) -> int:
+    return fh.consumed() if hasattr(fh, "consumed") else 0
+
+
+def _overlong(fh: Any, partial: bytes, src: Source, lim: bounds.Limits | None
+              ) -> tuple[bytes, bytes, bool, str]:
+    """(the cut line, what follows its newline, whether a newline came, why reading stopped)
+    for a line past the cap; a budget (lim) ends it early like the end of the input."""
     head, tail = partial[:KEEP], partial[-KEEP:]
     while True:
         more = fh.read(BLOCK)
-        if not more:
-            return head + b" [...] " + tail + b"\n", b"", False
+        why = bounds.over_budget(src.kind, src.bytes_read + len(more), _consumed(fh), lim) \
+            if lim is not None and more else ""
+        if why or not more:
+            return head + b" [...] " + tail + b"\n", b"", False, why
         src.bytes_read += len(more)
         nl = more.find(b"\n")
         if nl >= 0:
             tail = (tail + more[:nl])[-KEEP:]
-            return head + b" [...] " + tail + b"\n", more[nl + 1:], True
+            return head + b" [...] " + tail + b"\n", more[nl + 1:], True, ""
         tail = (tail + more)[-KEEP:]
 
 

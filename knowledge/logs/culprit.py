@@ -1,0 +1,155 @@
+"""Who failed first, who was stuck, who waited: the culprit and the story of a log set.
+
+Mechanisms (GUIDE.md section 1, 4):
+- crashed: a rank whose own lines end in a failure of its own (a traceback whose message is not a
+  lost peer or a timeout, an OOM, a segfault, a kill signal). When several did, the earliest one.
+- stuck: no rank crashed, other ranks timed out or lost their peer, and this rank's own lines are
+  present but end in neither a failure nor a finish: it never reached the collective.
+- slow: every rank timed out, but at different SeqNums: the ones behind are the first suspects.
+- misconfigured: ranks whose NCCL version or interface differs from the others'.
+A rank absent from the input is never blamed: the input may be an excerpt.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .timeline import RankLine, exceptions_unranked, short, where
+from .view import View
+
+WAITING = ("timeout", "lost-peer")
+ROLE_WORDS = {"crashed": "crashed", "stuck": "never reached the collective", "slow": "was behind",
+              "misconfigured": "was set up differently"}
+
+
+def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
+    crashed = [rl for rl in lines.values() if rl.end.kind in ("crashed", "killed")]
+    waiters = [rl for rl in lines.values() if rl.end.kind in WAITING]
+    if crashed:
+        first = _earliest(crashed)
+        why = f"rank {first.rank} {_ended(first)}"
+        if waiters:
+            why += f"; rank {_names(waiters)} {'was' if len(waiters) == 1 else 'were'} left waiting"
+        return {"ranks": [first.rank], "role": "crashed", "why": why}
+    if waiters:
+        seqs = {rl.rank: rl.last_collective.get("seq") for rl in waiters
+                if rl.last_collective and rl.last_collective.get("seq") is not None}
+        others = [rl for rl in lines.values() if rl.end.kind in ("unknown", "exited") and rl.rank not in seqs
+                  and rl not in waiters]
+        if others:
+            return {"ranks": [rl.rank for rl in others], "role": "stuck",
+                    "why": f"rank {_names(waiters)} timed out or lost its peer while rank {_names(others)} "
+                           f"never reported a failure: {'it' if len(others) == 1 else 'they'} never reached "
+                           "the collective"}
+        if len(set(seqs.values())) > 1:
+            lo = min(seqs.values())
+            behind = [r for r, q in seqs.items() if q == lo]
+            return {"ranks": behind, "role": "slow",
+                    "why": f"rank {', '.join(behind)} timed out at SeqNum {lo}, behind the others "
+                           f"(up to {max(seqs.values())}): the lowest SeqNum is the first suspect"}
+    odd = _odd_facts(view)
+    if odd:
+        return odd
+    exited = [rl for rl in lines.values() if rl.end.kind == "exited"]
+    if exited and not waiters:
+        first = _earliest_exit(exited)
+        return {"ranks": [first.rank], "role": "crashed",
+                "why": f"rank {first.rank} exited with code {first.exitcode}, the first failure the launcher saw"}
+    return None
+
+
+def _earliest_exit(exited: list[RankLine]) -> RankLine:
+    return min(exited, key=lambda rl: rl.end.hit.order if rl.end.hit else (1 << 30, 0))
+
+
+def _odd_facts(view: View) -> dict[str, Any] | None:
+    for fact in ("nccl_version", "bootstrap_if", "net_if"):
+        values: dict[str, list[str]] = {}
+        for r, facts in view.facts.items():
+            if fact in facts and r.isdigit():
+                val = facts[fact].split(":")[0] if fact != "nccl_version" else facts[fact]
+                values.setdefault(val, []).append(r)
+        if len(values) > 1:
+            counts = Counter({v: len(rs) for v, rs in values.items()})
+            (top, n), *_ = counts.most_common()
+            if list(counts.values()).count(n) == 1:
+                odd = sorted((r for v, rs in values.items() if v != top for r in rs), key=lambda r: int(r))
+                return {"ranks": odd, "role": "misconfigured",
+                        "why": f"{fact} is {top} on most ranks but differs on rank {', '.join(odd)}"}
+    return None
+
+
+def _earliest(crashed: list[RankLine]) -> RankLine:
+    stamped = [rl for rl in crashed if rl.end.hit is not None and rl.end.hit.ts is not None]
+    if len(stamped) == len(crashed) and len({rl.end.hit.ts[0] for rl in stamped}) == 1:  # type: ignore[union-attr]
+        return min(stamped, key=lambda rl: rl.end.hit.ts[1])  # type: ignore[union-attr]
+    # no common clock: a rank's own exception beats a kill signal, then reading order
+    return min(crashed, key=lambda rl: (rl.end.kind != "crashed", rl.end.exc is None,
+                                        rl.end.hit.order if rl.end.hit else (1 << 30, 0)))
+
+
+def _ended(rl: RankLine) -> str:
+    e = rl.end
+    at = f" ({where(e.hit)})" if e.hit is not None else ""
+    when = f" at {rl.step[0]} {rl.step[1]}" if rl.step else (f" during {rl.phase}" if rl.phase else "")
+    if e.exc is not None:
+        msg = e.exc.message if len(e.exc.message) <= 90 else e.exc.message[:87] + "..."
+        return f"raised {e.exc.type}{when}{at}" + (f": {msg}" if msg else "")
+    if e.kind == "killed":
+        return f"was killed ({e.detail}){when}{at}"
+    return f"failed{when}{at}: {e.detail[:100]}"
+
+
+def _names(rls: list[RankLine]) -> str:
+    return ", ".join(rl.rank for rl in rls[:6]) + (f" and {len(rls) - 6} more" if len(rls) > 6 else "")
+
+
+def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) -> str:
+    """What happened, in order, in two or three sentences."""
+    parts: list[str] = []
+    if who and who["role"] == "crashed":
+        parts.append(f"rank {who['ranks'][0]} {_ended(lines[who['ranks'][0]])}")
+    elif who and who["role"] in ("stuck", "slow"):
+        for r in who["ranks"][:3]:
+            rl = lines.get(r)
+            doing = rl.doing() if rl else ""
+            parts.append(f"rank {r} {ROLE_WORDS[who['role']]}" + (f" (last seen at {doing})" if doing else ""))
+    elif who:
+        parts.append(who["why"])
+    else:
+        unranked = exceptions_unranked(view)
+        if unranked:
+            e = unranked[0]
+            parts.append(f"a process raised {e.type} ({where(e.hit)}): {e.message[:90]}")
+    blamed = set(who["ranks"]) if who else set()
+    for kind, words in (("lost-peer", "lost its peer"), ("timeout", "timed out")):
+        rls = [rl for rl in lines.values() if rl.end.kind == kind and rl.rank not in blamed]
+        if rls:
+            rl = rls[0]
+            doing = rl.doing()
+            verb = "was" if len(rls) == 1 else "were"
+            parts.append(f"rank {_names(rls)} {verb} in {doing} and {words}" if doing and kind == "lost-peer"
+                         else f"rank {_names(rls)} {words}" + (f" in {doing}" if doing else "")
+                         + f" ({where(rl.end.hit)})" * (rl.end.hit is not None))
+    launcher = _launcher_blame(lines, blamed)
+    if launcher:
+        parts.append(launcher)
+    if not parts:
+        return ""
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
+def _launcher_blame(lines: dict[str, RankLine], blamed: set[str]) -> str:
+    """torchrun names the first rank to EXIT as the root cause; say so when that is a waiter."""
+    exited = [rl for rl in lines.values() if rl.exitcode not in (None, 0) and rl.exitcode != -15]
+    stopped = [rl for rl in lines.values() if rl.exitcode == -15]
+    if exited and blamed and not blamed & {rl.rank for rl in exited}:
+        return (f"the launcher reported rank {_names(exited)} (exit code {exited[0].exitcode}) as the "
+                f"first failure, but that rank was waiting for rank {', '.join(sorted(blamed))}")
+    if stopped:
+        return f"the launcher then stopped rank {_names(stopped)}"
+    return ""
+
+
+__all__ = ["culprit", "summary", "short"]

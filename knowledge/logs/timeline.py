@@ -1,0 +1,198 @@
+"""The per-rank timeline: for every rank, its files, how it was identified, the phase it reached,
+its last collective and how it ended (a traceback, a lost peer, a timeout, an exit code, or unknown).
+
+Everything here is read from the rank's own lines. A rank with no line in the input has no entry:
+people paste excerpts, so a missing line is never taken as evidence of anything.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import extract as x
+from .collect import Exc, Hit
+from .view import View
+
+SIGNAL_EXITS = {-9: "SIGKILL", -11: "SIGSEGV", -6: "SIGABRT", -7: "SIGBUS", -15: "SIGTERM", -2: "SIGINT"}
+_ATTEMPT = re.compile(r"attempt_\d+[/\\](\d+[/\\][^/\\]+)$")
+
+
+def short(path: str) -> str:
+    """`1/stderr.log` for torchrun's per-rank folders, else the file's base name."""
+    m = _ATTEMPT.search(path)
+    if m:
+        return m.group(1).replace("\\", "/")
+    return re.split(r"[/\\]", path)[-1] or path
+
+
+def where(hit: Hit) -> str:
+    return f"{short(hit.file)}:{hit.line}"
+
+
+@dataclass
+class End:
+    """How a rank's lines end. kind: crashed (its own failure), lost-peer (it raised because a
+    peer went away), timeout (a watchdog or collective timeout), killed (a signal from outside),
+    exited (a non-zero exit code), finished, or unknown (the lines just stop)."""
+
+    kind: str
+    detail: str = ""
+    hit: Hit | None = None
+    exc: Exc | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "detail": self.detail}
+        if self.hit is not None:
+            d.update(file=self.hit.file, line=self.hit.line)
+        if self.exc is not None:
+            d.update(type=self.exc.type, message=self.exc.message[:300])
+        return d
+
+
+@dataclass
+class RankLine:
+    rank: str
+    files: list[str] = field(default_factory=list)
+    learnt: str = "prefix"  # path (per-rank file or folder), prefix ([rankN]:), nccl (host:pid)
+    hosts: list[str] = field(default_factory=list)
+    phase: str | None = None
+    step: tuple[str, int] | None = None
+    last_collective: dict[str, Any] | None = None
+    end: End = field(default_factory=lambda: End("unknown"))
+    exitcode: int | None = None
+
+    def doing(self) -> str:
+        """A few words on where the rank was: `step 5`, `all_reduce (SeqNum 12)`, `eval`."""
+        parts = []
+        if self.last_collective and self.last_collective.get("op"):
+            op = str(self.last_collective["op"]).lower()
+            seq = self.last_collective.get("seq")
+            parts.append(f"{op}" + (f" (SeqNum {seq})" if seq is not None else ""))
+        if self.step:
+            parts.append(f"{self.step[0]} {self.step[1]}")
+        elif self.phase:
+            parts.append(self.phase)
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "files": self.files, "learnt": self.learnt, "hosts": self.hosts,
+                "phase": self.phase, "step": {"kind": self.step[0], "n": self.step[1]} if self.step else None,
+                "last_collective": self.last_collective, "end": self.end.to_dict(), "exitcode": self.exitcode}
+
+
+def build(view: View) -> dict[str, RankLine]:
+    col = view.col
+    lines: dict[str, RankLine] = {}
+
+    def line_of(r: str) -> RankLine:
+        return lines.setdefault(r, RankLine(r))
+
+    path_ranks = {f.name: f.rank for f in col.files if f.rank is not None}
+    for key, files in col.seen.items():
+        r = _rank(view, key)
+        if r is None or not r.isdigit():
+            continue
+        rl = line_of(r)
+        rl.files = sorted(set(rl.files) | files)
+        if any(path_ranks.get(fn) == r for fn in files):
+            rl.learnt = "path"
+        elif ":" in key:
+            rl.learnt = "nccl"
+    for r, kinds in col.progress.items():
+        for kind in ("step", "iteration", "batch"):
+            if kind in kinds and r in lines:
+                lines[r].step = (kind, kinds[kind][0])
+                break
+    for r, (ph, _hit) in col.phases.items():
+        if r in lines:
+            lines[r].phase = ph
+    for pg, per in view.timeouts.items():
+        for r, t in per.items():
+            if r in lines or r.isdigit():
+                rl = line_of(r)
+                rl.last_collective = {"op": t.op, "seq": t.seq, "pg": pg}
+                rl.end = End("timeout", f"timed out in {(t.op or 'a collective').lower()}"
+                             + (f" (SeqNum {t.seq})" if t.seq is not None else ""),
+                             Hit("watchdog-timeout", t.file, t.line, t.text, r, None, t.ts, (0, t.line)))
+    for op, hits in col.ops.items():
+        for h in hits:
+            r = view.rank(h)
+            if r is not None and r in lines and lines[r].last_collective is None:
+                lines[r].last_collective = {"op": op, "seq": None, "pg": None}
+    for r, (code, hit) in col.elastic_exits.items():
+        if r in lines or r.isdigit():
+            rl = line_of(r)
+            rl.exitcode = code
+            if rl.end.kind == "unknown":
+                sig = SIGNAL_EXITS.get(code)
+                rl.end = End("killed" if sig else "exited", f"exit code {code}" + (f" ({sig})" if sig else ""), hit)
+    for h in view.crashes:
+        r = view.rank(h)
+        # an exit code alone is the launcher's word that the rank ended, not why: a waiter that
+        # timed out exits non-zero too (see the exits above)
+        if r is not None and r.isdigit() and not h.sig.startswith("crash-exitcode") and not _recovered(view, r, h):
+            rl = line_of(r)
+            if rl.end.kind in ("unknown", "exited", "killed"):
+                rl.end = End("crashed", h.text[:160], h)
+    for exc in col.exceptions:
+        r = view.rank(exc.hit)
+        if r is None or not r.isdigit() or exc.launcher or _recovered(view, r, exc.hit):
+            continue
+        rl = line_of(r)
+        if exc.peer_loss:
+            if rl.end.kind in ("unknown", "exited", "killed"):
+                rl.end = End("lost-peer", f"{exc.type}: {exc.message[:160]}", exc.hit, exc)
+            if rl.last_collective is None:
+                rl.last_collective = _op_near(view, r, exc.hit)
+        elif rl.end.kind in ("unknown", "exited", "killed", "lost-peer") or (
+                rl.end.kind == "crashed" and rl.end.exc is None and exc.hit.order < (rl.end.hit.order if rl.end.hit else (0, 0))):
+            rl.end = End("crashed", f"{exc.type}: {exc.message[:160]}", exc.hit, exc)
+    for h in view.hits_with("end"):
+        r = view.rank(h)
+        if r is not None and r in lines and lines[r].end.kind == "unknown":
+            lines[r].end = End("finished", h.text[:120], h)
+    for r, rl in lines.items():
+        rl.hosts = sorted({h for k, fs in col.seen.items() if _rank(view, k) == r and ":" in k
+                           for h in [k.split(":")[0]]})
+    return {r: lines[r] for r in sorted(lines, key=lambda k: (len(k), k))}
+
+
+def _rank(view: View, key: str) -> str | None:
+    if ":" in key:
+        mapped = view.col.proc_rank.get(key)
+        return mapped[1] if mapped else None
+    return key
+
+
+def _recovered(view: View, rank: str, hit: Hit) -> bool:
+    """A rank that printed training progress after the failure line went on: it was handled."""
+    for kind in view.col.progress.get(rank, {}).values():
+        later = kind[1]
+        if later.file == hit.file and later.line > hit.line:
+            return True
+    return False
+
+
+def _op_near(view: View, rank: str, hit: Hit) -> dict[str, Any] | None:
+    """The collective named by the traceback frames just before a rank's exception."""
+    best = None
+    for op, hits in view.col.ops.items():
+        for h in hits:
+            if view.rank(h) == rank and h.file == hit.file and 0 <= hit.line - h.line <= 60:
+                if best is None or h.line > best[1]:
+                    best = (op, h.line)
+    return {"op": best[0], "seq": None, "pg": None} if best else None
+
+
+def exceptions_unranked(view: View) -> list[Exc]:
+    """Root exceptions no rank could be given to (a single-process excerpt)."""
+    return [e for e in view.col.exceptions if view.rank(e.hit) is None and not e.launcher
+            and not e.peer_loss and not _recovered_any(view, e.hit)]
+
+
+def _recovered_any(view: View, hit: Hit) -> bool:
+    return view.col.file_progress.get(hit.file, 0) > hit.line
+
+
+__all__ = ["End", "RankLine", "build", "short", "where", "exceptions_unranked", "x"]
