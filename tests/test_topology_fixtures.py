@@ -39,7 +39,8 @@ EXPECTED: dict[str, tuple[int, str, bool | None, str]] = {
     "24-rtx3090x2-phb-patched": (2, "unknown", False, "hardware: 2x RTX 3090; same as 21"),
     "27-tesla-t4x4-2socket-sys-node": (4, "unknown", False, "hardware: 4x Tesla T4; SYS/NODE matrix"),
     "30-rtx4090x2-shm-direct-after-p2p-disable": (
-        2, "none", None, "notes: 2 GPUs in the run; SHM where P2P would be used; SHM says nothing of NVLink"),
+        2, "unknown", None, "notes: 2 GPUs in the run; the excerpt is one SHM channel line and not the "
+        "NCCL_P2P_DISABLE=1 that caused it: SHM alone is NCCL's usual choice on many hosts, no proof"),
     "33-hgx-a100-no-ibverbs-net-socket-topo": (
         1, "unknown", True, "hardware: an 8-GPU node, but the excerpt ends at the first GPU of NCCL's "
         "printed topology (GPU/E000); its totalWidth 252 is more than PCIe carries: NVLink"),

@@ -28,14 +28,23 @@ def pair_status(topo: Topology, pair: tuple[str, str], edge: dict) -> tuple[str,
         if edge.get("nvb_via"):
             return "OK", f"NVLink through {edge['nvb_via']} (NCCL path NVB)"
         return "OK", f"{edge.get('nvlink') or 'NVLink'} ({edge.get('link') or 'NVLink P2P OK'})"
-    if statuses.get("nccl") in ("used", "unused"):
-        seen = ", ".join(sorted(topo.transports.get(pair, ())))
-        return statuses["nccl"], f"NCCL INFO: via {seen}"
+    seen = ", ".join(sorted(topo.transports.get(pair, ())))
+    if statuses.get("nccl") == "used":
+        return "used", f"NCCL INFO: via {seen}"
+    if statuses.get("nccl") == "unused":
+        # SHM is NCCL's own default for many pairs (PHB/NODE/SYS on Intel CPUs, PXB and beyond from
+        # 2.23): it was not told P2P fails. Only a failed P2P attempt or a P2P-disabled line says so.
+        shm = f"NCCL INFO: via {seen}, NCCL's usual choice for such pairs on many hosts, not proof P2P is unusable"
+        return ("U", f"driver: P2P status unknown (U); {shm}") if driver else ("unknown", shm)
     if driver:
         return "U", "driver: P2P status unknown (U)"
     return "unknown", f"{edge.get('link') or 'no link code'}: this input does not show P2P support"
 
 
+SHM_NOTE = ("NCCL used SHM between some GPUs. That is its normal choice on many hosts (Intel CPUs, and pairs "
+            "linked through PHB, NODE or SYS), so it does not show that P2P is unusable; only a P2P attempt "
+            "that failed or NCCL's 'P2P is disabled between connected GPUs' would. For the hardware's "
+            "answer: nvidia-smi topo -p2p r")
 WHOLE_NODE_SOURCES = frozenset({"topo-m", "topo-p2p", "nvml"})
 
 
@@ -89,6 +98,8 @@ def analyse(topo: Topology, input_name: str | None = None) -> dict[str, Any]:
         if topo.transports.get((a, b)):
             pair["transports"] = sorted(topo.transports[(a, b)])
         pairs.append(pair)
+    if any(topo.p2p.get((p["a"], p["b"]), {}).get("nccl") == "unused" for p in pairs):
+        topo.note(SHM_NOTE)
     gpus = gpu_facts(topo, g)
     statuses = [p["p2p"] for p in pairs]
     if WHOLE_NODE_SOURCES & set(topo.sources):
