@@ -1,15 +1,76 @@
-"""`distdoctor lint`: being built (placeholder so the command table stays whole)."""
+"""`distdoctor lint`: read training scripts (never run them) for the patterns that hang or silently
+corrupt distributed training, each with its cause and the code that fixes it."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..cli import UsageError
+from . import common
+
+KIND = "lint"
+DESCRIPTION = """\
+Read Python training scripts with the standard library's ast (the code is never
+imported or run, torch is not needed) and report what will hang or silently
+corrupt a distributed job: collectives that only some ranks reach, loops over
+per-rank data of different lengths, mp.spawn under torchrun, init_process_group
+without a timeout, missing DistributedSampler or set_epoch, one seed for all
+ranks, rank-0 checkpoints without a barrier or broadcast, heavy rank-0 work, and
+exits that leave the other ranks waiting. Lightning, accelerate and HF Trainer
+scripts are read with what those frameworks do for you (samplers, rank-zero
+helpers). Every finding has a stable rule id (DD101...), the guide's cause id,
+one sentence on why, and code to paste (often from distdoctor.guard)."""
+EPILOG = """\
+examples:
+  distdoctor lint train.py                    one script
+  distdoctor lint src/ scripts/train.py       folders are read recursively (*.py)
+  distdoctor lint train.py --json | jq '.findings[].rule'
+  distdoctor lint train.py --session inc-42   add the findings to a session
+  distdoctor knowledge show asymmetric-collective
+                                              the cause behind a finding
+
+exit codes: 0 no findings, 1 findings, 2 unreadable input (a missing path, a file
+            that is not Python text, a syntax error: one line naming file and line)
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("lint", help="(being built)")
+    parser = sub.add_parser("lint", help="find what will hang or corrupt a distributed job in the script",
+                            description=DESCRIPTION, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders (read recursively)")
+    common.add_common(parser)
     parser.set_defaults(func=run)
 
 
+def render(data: dict) -> str:
+    """Findings as `file:line:col: RULE [cause] message`, each followed by its fix, indented."""
+    lines: list[str] = []
+    for f in data["findings"]:
+        lines.append(f"{f['file']}:{f['line']}:{f['col']}: {f['rule']} [{f['cause_id']}] {f['message']}")
+        lines.extend("    " + row for row in f["fix"].splitlines())
+        lines.append("")
+    n, files = len(data["findings"]), len(data["files"])
+    lines.append(f"{n} finding{'s' if n != 1 else ''} in {files} file{'s' if files != 1 else ''}"
+                 if n else f"clean: {files} file{'s' if files != 1 else ''}, no findings")
+    return "\n".join(lines) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("lint: not built yet")
+    from distdoctor.probes.lint import lint_paths
+
+    result = lint_paths(args.paths)
+    if result.errors and not result.files:
+        raise UsageError(result.errors[0] if len(result.errors) == 1
+                         else f"{result.errors[0]} (and {len(result.errors) - 1} more)")
+    data = result.to_dict()
+    common.record(args, KIND, data)
+    if args.json:
+        common.print_json(data)
+    else:
+        sys.stdout.write(render(data))
+    for line in result.errors:
+        print(f"distdoctor: error: {line}", file=sys.stderr)
+    if result.errors:
+        return 2
+    return 1 if result.findings else 0

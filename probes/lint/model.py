@@ -1,0 +1,352 @@
+"""What the lint rules know about one script: import aliases, local functions, rank-dependent names,
+collective calls and DataLoaders, read from its `ast` without importing it."""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+# torch.distributed calls every rank of the group must make
+DIST_COLLECTIVES = frozenset((
+    "all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "reduce_scatter",
+    "reduce_scatter_tensor", "broadcast", "broadcast_object_list", "reduce", "gather", "gather_object",
+    "scatter", "scatter_object_list", "barrier", "monitored_barrier", "all_to_all", "all_to_all_single",
+    "new_group", "new_subgroups"))
+# method names that are collectives whatever object they are called on (accelerate, Lightning, Fabric)
+METHOD_COLLECTIVES = frozenset((
+    "all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "broadcast_object_list",
+    "barrier", "wait_for_everyone", "gather_for_metrics", "reduce_scatter", "reduce_scatter_tensor",
+    "all_to_all", "all_to_all_single", "monitored_barrier", "gather_object", "scatter_object_list",
+    "pad_across_processes"))
+# ambiguous method names (tensor.gather, functools.reduce): collectives only on a distributed object
+WEAK_COLLECTIVES = frozenset(("gather", "reduce", "broadcast"))
+DIST_RECEIVER = re.compile(r"(^|\.)(accelerator|fabric|strategy|xm|hvd)$|^torch\.distributed$|^accelerate\.")
+# rank-zero helpers of the frameworks, and the usual names for a rank
+RANK_ATTRS = frozenset((
+    "rank", "local_rank", "global_rank", "node_rank", "world_rank", "is_global_zero", "is_main_process",
+    "is_local_main_process", "is_world_process_zero", "is_local_process_zero", "process_index",
+    "local_process_index", "should_save", "is_master", "master_process", "is_last_process",
+    "is_rank_zero", "is_main"))
+RANK_NAME = re.compile(r"^(local_|global_|world_|node_|my_|ddp_|ddp_local_)?rank$|^is_(main|master)(_process)?$"
+                       r"|^(master|main)_process$|^is_rank_?(zero|0)$|^is_(global|local)_zero$")
+RANK_ENV = frozenset(("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "SLURM_PROCID", "SLURM_LOCALID",
+                      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK"))
+TORCHRUN_ENV = frozenset(("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                          "TORCHELASTIC_RUN_ID"))
+RANK_FUNCS = frozenset(("torch.distributed.get_rank", "torch.distributed.get_node_local_rank",
+                        "torch.distributed.get_global_rank"))
+RANK_ZERO_DECORATORS = re.compile(r"(^|\.)(rank_zero_only|on_main_process|on_local_main_process|"
+                                  r"main_process_only|on_process|on_local_process)$")
+# calls that keep per-rank values out of what they return (devices, samplers of equal length)
+NO_TAINT_CALLS = re.compile(r"(^|\.)(to|cuda|device|set_device|DistributedSampler|"
+                            r"DistributedDataParallel|DDP|print|info|warning|debug|log)$")
+
+
+def dotted(node: ast.AST) -> str:
+    """`a.b.c` for a Name/Attribute chain (calls in the chain shown as `()`), '' otherwise."""
+    parts: list[str] = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Name):
+            parts.append(node.id)
+            break
+        elif isinstance(node, ast.Call):
+            parts.append("()")
+            node = node.func
+        else:
+            return ""
+    return ".".join(reversed(parts)).replace(".()", "()")
+
+
+def env_key(node: ast.AST) -> str | None:
+    """The variable name of `os.environ["X"]`, `os.environ.get("X")`, `os.getenv("X")`, `"X" in os.environ`."""
+    if isinstance(node, ast.Subscript) and dotted(node.value).endswith("environ"):
+        key = node.slice
+    elif isinstance(node, ast.Call) and re.search(r"(environ\.get|getenv)$", dotted(node.func)) and node.args:
+        key = node.args[0]
+    elif (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn))
+          and dotted(node.comparators[0]).endswith("environ")):
+        key = node.left
+    else:
+        return None
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+
+
+@dataclass
+class Script:
+    """One parsed file and the facts every rule shares."""
+
+    path: str
+    tree: ast.Module
+    aliases: dict[str, str] = field(default_factory=dict)
+    parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
+    functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = field(default_factory=dict)
+    rank_names: set[str] = field(default_factory=set)
+    per_rank_names: set[str] = field(default_factory=set)
+    collective_funcs: dict[str, ast.Call] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, path: str, text: str) -> "Script":
+        script = cls(path, ast.parse(text, filename=path))
+        script._index()
+        return script
+
+    # ---- names -------------------------------------------------------------------------------
+    def qualname(self, node: ast.AST) -> str:
+        """The dotted name with its first part resolved through the imports (dist -> torch.distributed)."""
+        name = dotted(node)
+        if not name:
+            return ""
+        head, _, rest = name.partition(".")
+        base = self.aliases.get(head.replace("()", ""), head)
+        return f"{base}.{rest}" if rest else base
+
+    def uses(self, pattern: str) -> bool:
+        """Does any imported module or name match `pattern` (a regex on the qualified name)?"""
+        return any(re.search(pattern, q) for q in self.aliases.values())
+
+    def calls(self, root: ast.AST | None = None) -> Iterator[ast.Call]:
+        for node in ast.walk(root or self.tree):
+            if isinstance(node, ast.Call):
+                yield node
+
+    def calls_named(self, pattern: str, root: ast.AST | None = None) -> Iterator[ast.Call]:
+        rx = re.compile(pattern)
+        for call in self.calls(root):
+            if rx.search(self.qualname(call.func)):
+                yield call
+
+    # ---- rank dependence -----------------------------------------------------------------------
+    def is_rank_ref(self, node: ast.AST, names: set[str] | None = None) -> bool:
+        """Is this single node a rank (a rank name, a rank-zero helper, get_rank(), $RANK)?"""
+        names = self.rank_names if names is None else names
+        if isinstance(node, ast.Name):
+            return node.id in names or bool(RANK_NAME.match(node.id))
+        if isinstance(node, ast.Attribute):
+            return node.attr in RANK_ATTRS
+        if isinstance(node, ast.Call):
+            if self.qualname(node.func) in RANK_FUNCS:
+                return True
+            if isinstance(node.func, ast.Attribute) and node.func.attr in RANK_ATTRS | {"get_rank", "get_local_rank"}:
+                return True
+        return env_key(node) in RANK_ENV
+
+    def rank_dependent(self, expr: ast.AST) -> bool:
+        """Does a branch condition differ between ranks? `local_rank == -1` and `rank is None` ask
+        whether the job is distributed at all, the same answer everywhere: they do not count."""
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Compare) and self._uniform_compare(node):
+                continue
+            if self.is_rank_ref(node) and not self._inside_uniform_compare(node, expr):
+                return True
+        return False
+
+    def _uniform_compare(self, node: ast.Compare) -> bool:
+        right = node.comparators[-1]
+        if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            return True
+        return (isinstance(right, ast.UnaryOp) and isinstance(right.op, ast.USub)
+                and isinstance(right.operand, ast.Constant) and right.operand.value == 1)
+
+    def _inside_uniform_compare(self, node: ast.AST, top: ast.AST) -> bool:
+        cur = self.parents.get(node)
+        while cur is not None:
+            if isinstance(cur, ast.Compare) and self._uniform_compare(cur):
+                return True
+            if cur is top:
+                return False
+            cur = self.parents.get(cur)
+        return False
+
+    def per_rank(self, expr: ast.AST) -> bool:
+        """Does a value differ between ranks (a path or dataset built from the rank)?"""
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Call) and NO_TAINT_CALLS.search(self.qualname(node.func) or "x"):
+                if node is expr:
+                    return False
+                continue
+            if self.is_rank_ref(node, self.per_rank_names) and not self._under_no_taint(node, expr):
+                return True
+        return False
+
+    def _under_no_taint(self, node: ast.AST, top: ast.AST) -> bool:
+        cur = self.parents.get(node)
+        while cur is not None and cur is not top:
+            if isinstance(cur, ast.Call) and NO_TAINT_CALLS.search(self.qualname(cur.func) or "x"):
+                return True
+            cur = self.parents.get(cur)
+        return False
+
+    def value_of(self, name: ast.Name) -> ast.AST | None:
+        """The value last assigned to `name` before its use in the same block or an enclosing one
+        (so `ds` in one arm of an if/elif is the `ds` of that arm, not of another)."""
+        cur: ast.AST = name
+        while (parent := self.parents.get(cur)) is not None:
+            for block in ("body", "orelse", "finalbody"):
+                stmts = getattr(parent, block, None)
+                if isinstance(stmts, list) and cur in stmts:
+                    for stmt in reversed(stmts[:stmts.index(cur)]):
+                        if isinstance(stmt, ast.Assign) and any(
+                                isinstance(t, ast.Name) and t.id == name.id for t in stmt.targets):
+                            return stmt.value
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return None
+            cur = parent
+        return None
+
+    # ---- collectives -------------------------------------------------------------------------
+    def collective(self, call: ast.Call) -> str | None:
+        """The collective a call makes (as written), or None."""
+        q = self.qualname(call.func)
+        short = q.rsplit(".", 1)[-1]
+        if (q.startswith("torch.distributed.") and short in DIST_COLLECTIVES) or \
+                re.match(r"accelerate\.utils(\.operations)?\.(gather|reduce|broadcast|broadcast_object_list|"
+                         r"gather_object|pad_across_processes|wait_for_everyone)$", q):
+            return dotted(call.func)
+        if isinstance(call.func, ast.Attribute):
+            attr = call.func.attr
+            receiver = self.qualname(call.func.value)
+            if attr in METHOD_COLLECTIVES and receiver.split(".")[0] not in ("np", "numpy", "math"):
+                return dotted(call.func)
+            if attr in WEAK_COLLECTIVES and DIST_RECEIVER.search(receiver):
+                return dotted(call.func)
+            if attr in ("log", "log_dict") and any(
+                    k.arg == "sync_dist" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                    for k in call.keywords):
+                return dotted(call.func) + "(sync_dist=True)"
+        return None
+
+    def collectives_in(self, root: ast.AST, follow: bool = True) -> Iterator[tuple[ast.Call, str]]:
+        """Collectives in a subtree (not inside nested defs), and calls of local functions that
+        make one, named `f() -> inner`."""
+        for node in self.walk_local(root):
+            if not isinstance(node, ast.Call):
+                continue
+            name = self.collective(node)
+            if name:
+                yield node, name
+            elif follow and (callee := self.local_callee(node)) in self.collective_funcs:
+                inner = self.collective_funcs[callee]
+                yield node, f"{callee}() -> {dotted(inner.func)} (line {inner.lineno})"
+
+    def local_callee(self, call: ast.Call) -> str | None:
+        """The name of the local function or method a call reaches (`f()`, `self.f()`)."""
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in self.functions:
+            return func.id
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls") \
+                and func.attr in self.functions:
+            return func.attr
+        return None
+
+    @staticmethod
+    def walk_local(root: ast.AST) -> Iterator[ast.AST]:
+        """ast.walk that does not enter nested function, class or lambda bodies."""
+        todo = [root]
+        while todo:
+            node = todo.pop()
+            yield node
+            for child in ast.iter_child_nodes(node):
+                if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                    todo.append(child)
+
+    # ---- structure ---------------------------------------------------------------------------
+    def enclosing(self, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST | None:
+        cur = self.parents.get(node)
+        while cur is not None and not isinstance(cur, kinds):
+            cur = self.parents.get(cur)
+        return cur
+
+    def function_of(self, node: ast.AST) -> ast.AST:
+        return self.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or self.tree
+
+    def following(self, stmt: ast.stmt) -> Iterator[ast.stmt]:
+        """Statements that run after `stmt` in its function: later siblings, then those of each
+        enclosing block (a loop's own body is not repeated here)."""
+        cur: ast.AST = stmt
+        while True:
+            parent = self.parents.get(cur)
+            if parent is None or isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                body = getattr(parent, "body", []) if parent is not None else []
+                yield from body[body.index(cur) + 1:] if cur in body else []
+                return
+            for name in ("body", "orelse", "finalbody", "handlers"):
+                block = getattr(parent, name, None)
+                if isinstance(block, list) and cur in block:
+                    yield from block[block.index(cur) + 1:]
+            cur = parent
+
+    # ---- indexing ----------------------------------------------------------------------------
+    def _index(self) -> None:
+        for node in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for a in node.names:
+                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.setdefault(node.name, []).append(node)
+        self._taint()
+        self._collective_functions()
+
+    def _assignments(self) -> Iterator[tuple[list[str], ast.AST]]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign):
+                targets = [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+                yield targets, node.value
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
+                yield [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)], node.value
+            elif isinstance(node, (ast.For, ast.comprehension)):
+                yield [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)], node.iter
+
+    def _taint(self) -> None:
+        """Names that hold a rank (for branch conditions: only through comparisons and arithmetic)
+        and names whose value differs by rank (for paths and datasets: through any expression)."""
+        assigns = list(self._assignments())
+        for _ in range(6):
+            before = (len(self.rank_names), len(self.per_rank_names))
+            for targets, value in assigns:
+                if self._narrow_rank_value(value):
+                    self.rank_names.update(targets)
+                if self.per_rank(value):
+                    self.per_rank_names.update(targets)
+            if before == (len(self.rank_names), len(self.per_rank_names)):
+                break
+
+    def _narrow_rank_value(self, value: ast.AST) -> bool:
+        if isinstance(value, ast.Call):
+            if isinstance(value.func, ast.Name) and value.func.id in ("int", "str", "bool") and value.args:
+                return self._narrow_rank_value(value.args[0])
+            return self.is_rank_ref(value)
+        if isinstance(value, ast.IfExp):
+            return self.rank_dependent(value.test) or any(
+                self._narrow_rank_value(v) for v in (value.body, value.orelse))
+        if isinstance(value, ast.BinOp):
+            return self._narrow_rank_value(value.left) or self._narrow_rank_value(value.right)
+        if isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+            return self.rank_dependent(value)
+        return isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)) and self.is_rank_ref(value)
+
+    def _collective_functions(self) -> None:
+        for _ in range(6):
+            changed = False
+            for name, defs in self.functions.items():
+                if name in self.collective_funcs:
+                    continue
+                for fn in defs:
+                    found = next(iter(self.collectives_in(fn)), None)
+                    if found:
+                        call = found[0]
+                        callee = self.local_callee(call)
+                        self.collective_funcs[name] = self.collective_funcs[callee] if (
+                            callee and not self.collective(call)) else call
+                        changed = True
+                        break
+            if not changed:
+                break
