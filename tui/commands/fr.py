@@ -1,15 +1,171 @@
-"""`distdoctor fr`: being built (placeholder so the command table stays whole)."""
+"""`distdoctor fr DIR`: read PyTorch Flight Recorder dumps and name the rank that broke step."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shlex
+import sys
+from typing import Any
 
 from ..cli import UsageError
+from . import common
+
+KIND = "fr"
+DESCRIPTION = """\
+Read PyTorch Flight Recorder dumps (one file per rank, pickle or JSON, the rank
+at the end of the file name) and, for each process group, show the last
+collective every rank completed, the first collective where the ranks disagree
+(a rank missing, a different op, size or dtype at the same SeqNum), the ranks
+that never joined, and the culprit. Pickles are read with an unpickler that
+refuses every class and function: only plain data loads.
+
+Dumps come from TORCH_NCCL_DUMP_ON_TIMEOUT=1 with TORCH_FR_BUFFER_SIZE set
+(files TORCH_FR_DUMP_TEMP_FILE + rank), or from
+torch._C._distributed_c10d._dump_fr_trace() / _dump_fr_trace_json(); see
+`distdoctor knobs` for the switches your torch needs. Gloo dumps that torch's
+own fr_trace cannot read (KeyError ('0', 0)) are read too."""
+EPILOG = """\
+examples:
+  distdoctor fr /tmp/fr-dumps/                   every rank's dump in a folder
+  distdoctor fr /tmp/fr-dumps/ --json            {"groups": [...], "culprit": {...}}
+  distdoctor fr dumps/ --stacks stacks.json      cross-check with `distdoctor stacks --json`
+  distdoctor fr dumps/ --session inc-42          add to a session (its stacks are cross-checked)
+
+exit codes: 0 the ranks agree, 1 a disagreement or a stall was found,
+            2 no dumps, an unreadable or refused dump, or bad usage
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("fr", help="(being built)")
+    parser = sub.add_parser("fr", help="read Flight Recorder dumps: the first collective where ranks disagree",
+                            description=DESCRIPTION, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="+", metavar="DIR",
+                        help="folder(s) of dumps, or dump files, one per rank")
+    parser.add_argument("--stacks", metavar="FILE",
+                        help="output of `distdoctor stacks --json` to cross-check the culprit with")
+    common.add_common(parser)
     parser.set_defaults(func=run)
 
 
+def _stacks(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Stacks to cross-check with: --stacks FILE, else the session's latest stacks result."""
+    if args.stacks:
+        try:
+            with open(args.stacks, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UsageError(f"--stacks {args.stacks}: unreadable ({getattr(exc, 'strerror', None) or exc})") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"--stacks {args.stacks}: not the output of `distdoctor stacks --json`")
+        return data
+    if getattr(args, "session", None):
+        from ..session import SessionError, SessionStore, events_of
+
+        try:
+            record = SessionStore().load(args.session)
+        except SessionError:
+            return None  # a new session: nothing to cross-check yet
+        found = [e.get("data") for e in events_of(record) if e.get("kind") == "stacks"]
+        return found[-1] if found and isinstance(found[-1], dict) else None
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("fr: not built yet")
+    from distdoctor.probes.flightrec import DumpError, as_evidence, cross_check, read_and_analyse, to_json
+
+    stacks = _stacks(args)
+    try:
+        result = read_and_analyse(args.paths)
+    except DumpError as exc:
+        raise UsageError(str(exc)) from None
+    data = to_json(result)
+    checks = cross_check(result, stacks)
+    common.record(args, KIND, {**data, "evidence": as_evidence(result), "paths": args.paths,
+                               "notes": checks})
+    if args.json:
+        common.print_json(data)
+    else:
+        sys.stdout.write(render(result, args.paths, checks))
+    found = any(g.first_mismatch or g.stalled for g in result.groups)
+    return 1 if found else 0
+
+
+def _seq(op: str | None, seq: int | None) -> str:
+    if seq is None:
+        return "no dump"
+    if not seq:
+        return "none"
+    return f"{op} #{seq}" if op else f"#{seq}"
+
+
+def render(result: Any, paths: list[str], checks: list[str]) -> str:
+    """Plain text: one block per group, then the culprit, notes and what to run next."""
+    dumps = result.dumps
+    fmts = sorted({d.fmt for d in dumps.values()})
+    versions = sorted({d.version for d in dumps.values() if d.version})
+    lines = [f"Flight Recorder: {len(dumps)} dumps ({'/'.join(fmts)}), ranks "
+             f"{', '.join(str(r) for r in sorted(dumps))}"
+             + (f", format {'/'.join(versions)}" if versions else "")]
+    for skipped in result.skipped:
+        lines.append(f"  skipped {skipped}")
+    if not result.groups:
+        lines.append("no collectives recorded: was TORCH_FR_BUFFER_SIZE set (see `distdoctor knobs`)?")
+    for g in result.groups:
+        name = f"group {g.pg}" + (f" ({g.desc})" if g.desc else "")
+        lines.append("")
+        lines.append(f"{name}: ranks {', '.join(str(r) for r in g.ranks)}")
+        for note in g.notes:
+            lines.append(f"  ({note})")
+        lines.append(f"  {'rank':>6}  {'last completed':<22}  last issued")
+        for r in g.ranks:
+            done = g.last_completed.get(r)
+            issued = g.last_enqueued.get(r)
+            op_done = _op_at(dumps.get(r), g.pg, done)
+            lines.append(f"  {r:>6}  {_seq(op_done, done):<22}  {_seq(g.last_op.get(r), issued)}")
+        m = g.first_mismatch
+        if m is not None:
+            lines.append(f"  first disagreement: #{m.seq} ({m.kind}): {m.detail}")
+        elif g.stalled:
+            lines.append(f"  {g.stalled}")
+        else:
+            lines.append("  the ranks agree on every collective they all recorded")
+        if g.never_joined:
+            lines.append(f"  never joined: {', '.join(str(r) for r in g.never_joined)}")
+        if g.no_dump:
+            lines.append(f"  no dump from: {', '.join(str(r) for r in g.no_dump)}")
+    c = result.culprit
+    lines.append("")
+    if c is None:
+        lines.append("culprit: none found in the dumps")
+    else:
+        who = ("rank " if len(c.ranks) == 1 else "ranks ") + ", ".join(str(r) for r in c.ranks)
+        lines.append(f"culprit: {who} ({c.role}): {c.why}")
+        if c.cause:
+            lines.append(f"cause: {c.cause}")
+        if c.fr_trace_note:
+            lines.append(f"note: {c.fr_trace_note}")
+    for check in checks:
+        lines.append(f"note: {check}")
+    lines.append("")
+    lines.append("next:")
+    lines.append("  distdoctor stacks --job auto      where each rank is now (confirms or refutes the culprit)")
+    if c is not None and c.cause:
+        lines.append(f"  distdoctor knowledge show {c.cause}")
+    folders = {os.path.dirname(d.path) for d in dumps.values()}
+    gloo = any(e.backend == "gloo" for d in dumps.values() for e in d.entries[:1])
+    if fmts == ["pickle"] and len(folders) == 1 and not gloo:
+        # fr_trace reads pickles only, and torch 2.13's fails on Gloo dumps (KeyError ('0', 0))
+        lines.append(f"  python -m torch.distributed.flight_recorder.fr_trace {shlex.quote(folders.pop())} "
+                     "--allow-incomplete-ranks      torch's own reading")
+    return "\n".join(lines) + "\n"
+
+
+def _op_at(dump: Any, pg: str, seq: int | None) -> str | None:
+    if dump is None or not seq:
+        return None
+    for e in dump.entries:
+        if e.pg == pg and not e.p2p and e.seq == seq:
+            return e.op
+    return None

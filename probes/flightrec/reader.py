@@ -1,0 +1,231 @@
+"""Read Flight Recorder dumps (one file per rank, pickle or JSON) without running anyone's code.
+
+A dump is what torch writes on a watchdog timeout (`TORCH_NCCL_DUMP_ON_TIMEOUT=1`, to
+`TORCH_FR_DUMP_TEMP_FILE` + rank) or what `torch._C._distributed_c10d._dump_fr_trace[_json]()`
+returns. The rank is the number the file name ends with (the dump itself does not say it).
+Pickles go through an Unpickler whose find_class refuses every global: a dump holds only dicts,
+lists, tuples, strings and numbers, so anything that names a class or a function is hostile or
+not a dump, and is refused before it can run.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+MAX_BYTES = 256 * 1024 * 1024  # a 20000-entry buffer with stacks is tens of MiB; more is not a dump
+MAX_FILES = 4096
+# trace_rank_3, nccl_trace_rank_12, fr_trace_rank_0.json, dump.7.pkl: the rank ends the name
+_RANK_NAME = re.compile(r"(\d+)(\.(json|pkl|pickle))?$")
+
+
+class DumpError(Exception):
+    """A dump that cannot be read: one line naming the file and why."""
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Only containers and scalars: every global (class, function, reduce target) is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:  # noqa: D401
+        raise pickle.UnpicklingError(
+            f"refused to load {module}.{name}: a Flight Recorder dump holds only plain data")
+
+
+def loads_plain(data: bytes) -> Any:
+    """Unpickle data made only of plain containers and scalars; raise UnpicklingError otherwise."""
+    return _PlainUnpickler(io.BytesIO(data)).load()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One collective (or point-to-point op) as one rank recorded it."""
+
+    pg: str
+    desc: str
+    seq: int
+    p2p: bool
+    op: str
+    backend: str
+    input_sizes: Any
+    output_sizes: Any
+    dtypes: tuple[str, ...]
+    state: str
+    retired: bool
+    time_ns: int
+    frames: tuple[str, ...] = ()
+
+    @property
+    def completed(self) -> bool:
+        # NCCL marks state "completed"; Gloo leaves "scheduled" and only sets retired when the
+        # work ended (successfully or with an error)
+        return self.state == "completed" or self.retired
+
+
+@dataclass(frozen=True)
+class RankDump:
+    rank: int
+    path: str
+    fmt: str  # "json" or "pickle"
+    version: str
+    entries: tuple[Entry, ...]
+    pg_config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pg_status: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _int(value: Any, default: int = 0) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return default
+    return default
+
+
+def _frames(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for frame in raw[:64]:
+        if isinstance(frame, dict):
+            out.append(f"{frame.get('name', '?')} ({frame.get('filename', '?')}:{frame.get('line', '?')})")
+    return tuple(out)
+
+
+def _sizes(raw: Any) -> Any:
+    # lists of lists of ints; made hashable for comparisons
+    if isinstance(raw, (list, tuple)):
+        return tuple(_sizes(x) for x in raw)
+    return raw if isinstance(raw, (int, str)) else None
+
+
+def _entry(raw: Any) -> Entry | None:
+    if not isinstance(raw, dict):
+        return None
+    pg = raw.get("process_group")
+    name, desc = ("", "")
+    if isinstance(pg, (list, tuple)) and len(pg) >= 2:
+        name, desc = str(pg[0]), str(pg[1])
+    profiling = str(raw.get("profiling_name") or "")
+    backend, _, rest = profiling.partition(":")
+    op = (rest or backend).split(" ")[0] if profiling else "?"
+    dtypes = tuple(str(d) for d in list(raw.get("input_dtypes") or []) + list(raw.get("output_dtypes") or []))
+    p2p = bool(raw.get("is_p2p"))
+    return Entry(pg=name, desc=desc, seq=_int(raw.get("p2p_seq_id" if p2p else "collective_seq_id")),
+                 p2p=p2p, op=op, backend=backend if rest else "",
+                 input_sizes=_sizes(raw.get("input_sizes")),
+                 output_sizes=_sizes(raw.get("output_sizes")), dtypes=dtypes,
+                 state=str(raw.get("state") or ""), retired=raw.get("retired") is True,
+                 time_ns=_int(raw.get("time_created_ns")), frames=_frames(raw.get("frames")))
+
+
+def parse_dump(data: bytes, path: str, rank: int) -> RankDump:
+    """One rank's dump from its bytes (JSON or pickle, told apart by the first byte)."""
+    head = data.lstrip()[:1]
+    if head == b"{":
+        fmt = "json"
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DumpError(f"{path}: unreadable JSON dump ({exc})") from None
+    elif data[:1] == b"\x80":
+        fmt = "pickle"
+        try:
+            doc = loads_plain(data)
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
+                AttributeError, UnicodeDecodeError, MemoryError, RecursionError) as exc:
+            raise DumpError(f"{path}: unreadable pickle dump ({exc or type(exc).__name__})") from None
+    else:
+        raise DumpError(f"{path}: not a Flight Recorder dump (neither JSON nor pickle)")
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries", []), list):
+        raise DumpError(f"{path}: not a Flight Recorder dump (no 'entries' list)")
+    entries = tuple(e for e in map(_entry, doc.get("entries") or []) if e is not None)
+    config = doc.get("pg_config") if isinstance(doc.get("pg_config"), dict) else {}
+    status = doc.get("pg_status") if isinstance(doc.get("pg_status"), dict) else {}
+    return RankDump(rank=rank, path=path, fmt=fmt, version=str(doc.get("version") or ""),
+                    entries=entries,
+                    pg_config={str(k): v for k, v in config.items() if isinstance(v, dict)},
+                    pg_status={str(k): v for k, v in status.items() if isinstance(v, dict)})
+
+
+def read_file(path: Path, rank: int, max_bytes: int = MAX_BYTES) -> RankDump:
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise DumpError(f"{path}: {size} bytes, more than the {max_bytes} a dump may have")
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise DumpError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not data.strip():
+        raise DumpError(f"{path}: empty file, not a Flight Recorder dump")
+    return parse_dump(data, str(path), rank)
+
+
+def candidates(paths: Iterable[str]) -> list[tuple[int, Path]]:
+    """(rank, file) for every file whose name ends with a rank number, under each path."""
+    found: list[tuple[int, Path]] = []
+    for given in paths:
+        top = Path(given)
+        if top.is_file():
+            match = _RANK_NAME.search(top.name)
+            if not match:
+                raise DumpError(f"{top}: the file name must end with the rank (e.g. trace_rank_0)")
+            found.append((int(match.group(1)), top))
+            continue
+        if not top.is_dir():
+            raise DumpError(f"{top}: no such file or folder")
+        for root, dirs, files in os.walk(top):
+            dirs.sort()
+            for name in sorted(files):
+                match = _RANK_NAME.search(name)
+                if match and not name.startswith("."):
+                    found.append((int(match.group(1)), Path(root) / name))
+                    if len(found) > MAX_FILES:
+                        raise DumpError(f"{top}: more than {MAX_FILES} candidate files; "
+                                        f"give the folder that holds one dump per rank")
+    return found
+
+
+def read_dumps(paths: Iterable[str], max_bytes: int = MAX_BYTES) -> tuple[dict[int, RankDump], list[str]]:
+    """Every rank's dump under the paths, and the files skipped (with why).
+
+    A file named like a dump that is neither JSON nor pickle (train.log.1) is skipped; one that
+    looks like a dump and is damaged, hostile or truncated is a DumpError. When a rank has both a
+    pickle and a JSON dump (the same buffer written both ways), the pickle wins: it has stacks."""
+    paths = list(paths)
+    dumps: dict[int, RankDump] = {}
+    skipped: list[str] = []
+    for rank, path in candidates(paths):
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(64).lstrip()[:1]
+        except OSError as exc:
+            raise DumpError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        if head not in (b"{", b"\x80"):
+            skipped.append(f"{path}: not JSON or pickle")
+            continue
+        dump = read_file(path, rank, max_bytes)
+        old = dumps.get(rank)
+        if old is not None:
+            if old.fmt == dump.fmt:
+                raise DumpError(f"two dumps for rank {rank}: {old.path} and {dump.path}; "
+                                f"give the folder of one run")
+            keep = dump if dump.fmt == "pickle" else old
+            skipped.append(f"{(old if keep is dump else dump).path}: rank {rank} also in {keep.path}")
+            dump = keep
+        dumps[rank] = dump
+    if not dumps:
+        where = ", ".join(paths)
+        extra = f" ({len(skipped)} files named like one were not JSON or pickle)" if skipped else ""
+        raise DumpError(f"{where}: no Flight Recorder dumps{extra}; expected one file per rank "
+                        f"named <prefix><rank>, e.g. nccl_trace_rank_0 as TORCH_FR_DUMP_TEMP_FILE writes")
+    return dumps, skipped

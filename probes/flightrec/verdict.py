@@ -1,0 +1,135 @@
+"""From the per-group comparison to a culprit in the shared vocabulary, the --json document, the
+evidence items for the verdict engine, and the cross-check against `distdoctor stacks`.
+
+Who is to blame for a disagreement is a judgement, made here in one place:
+- a rank with no dump while the others wait: it crashed (rank-crash-deadlock);
+- ranks that never issued the collective the others wait in: stuck (collective-timeout), unless
+  they are the majority, in which case the few ranks that issued it are ahead: an asymmetric
+  collective (only some ranks take the branch that calls it);
+- a different op, size or dtype at the same SeqNum: the minority is misconfigured
+  (asymmetric-collective: the ranks run different code paths).
+An even split cannot be told from the dumps alone; the culprit then says so.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .analyse import Culprit, FrResult, GroupResult, _names
+
+
+def _culprit_of(group: GroupResult) -> Culprit | None:
+    m = group.first_mismatch
+    if m is None:
+        return None
+    label = f" in group {group.pg}" + (f" ({group.desc})" if group.desc else "")
+    unsure = (" The split is even, so the dumps alone cannot tell which side is wrong: check "
+              "`distdoctor stacks`.") if m.even_split else ""
+    if m.kind == "missing":
+        gone = tuple(r for r in m.ranks if r in group.no_dump)
+        if gone:
+            return Culprit(gone, "crashed", f"{_names(gone)} left no Flight Recorder dump while "
+                           f"{_names(m.others)} reached {m.op} #{m.seq}{label}: it crashed or was "
+                           f"killed (or was never set to dump)", "rank-crash-deadlock", group.pg)
+        never = tuple(r for r in m.ranks if r in group.never_joined)
+        if len(m.ranks) <= len(m.others):
+            if never and len(never) == len(m.ranks):
+                return Culprit(m.ranks, "missing", f"{_names(m.ranks)} never issued a collective"
+                               f"{label} while {_names(m.others)} wait in {m.op} #{m.seq}",
+                               "collective-timeout", group.pg)
+            stops = ", ".join(f"rank {r} at {group.last_op.get(r, '?')} #{group.last_enqueued.get(r)}"
+                              for r in m.ranks)
+            return Culprit(m.ranks, "stuck", f"{_names(m.ranks)} never reached {m.op} #{m.seq}"
+                           f"{label} ({stops}); {_names(m.others)} wait in it.{unsure}",
+                           "collective-timeout", group.pg)
+        return Culprit(m.others, "misconfigured", f"{_names(m.others)} called {m.op} #{m.seq}{label} "
+                       f"that {_names(m.ranks)} never called: a collective only some ranks reach "
+                       f"(e.g. under `if rank == 0:`)", "asymmetric-collective", group.pg)
+    return Culprit(m.ranks, "misconfigured", f"at collective #{m.seq}{label}, {m.detail}: {_names(m.ranks)} "
+                   f"{'is' if len(m.ranks) == 1 else 'are'} the odd one out (the ranks run different "
+                   f"code paths).{unsure}", "asymmetric-collective", group.pg)
+
+
+def fr_trace_note(group: GroupResult, culprit: Culprit) -> str:
+    """A sentence when fr_trace's way of naming culprits would point elsewhere."""
+    m = group.first_mismatch
+    if m is None:
+        return ""
+    if m.kind == "missing":
+        if set(m.fr_trace_ranks) == set(culprit.ranks):
+            return ""
+        return (f"fr_trace would report {_names(m.fr_trace_ranks)} as missing from {m.op} #{m.seq}; "
+                f"distdoctor blames {_names(culprit.ranks)} because only "
+                f"{len(m.others)} of {len(m.others) + len(m.ranks)} ranks issued it")
+    return (f"fr_trace compares every rank with whichever dump it reads first, so it may name "
+            f"{_names(m.others)} as the culprit instead (its own code warns its culprit can be the "
+            f"wrong rank); distdoctor names {_names(culprit.ranks)}, the odd one out "
+            f"({len(m.others)} of {len(m.others) + len(m.ranks)} ranks agree)")
+
+
+def pick_culprit(groups: Sequence[GroupResult]) -> Culprit | None:
+    """The culprit of the group whose first disagreement happened first."""
+    with_mismatch = [g for g in groups if g.first_mismatch is not None]
+    if not with_mismatch:
+        return None
+    group = min(with_mismatch, key=lambda g: (g.mismatch_time_ns or 1 << 62, g.pg))
+    culprit = _culprit_of(group)
+    if culprit is None:
+        return None
+    note = fr_trace_note(group, culprit)
+    return Culprit(culprit.ranks, culprit.role, culprit.why, culprit.cause, culprit.pg, note)
+
+
+def to_json(result: FrResult) -> dict[str, Any]:
+    """The documented --json shape, exactly."""
+    groups = []
+    for g in result.groups:
+        m = g.first_mismatch
+        groups.append({
+            "pg": g.pg,
+            "ranks": [str(r) for r in g.ranks],
+            "last_completed": {str(r): v for r, v in g.last_completed.items()},
+            "first_mismatch": None if m is None else {
+                "seq": m.seq, "kind": m.kind, "ranks": [str(r) for r in m.ranks], "detail": m.detail},
+        })
+    c = result.culprit
+    return {"groups": groups,
+            "culprit": None if c is None else {"ranks": [str(r) for r in c.ranks], "role": c.role,
+                                               "why": c.why}}
+
+
+def as_evidence(result: FrResult) -> list[dict[str, Any]]:
+    """Evidence items for the verdict engine: the culprit, and each group's stall or mismatch."""
+    items: list[dict[str, Any]] = []
+    c = result.culprit
+    if c is not None:
+        items.append({"source": "fr", "ranks": [str(r) for r in c.ranks], "role": c.role,
+                      "why": c.why, "cause": c.cause})
+    for g in result.groups:
+        if g.stalled:
+            items.append({"source": "fr", "ranks": [], "role": None,
+                          "why": f"group {g.pg}: {g.stalled}", "cause": "collective-timeout"})
+        elif g.first_mismatch is not None and (c is None or g.pg != c.pg):
+            other = _culprit_of(g)
+            if other is not None:
+                items.append({"source": "fr", "ranks": [str(r) for r in other.ranks],
+                              "role": other.role, "why": other.why, "cause": other.cause})
+    return items
+
+
+def cross_check(result: FrResult, stacks: dict[str, Any] | None) -> list[str]:
+    """Lines saying whether `distdoctor stacks --json` agrees with the Flight Recorder culprit."""
+    c = result.culprit
+    if c is None or not isinstance(stacks, dict):
+        return []
+    where = {str(r.get("rank")): str(r.get("where") or "?") for r in stacks.get("ranks") or []
+             if isinstance(r, dict)}
+    odd = {str(o.get("rank")) for o in stacks.get("odd") or [] if isinstance(o, dict)}
+    blamed = {str(r) for r in c.ranks}
+    seen = [f"rank {r} is in {where[r]}" for r in sorted(blamed) if r in where]
+    if odd and not (odd & blamed):
+        return [f"stacks disagree: they single out {_names(int(r) for r in odd if r.isdigit())} "
+                f"while Flight Recorder points at {_names(c.ranks)}"
+                + (f" ({'; '.join(seen)})" if seen else "")]
+    if seen:
+        return [f"stacks agree: {'; '.join(seen)}"]
+    return []
