@@ -18,9 +18,16 @@ DEPRECATED = {
     "NCCL_DESYNC_DEBUG": "TORCH_NCCL_DESYNC_DEBUG",
     "NCCL_ENABLE_TIMING": "TORCH_NCCL_ENABLE_TIMING",
     "NCCL_AVOID_RECORD_STREAMS": "TORCH_NCCL_AVOID_RECORD_STREAMS",
+    "NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK": "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK",
     "TORCH_NCCL_TRACE_BUFFER_SIZE": "TORCH_FR_BUFFER_SIZE",
+    "TORCH_NCCL_TRACE_CPP_STACK": "TORCH_FR_CPP_STACK",
     "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "TORCH_FR_DUMP_TEMP_FILE",
 }
+# Old names PyTorch no longer reads at all. The others it still reads through getCvarInt/Bool/String
+# (c10d/Utils.hpp), which take the new name first in the list and print "Environment variable OLD is
+# deprecated; use NEW instead" once; when both are set, the new name's value wins. Checked against
+# torch 2.13's ProcessGroupNCCL.hpp and FlightRecorder.hpp (tests/test_knowledge_facts.py).
+NOT_READ = frozenset({"NCCL_AVOID_RECORD_STREAMS"})
 # Verbose logging: wanted while debugging, noise and slowdown when left in a production job.
 VERBOSE = {"NCCL_DEBUG": ("INFO", "TRACE"), "TORCH_DISTRIBUTED_DEBUG": ("INFO", "DETAIL"),
            "TORCH_CPP_LOG_LEVEL": ("INFO",), "NCCL_DEBUG_SUBSYS": None,
@@ -30,6 +37,8 @@ BISECTION = {"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_SHM_DISABLE"
              "NCCL_NET_GDR_LEVEL": None, "NCCL_P2P_LEVEL": None, "NCCL_ALGO": None,
              "NCCL_PROTO": None, "NCCL_TOPO_DUMP_FILE": None, "NCCL_CUMEM_ENABLE": "0",
              "NCCL_NVLS_ENABLE": "0"}
+FR_ON = ("export TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=/shared/fr/trace_rank_"
+         "   # torch before 2.9: TORCH_NCCL_TRACE_BUFFER_SIZE and TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 TIMEOUT_NAMES = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT", "TORCH_NCCL_DUMP_ON_TIMEOUT",
                  "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC")
 
@@ -93,21 +102,29 @@ def judge(effective: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
         source = effective[name]["source"]
         return f"{name}={values[name]}" + ("" if source == "env" else f" (in {source})")
 
-    deprecated = [{"name": old, "replacement": new, "value": values[old]}
+    deprecated = [{"name": old, "replacement": new, "value": values[old], "still_read": old not in NOT_READ,
+                   "overridden_by": values[new] if new in values and values[new] != values[old] else None}
                   for old, new in DEPRECATED.items() if old in values]
     verbose = [shown(k) for k, vals in VERBOSE.items()
                if k in values and (vals is None or values[k].upper() in vals)]
     bisection = [shown(k) for k, val in BISECTION.items()
                  if k in values and (val is None or values[k] == val)]
-    aeh = values.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", values.get("NCCL_ASYNC_ERROR_HANDLING"))
+    # getCvar* reads the old name, then the new one over it: the new name wins when both are set
+    aeh_name = next((n for n in ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING")
+                     if n in values), "TORCH_NCCL_ASYNC_ERROR_HANDLING")
+    aeh = values.get(aeh_name)
     blocking = values.get("TORCH_NCCL_BLOCKING_WAIT", values.get("NCCL_BLOCKING_WAIT"))
-    fr = values.get("TORCH_FR_BUFFER_SIZE", values.get("TORCH_NCCL_TRACE_BUFFER_SIZE"))
+    fr_name = next((n for n in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE") if n in values),
+                   "TORCH_FR_BUFFER_SIZE")
+    fr = values.get(fr_name)
+    dump = values.get("TORCH_NCCL_DUMP_ON_TIMEOUT", "").strip().lower() in ("1", "y", "yes", "t", "true")
     return {
         "deprecated": deprecated,
         "has_deprecated": bool(deprecated),
         "deprecated_text": ", ".join(f"{d['name']} -> {d['replacement']}" for d in deprecated),
         "deprecated_fix": "; ".join(f"unset {d['name']}; export {d['replacement']}={d['value']}"
                                     for d in deprecated),
+        "deprecated_detail": " ".join(_deprecated_detail(d) for d in deprecated),
         "verbose_on": verbose,
         "verbose_left_on": bool(verbose),
         "verbose_text": ", ".join(verbose),
@@ -118,9 +135,28 @@ def judge(effective: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
                                           if k in values and (val is None or values[k] == val)]),
         # 0 turns off tearing down on a failed collective: a dead rank then hangs the rest forever.
         "error_handling_off": aeh == "0" and blocking != "1",
-        "flight_recorder_off": fr == "0",
+        "flight_recorder_off": fr is not None and fr.strip() == "0",
+        "flight_recorder_setting": f"{fr_name}={fr}",
+        "flight_recorder_fix": ("unset TORCH_NCCL_TRACE_BUFFER_SIZE; " if "TORCH_NCCL_TRACE_BUFFER_SIZE" in values
+                                else "") + FR_ON,
+        # Flight Recorder dumps on a timeout need mode 3 (GUIDE section 3)
+        "fr_dump_blocked": dump and aeh is not None and aeh.strip() != "3",
+        "async_error_handling": aeh,
+        "async_error_handling_name": aeh_name,
         "timeouts_unset": not any(name in values for name in TIMEOUT_NAMES),
     }
+
+
+def _deprecated_detail(d: Mapping[str, Any]) -> str:
+    """What PyTorch does with one old name: read with a warning, overridden by the new one, or ignored."""
+    old, new = d["name"], d["replacement"]
+    if not d["still_read"]:
+        return f"{old}={d['value']} is no longer read (torch 2.13 reads only {new}): it has no effect."
+    if d["overridden_by"] is not None:
+        return (f"{old}={d['value']} is read with a deprecation warning, but {new}={d['overridden_by']} "
+                f"is also set and wins.")
+    return (f"{old}={d['value']} still works: PyTorch reads it and warns once "
+            f"'Environment variable {old} is deprecated; use {new} instead'.")
 
 
 def _removal(effective: Mapping[str, Mapping[str, str]], names: list[str]) -> str:
