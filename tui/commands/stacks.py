@@ -1,15 +1,174 @@
-"""`distdoctor stacks`: being built (placeholder so the command table stays whole)."""
+"""`distdoctor stacks`: where every rank of a hung job is right now, and the odd ranks out."""
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
 
 from ..cli import UsageError
+from .common import add_common, print_json, record
+
+DESCRIPTION = """\
+Dump every local rank of a running job with py-spy (each paused for
+milliseconds, in parallel, under a timeout) and say where each one is: which
+collective (all_reduce, broadcast, barrier...), the dataloader, a checkpoint,
+eval, or plain Python at file:line. Identical stacks are grouped and the odd
+ranks out are named."""
+EPILOG = """\
+Finding the ranks: the children of a torchrun / torch.distributed.launch
+agent, processes with RANK or LOCAL_RANK in /proc/PID/environ, and a Slurm
+step's tasks. `--job auto` (the default) takes the one job on this node and
+lists the candidates when there are several. Inside a Slurm job (as under
+`srun --overlap`), only that job's processes are considered.
+
+examples:
+  distdoctor stacks                          the one job on this node
+  distdoctor stacks --job 4242               one of the jobs `--job auto` listed
+  distdoctor stacks --pid 4242 4243 --native with C/C++ frames (NCCL, Gloo)
+  distdoctor stacks --json | jq '.odd'
+  distdoctor fleet stacks --via srun         every node of this Slurm allocation
+
+exit codes: 0 every rank is in the same place, 1 odd ranks found,
+            2 bad usage, no job found, or no rank could be dumped
+"""
+MAX_FRAMES = 8  # Python frames per group in the text view; --json has them all
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("stacks", help="(being built)")
+    parser = sub.add_parser("stacks", help="where every rank of a hung job is (py-spy)",
+                            description=DESCRIPTION, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--pid", type=_pid, nargs="+", action="extend", metavar="PID",
+                       help="the ranks' process ids")
+    which.add_argument("--job", default="auto", metavar="auto|ID",
+                       help="`auto` (default): the one job on this node; or an ID it listed")
+    parser.add_argument("--native", action="store_true",
+                        help="include C/C++ frames (py-spy --native)")
+    parser.add_argument("--timeout", type=_seconds, default=None, metavar="S",
+                        help="seconds per rank's dump (default 20)")
+    add_common(parser)
     parser.set_defaults(func=run)
 
 
+def _pid(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 3600: {text!r}")
+    return value
+
+
+NO_JOB = ("no training job found on this node (no torchrun/launch children, no process with "
+          "RANK or LOCAL_RANK in its environment, no Slurm step task); give the ranks: "
+          "`distdoctor stacks --pid PID ...`")
+
+
+def _pick(args: argparse.Namespace) -> tuple[list[Any], list[str], str]:
+    """The ranks to dump, the ranks expected to exist, and how they were found."""
+    from distdoctor.probes import stacks
+
+    if args.pid:
+        return stacks.ranks_for_pids(args.pid), [], "--pid"
+    jobs = stacks.find_jobs()
+    if args.job != "auto":
+        chosen = [j for j in jobs if j.id == args.job]
+        if not chosen:
+            known = ", ".join(j.id for j in jobs) or "none found"
+            raise UsageError(f"--job {args.job}: no such job on this node (jobs: {known})")
+        job = chosen[0]
+    elif not jobs:
+        raise UsageError(NO_JOB)
+    elif len(jobs) > 1:
+        for j in jobs:
+            print(f"  {j.describe()}", file=sys.stderr)
+        raise UsageError(f"{len(jobs)} jobs on this node, pick one with --job ID (listed above)")
+    else:
+        job = jobs[0]
+    return job.ranks, job.expected(), job.describe()
+
+
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("stacks: not built yet")
+    from distdoctor.probes import stacks
+
+    ranks, expected, found = _pick(args)
+    try:
+        stacks.find_pyspy()
+    except stacks.NoPySpy as exc:
+        raise UsageError(str(exc)) from None
+    timeout = args.timeout or stacks.DUMP_TIMEOUT_S
+    result = stacks.take(ranks, expected=expected, native=args.native, timeout=timeout)
+    dumped = [r for r in result["ranks"] if r["frames"]]
+    record(args, "stacks", result)
+    if args.json:
+        print_json(result)
+    else:
+        print(render(result, found))
+    if not dumped:
+        first = next((r["where"] for r in result["ranks"]), "no rank")
+        raise UsageError(f"could not dump any rank: {first}")
+    return 1 if result["odd"] else 0
+
+
+def _frame_line(frame: dict[str, Any]) -> str:
+    line = f":{frame['line']}" if frame.get("line") else ""
+    return f"{frame['name']} ({frame['file']}{line})"
+
+
+def render(result: dict[str, Any], found: str = "") -> str:
+    """The text view: summary, one line per rank, each group's frames, the odd ranks, next steps."""
+    from distdoctor.probes.stacks import rank_list
+    from distdoctor.probes.stacks.frames import python_frames
+
+    lines = [f"stacks: {result['summary']}"]
+    if found:
+        lines.append(f"  ({found})")
+    ranks = result["ranks"]
+    if ranks:
+        width = max(len(r["rank"]) for r in ranks)
+        hosts = len({r["host"] for r in ranks}) > 1
+        lines.append("")
+        for r in ranks:
+            where = f"{r['host']}  " if hosts else ""
+            lines.append(f"  rank {r['rank']:<{width}}  pid {r['pid']!s:<8} {where}{r['where']}")
+    for group in result["groups"]:
+        lines.append("")
+        label = "rank" if len(group["ranks"]) == 1 else "ranks"
+        lines.append(f"{label} {rank_list(group['ranks'])}: {group['where']}")
+        frames = python_frames(group["frames"]) or group["frames"]
+        for frame in frames[:MAX_FRAMES]:
+            lines.append(f"    {_frame_line(frame)}")
+        if len(frames) > MAX_FRAMES:
+            lines.append(f"    ... {len(frames) - MAX_FRAMES} more (--json has them all)")
+    if result["odd"]:
+        lines.append("")
+        lines.append("odd ranks out:")
+        for odd in result["odd"]:
+            lines.append(f"  rank {odd['rank']} {odd['why']}")
+    culprit = result.get("culprit")
+    if culprit:
+        lines.append("")
+        lines.append(f"culprit ({culprit['role']}): {culprit['why']}")
+    lines.extend(_next_steps(result))
+    return "\n".join(lines)
+
+
+def _next_steps(result: dict[str, Any]) -> list[str]:
+    odd = [o for o in result["odd"] if not o["where"].startswith(("not running", "not dumped"))]
+    pids = {r["rank"]: r["pid"] for r in result["ranks"]}
+    steps = []
+    if odd:
+        pid = pids.get(odd[0]["rank"])
+        steps.append(f"  py-spy dump --pid {pid} --locals      the odd rank, with its variables")
+        steps.append(f"  distdoctor stacks --pid {pid} --native   its C/C++ frames too")
+    if any(r["frames"] for r in result["ranks"]):
+        steps.append("  distdoctor stacks --json > stacks.json    keep this for the incident")
+    return ["", "next:"] + steps if steps else []
