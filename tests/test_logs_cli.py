@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -59,10 +60,11 @@ def test_text_output_has_every_section(job: Path) -> None:
     res = run(str(job), "--top", "2")
     assert res.returncode == 1
     out = res.stdout
-    assert " 1. rank-crash-deadlock" in out and " 3. " not in out
+    assert " 1. rank-crash-deadlock" in out and not re.search(r"^ 3\. ", out, re.M)
+    assert "Culprit: rank 2 (crashed)" in out
     assert f"{job / 'rank2.log'}:2:" in out
     assert "First failure: rank 2" in out
-    assert "Ranks (last collective from the watchdog):" in out and "SeqNum 88 ALLREDUCE" in out
+    assert "Ranks (how each rank's own lines end" in out and "SeqNum 88 ALLREDUCE" in out
     assert "Next action:" in out
 
 
@@ -172,7 +174,7 @@ def test_a_healthy_log_with_only_context_lines_is_not_a_failure(tmp_path: Path) 
                        "[rank0]: step 401 loss 1.25\n[rank1]: step 401 loss 1.25\n")
     res = run(str(healthy))
     assert res.returncode == 0, res.stdout
-    assert "No failure line in these logs. Leads from context lines only" in res.stdout
+    assert "No failure line in these logs." in res.stdout
     assert "Most likely causes" not in res.stdout
     data = json.loads(run(str(healthy), "--json").stdout)
     assert data["causes"] and all(c["lead"] for c in data["causes"])

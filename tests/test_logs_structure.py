@@ -90,13 +90,15 @@ def test_straggler_without_a_crash_is_a_collective_timeout(tmp_path: Path) -> No
     assert "rank-crash-deadlock" not in ids(rep)
     assert rep.ranks["3"]["status"] == "not waiting"
     assert rep.facts["collectives"]["not_waiting"] == "3"
-    assert any("not waiting: rank 3" in r for r in rep.causes[0].reasons)
+    assert rep.culprit == {"ranks": ["3"], "role": "stuck", "why": rep.culprit["why"]}
+    assert "rank 3 never reached" in rep.summary.lower()
 
 
 def test_rank0_straggler_points_at_rank0_overload(tmp_path: Path) -> None:
     logs = {r: base(r) + ([] if r == 0 else watchdog(r, 57, "BROADCAST")) for r in range(WORLD)}
     rep = analyse([str(write_ranks(tmp_path, logs))], KB, symptom="hang")
-    assert ids(rep)[:2] == ["rank0-overload", "collective-timeout"]
+    assert set(ids(rep)[:2]) == {"rank0-overload", "collective-timeout"}
+    assert rep.culprit is not None and rep.culprit["ranks"] == ["0"] and rep.culprit["role"] == "stuck"
 
 
 def test_different_seqnums_are_asymmetric_collectives(tmp_path: Path) -> None:

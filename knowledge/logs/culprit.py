@@ -34,7 +34,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     if waiters:
         seqs = {rl.rank: rl.last_collective.get("seq") for rl in waiters
                 if rl.last_collective and rl.last_collective.get("seq") is not None}
-        others = [rl for rl in lines.values() if rl.end.kind in ("unknown", "exited") and rl.rank not in seqs
+        others = [rl for rl in lines.values() if rl.end.kind in ("unknown", "exited", "stopped") and rl.rank not in seqs
                   and rl not in waiters]
         if others:
             return {"ranks": [rl.rank for rl in others], "role": "stuck",
@@ -91,7 +91,7 @@ def _earliest(crashed: list[RankLine]) -> RankLine:
 def _ended(rl: RankLine) -> str:
     e = rl.end
     at = f" ({where(e.hit)})" if e.hit is not None else ""
-    when = f" at {rl.step[0]} {rl.step[1]}" if rl.step else (f" during {rl.phase}" if rl.phase else "")
+    when = f" after {rl.step[0]} {rl.step[1]}" if rl.step else (f" during {rl.phase}" if rl.phase else "")
     if e.exc is not None:
         msg = e.exc.message if len(e.exc.message) <= 90 else e.exc.message[:87] + "..."
         return f"raised {e.exc.type}{when}{at}" + (f": {msg}" if msg else "")
@@ -142,8 +142,8 @@ def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) 
 
 def _launcher_blame(lines: dict[str, RankLine], blamed: set[str]) -> str:
     """torchrun names the first rank to EXIT as the root cause; say so when that is a waiter."""
-    exited = [rl for rl in lines.values() if rl.exitcode not in (None, 0) and rl.exitcode != -15]
-    stopped = [rl for rl in lines.values() if rl.exitcode == -15]
+    exited = [rl for rl in lines.values() if rl.exitcode not in (None, 0) and rl.end.kind != "stopped"]
+    stopped = [rl for rl in lines.values() if rl.end.kind == "stopped"]
     if exited and blamed and not blamed & {rl.rank for rl in exited}:
         return (f"the launcher reported rank {_names(exited)} (exit code {exited[0].exitcode}) as the "
                 f"first failure, but that rank was waiting for rank {', '.join(sorted(blamed))}")

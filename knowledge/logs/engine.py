@@ -12,7 +12,7 @@ from . import sources as src_mod
 from .collect import Collector
 from .compiled import compile_kb, kb_key
 from .prefilter import sample_freq
-from .report import LogReport
+from .report import Evidence, LogReport
 from .scan import CHANNEL_BUDGET, candidates, lines_at
 from .score import score
 from .sources import Skipped, Source
@@ -85,12 +85,17 @@ def _run(sources: list[Source], skipped: list[Skipped], kb: KnowledgeBase,
     view = build(col, sigs)
     lines = timeline.build(view)
     who = culprit.culprit(view, lines)
+    first = first_failure(view)
+    if who and who["role"] == "crashed" and lines[who["ranks"][0]].end.hit is not None:
+        # the culprit's own failure line, not the launcher's summary or a waiter's timeout
+        h = lines[who["ranks"][0]].end.hit
+        first = Evidence(h.file, h.line, h.text, who["ranks"][0], h.sig)
     return LogReport(
         causes=score(view, kb, symptom, lines, who),
         timeline={r: rl.to_dict() for r, rl in lines.items()},
         culprit=who,
         summary=culprit.summary(view, lines, who),
-        first_failure=first_failure(view),
+        first_failure=first,
         ranks=ranks_table(view),
         facts=facts(view),
         files_read=files_read,

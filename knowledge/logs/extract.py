@@ -182,6 +182,7 @@ PEER_LOSS = re.compile(
     r"|ncclRemoteError|Broken pipe|[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)"
     r"|NCCL communicator was aborted|ProcessGroup\w* is aborted|peer .*(?:closed|reset)")
 # Exceptions the launcher raises in its own process when a worker fails or it is told to stop.
+TIMED_OUT = re.compile(r"[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)|timeout")
 LAUNCHER_EXC = frozenset({"ChildFailedError", "SignalException", "ProcessRaisedException",
                           "ProcessExitedException", "KeyboardInterrupt", "SystemExit"})
 

@@ -1,8 +1,12 @@
 """Scanning big plain files in worker processes: each scans a line-aligned byte range."""
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -14,6 +18,9 @@ RANGE = 32 << 20  # bytes per task
 MIN_TOTAL = 64 << 20  # below this, starting workers costs more than it saves
 MAX_WORKERS = 4  # each holds a block buffer and a compiled knowledge base: ~35 MB
 WORKERS_ENV = "DISTDOCTOR_LOG_WORKERS"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Worker processes of the scans running now: a SIGTERM or SIGHUP handler ends them first.
+_LIVE: set = set()
 
 
 @dataclass
@@ -74,6 +81,64 @@ def plain_ranges(sources: list[Source]) -> list[tuple[int, int, int]]:
     return tasks
 
 
+def die_with_parent(parent: int) -> None:
+    """Worker initializer: SIGKILL when the thread that started this worker ends (Linux
+    PR_SET_PDEATHSIG), so a killed `distdoctor logs` (SIGKILL included) leaves no worker of
+    ~150 MB behind; the resource tracker then sees its pipe close and leaves too. A worker
+    whose parent is already gone exits at once."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # no prctl: the handler below still covers SIGTERM and SIGHUP
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _kill_workers() -> None:
+    for proc in list(_LIVE):
+        with contextlib.suppress(Exception):
+            proc.kill()
+
+
+def _on_stop(previous: dict[int, object]):
+    """A SIGTERM/SIGHUP handler: kill the scan's workers, then do what the signal would have
+    done (the previous Python handler, or the default action: die by that signal)."""
+    def handler(signum: int, frame: object) -> None:
+        _kill_workers()
+        before = previous.get(signum)
+        if callable(before):
+            before(signum, frame)
+            return
+        signal.signal(signum, before if before is not None else signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    return handler
+
+
+@contextlib.contextmanager
+def _workers_die_with_us() -> Iterator[None]:
+    """While a scan runs in the main thread: SIGTERM and SIGHUP kill its workers first (SIGINT
+    reaches them from the terminal already, and unwinds the pool as KeyboardInterrupt)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, object] = {}
+    try:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.getsignal(sig)
+        handler = _on_stop(previous)
+        for sig in previous:
+            signal.signal(sig, handler)
+    except (ValueError, OSError):
+        previous = {}
+    try:
+        yield
+    finally:
+        for sig, before in previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(sig, before)
+
+
 def _start_resource_tracker() -> None:
     """multiprocessing's resource tracker hands `sys.stderr.fileno()` to the process it starts.
     Under the app, Textual's stand-in stderr answers -1 and every pool failed to start ("bad
@@ -113,13 +178,28 @@ def scan_all(key: tuple, sources: list[Source], tasks: list[tuple[int, int, int]
         size += task[2] - task[1]
     _start_resource_tracker()
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = [(batch, pool.submit(scan_batch, key, [(sources[i].path, a, b) for i, a, b in batch]))
-                   for batch in batches if batch]
-        for batch, fut in futures:
-            try:
-                results: list = fut.result()
-            except READ_ERRORS as exc:
-                results = [exc] * len(batch)
-            for (i, a, _b), res in zip(batch, results):
-                yield i, a, res
+    with _workers_die_with_us(), ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=die_with_parent,
+            initargs=(os.getpid(),)) as pool:
+        finished = False
+        try:
+            futures = [(batch, pool.submit(scan_batch, key,
+                                           [(sources[i].path, a, b) for i, a, b in batch]))
+                       for batch in batches if batch]
+            _LIVE.update(getattr(pool, "_processes", {}).values())
+            for batch, fut in futures:
+                try:
+                    results: list = fut.result()
+                except READ_ERRORS as exc:
+                    results = [exc] * len(batch)
+                for (i, a, _b), res in zip(batch, results):
+                    yield i, a, res
+            finished = True
+        finally:
+            procs = list(getattr(pool, "_processes", {}).values())
+            if not finished:  # Ctrl-C, an error, or the caller stopped reading: no waiting
+                for proc in procs:
+                    with contextlib.suppress(Exception):
+                        proc.kill()
+                pool.shutdown(wait=False, cancel_futures=True)
+            _LIVE.difference_update(procs)

@@ -54,7 +54,7 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
     _crash_rules(view, s, _kind(kb, symptom), lines, who)
     _timeout_rules(view, s, lines, who)
     _fact_rules(view, s)
-    _path_rules(view, s)
+    _path_rules(view, s, _kind(kb, symptom) == "hang")
     _launch_rules(view, s)
     _shift(kb, symptom, s)
     order = {cid: n for n, cid in enumerate(kb.causes)}
@@ -113,6 +113,8 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
     from the timeline (its own traceback, OOM, segfault or kill), the waiters from their timeouts
     and lost-peer errors. Never fires on a handled exception (progress after it) or on a waiter."""
     crashed = who is not None and who["role"] == "crashed"
+    if who is not None and who["role"] in ("stuck", "slow"):
+        return  # the exit lines are the launcher stopping the ranks that waited for the stuck one
     crashes = sorted(view.crashes, key=lambda h: (view.rank(h) is None, h.order))
     if not crashed and not crashes:
         return
@@ -134,7 +136,7 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
         if crashed and who["ranks"] == ["0"] and first is not None and first.phase in ("eval", "save", "load"):  # type: ignore[index]
             s.add("rank0-overload", 2.5, f"rank 0 crashed first, during {first.phase}", hits[:2])
     elif crashed:
-        s.add("rank-crash-deadlock", 2.0 if kind != "hang" else 1.5,
+        s.add("rank-crash-deadlock", 1.0 if kind == "hang" else 0.5,
               f"rank {who['ranks'][0]} crashed: the other ranks are left waiting for it", hits[:3])  # type: ignore[index]
     elif kind == "hang":
         s.add("rank-crash-deadlock", 1.5, "a process crashed and the job hung: the others wait for it", crashes[:3])
@@ -206,6 +208,9 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
     stuck = who is not None and who["role"] in ("stuck", "slow")
     if not explained:
         hits = _timeout_hits(view)[:2] + [rl.end.hit for rl in lost[:2] if rl.end.hit is not None]
+        if stuck and who["ranks"] == ["0"]:  # type: ignore[index]
+            s.add("rank0-overload", 4.0, "rank 0 is the one rank that never reached the collective: "
+                  "the rank that does extra work (eval, saving, logging)", hits[:1], "facts")
         if stuck:
             s.add("collective-timeout", 3.0, f"rank {span(who['ranks'])} {who['role']}: {who['why']}", hits)  # type: ignore[index]
         else:
@@ -234,7 +239,7 @@ def _fact_rules(view: View, s: Scores) -> None:
                                 ("cuda_driver", "version-mismatch", 2.0)):
         if len(values.get(fact, {})) > 1:
             s.add(cause, amount, f"{fact} differs across ranks: " + _values_text(values[fact]),
-                  _fact_evidence(view, fact, values[fact]), "facts")
+                  _fact_evidence(view, fact, values[fact]))
     names = {}
     for fact in ("bootstrap_if", "net_if"):
         for val, ranks in values.get(fact, {}).items():
@@ -243,7 +248,7 @@ def _fact_rules(view: View, s: Scores) -> None:
     if len(names) > 1:
         s.add("nic-selection", 2.5, "ranks use different interfaces: " + _values_text(names),
               _fact_evidence(view, "bootstrap_if", values.get("bootstrap_if", {}))
-              + _fact_evidence(view, "net_if", values.get("net_if", {})), "facts")
+              + _fact_evidence(view, "net_if", values.get("net_if", {})))
     bad = []
     for fact in ("bootstrap_if", "net_if"):
         for val in values.get(fact, {}):
@@ -254,7 +259,7 @@ def _fact_rules(view: View, s: Scores) -> None:
         fact, val = bad[0]
         s.add("nic-selection", 3.0 if multi_host else 1.0,
               f"NCCL uses {val}" + (" across nodes" if multi_host else ""),
-              _fact_evidence(view, fact, {val: values[fact][val]}), "facts")
+              _fact_evidence(view, fact, {val: values[fact][val]}), "evidence" if multi_host else "facts")
     transports = defaultdict(list)
     for r, f in view.facts.items():
         net = f.get("network", "")
@@ -265,7 +270,7 @@ def _fact_rules(view: View, s: Scores) -> None:
     if len(transports) > 1:
         s.add("ib-rdma-failure", 3.5, "some ranks use InfiniBand, others fell back to sockets: "
               + _values_text(transports), [view.fact_hits[(r, k)] for r in transports["sockets"][:1]
-                                           for k in ("ib", "network") if (r, k) in view.fact_hits], "facts")
+                                           for k in ("ib", "network") if (r, k) in view.fact_hits])
 
 
 def fact_values(view: View) -> dict[str, dict[str, list[str]]]:
@@ -284,7 +289,7 @@ def _values_text(vals: dict[str, list[str]]) -> str:
     return "; ".join(f"{v} on rank {span(rs)}" for v, rs in vals.items())
 
 
-def _path_rules(view: View, s: Scores) -> None:
+def _path_rules(view: View, s: Scores, hang: bool) -> None:
     col = view.col
     if len(col.ops) > 1:
         hits = [hs[0] for hs in col.ops.values()]
@@ -295,7 +300,8 @@ def _path_rules(view: View, s: Scores) -> None:
         if len(last) > 1:
             lo = min(last.items(), key=lambda kv: kv[1][0])
             hi = max(last.items(), key=lambda kv: kv[1][0])
-            if hi[1][0] > lo[1][0] and (view.timeouts or view.unranked or view.hits_with("wait")):
+            waited = view.timeouts or view.unranked or view.hits_with("wait")
+            if hi[1][0] > lo[1][0] and (waited or hang):
                 s.add("asymmetric-collective", 2.5, f"the log ends with rank {lo[0]} at {kind} {lo[1][0]} "
                       f"and rank {hi[0]} at {kind} {hi[1][0]}: ranks ran different numbers of steps",
                       [hi[1][1], lo[1][1]], "facts")

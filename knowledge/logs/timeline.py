@@ -14,7 +14,9 @@ from . import extract as x
 from .collect import Exc, Hit
 from .view import View
 
-SIGNAL_EXITS = {-9: "SIGKILL", -11: "SIGSEGV", -6: "SIGABRT", -7: "SIGBUS", -15: "SIGTERM", -2: "SIGINT"}
+SIGNAL_EXITS = {-9: "SIGKILL", -11: "SIGSEGV", -6: "SIGABRT", -7: "SIGBUS", -15: "SIGTERM", -2: "SIGINT",
+                -1: "SIGHUP"}
+STOP_SIGNALS = {-15, -2, -1}  # what a launcher sends the other ranks once one has failed
 _ATTEMPT = re.compile(r"attempt_\d+[/\\](\d+[/\\][^/\\]+)$")
 
 
@@ -34,7 +36,8 @@ def where(hit: Hit) -> str:
 class End:
     """How a rank's lines end. kind: crashed (its own failure), lost-peer (it raised because a
     peer went away), timeout (a watchdog or collective timeout), killed (a signal from outside),
-    exited (a non-zero exit code), finished, or unknown (the lines just stop)."""
+    stopped (SIGTERM/SIGINT/SIGHUP: the launcher stopping the rest), exited (a non-zero exit
+    code), finished, or unknown (the lines just stop)."""
 
     kind: str
     detail: str = ""
@@ -126,14 +129,15 @@ def build(view: View) -> dict[str, RankLine]:
             rl.exitcode = code
             if rl.end.kind == "unknown":
                 sig = SIGNAL_EXITS.get(code)
-                rl.end = End("killed" if sig else "exited", f"exit code {code}" + (f" ({sig})" if sig else ""), hit)
+                kind = "stopped" if code in STOP_SIGNALS else "killed" if sig else "exited"
+                rl.end = End(kind, f"exit code {code}" + (f" ({sig})" if sig else ""), hit)
     for h in view.crashes:
         r = view.rank(h)
         # an exit code alone is the launcher's word that the rank ended, not why: a waiter that
         # timed out exits non-zero too (see the exits above)
         if r is not None and r.isdigit() and not h.sig.startswith("crash-exitcode") and not _recovered(view, r, h):
             rl = line_of(r)
-            if rl.end.kind in ("unknown", "exited", "killed"):
+            if rl.end.kind in ("unknown", "exited", "killed", "stopped") and not _stop_line(h.text):
                 rl.end = End("crashed", h.text[:160], h)
     for exc in col.exceptions:
         r = view.rank(exc.hit)
@@ -141,11 +145,12 @@ def build(view: View) -> dict[str, RankLine]:
             continue
         rl = line_of(r)
         if exc.peer_loss:
-            if rl.end.kind in ("unknown", "exited", "killed"):
-                rl.end = End("lost-peer", f"{exc.type}: {exc.message[:160]}", exc.hit, exc)
+            if rl.end.kind in ("unknown", "exited", "killed", "stopped"):
+                kind = "timeout" if x.TIMED_OUT.search(exc.message) else "lost-peer"
+                rl.end = End(kind, f"{exc.type}: {exc.message[:160]}", exc.hit, exc)
             if rl.last_collective is None:
                 rl.last_collective = _op_near(view, r, exc.hit)
-        elif rl.end.kind in ("unknown", "exited", "killed", "lost-peer") or (
+        elif rl.end.kind in ("unknown", "exited", "killed", "stopped", "lost-peer") or (
                 rl.end.kind == "crashed" and rl.end.exc is None and exc.hit.order < (rl.end.hit.order if rl.end.hit else (0, 0))):
             rl.end = End("crashed", f"{exc.type}: {exc.message[:160]}", exc.hit, exc)
     for h in view.hits_with("end"):
@@ -156,6 +161,10 @@ def build(view: View) -> dict[str, RankLine]:
         rl.hosts = sorted({h for k, fs in col.seen.items() if _rank(view, k) == r and ":" in k
                            for h in [k.split(":")[0]]})
     return {r: lines[r] for r in sorted(lines, key=lambda k: (len(k), k))}
+
+
+def _stop_line(text: str) -> bool:
+    return any(f"exitcode : {c}" in " ".join(text.split()) or SIGNAL_EXITS[c] in text for c in STOP_SIGNALS)
 
 
 def _rank(view: View, key: str) -> str | None:

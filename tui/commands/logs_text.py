@@ -93,27 +93,32 @@ def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None)
     for note in data.get("notes") or []:
         lines.extend(_wrap(f"note: {note}", cols, "  ", "    "))
     causes = data.get("causes") or []
+    verdict = data.get("verdict") or {}
     lines.append("")
+    lines.extend(_verdict(verdict, cols))
     if not causes:
         lines.append("No known failure signature in these logs.")
         lines.extend(_wrap("Next: turn on NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL, "
                            "rerun the job, and read its new logs:", cols, "", ""))
         lines.append("  distdoctor logs <dir> --symptom hang")
     else:
-        if all(c.get("lead") for c in causes) and not data.get("first_failure"):
-            lines.extend(_wrap("No failure line in these logs. Leads from context lines only "
-                               "(weak evidence, worth a look if the job misbehaved):", cols, "", ""))
+        if not verdict.get("failed", True):
+            lines.extend(_wrap("No failure line in these logs. What they show about the set-up, and "
+                               "what the symptom points at (facts and priors, not evidence):", cols, "", ""))
         else:
-            lines.append("Most likely causes:")
+            lines.append("Most likely causes (basis: evidence = lines that show the failure, facts = "
+                         "what the logs show, prior = the symptom alone):")
         for n, c in enumerate(causes[:top], 1):
             cause = kb.causes.get(c["id"])
             title = cause.title if cause else "outside the guide's causes"
-            lines.extend(_wrap(f"{n:>2}. {c['id']}  (score {c['score']:g})  {title}", cols,
+            lines.extend(_wrap(f"{n:>2}. {c['id']}  [{c.get('basis', 'evidence')}]  {title}", cols,
                                "", "      "))
             for why in [r for r in c.get("reasons", []) if not r.startswith("signatures:")][:3]:
                 lines.extend(_wrap(f"why: {why}", cols, "      ", "           "))
             for e in c.get("evidence", [])[:4]:
                 lines.extend(_located(e["file"], e["line"], e["text"], "      ", cols))
+            for against in c.get("against", [])[:2]:
+                lines.extend(_wrap(f"against: {against}", cols, "      ", "           "))
         if len(causes) > top:
             lines.append(f"    ... {len(causes) - top} more (--top {len(causes)})")
     ff = data.get("first_failure")
@@ -122,13 +127,56 @@ def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None)
         who = f"{_who(ff['rank'])}, " if ff.get("rank") is not None else ""
         lines.append(f"First failure: {who}{printable(ff['file'])}:{ff['line']}")
         lines.append(f"  {_clip(ff['text'], cols - 2)}")
-    lines.extend(_collectives(data.get("ranks") or {}))
+    lines.extend(_timeline(data.get("timeline") or {}, cols) or _collectives(data.get("ranks") or {}))
     lines.extend(_disagreements(data.get("facts") or {}, cols))
     if causes:
         lines.append("")
         lines.append("Next action:")
         lines.extend(("  " + ln) if ln else ln for ln in next_action(kb, causes[0]["id"], data, cols))
     return "\n".join(lines) + "\n"
+
+
+def _verdict(verdict: dict[str, Any], cols: int) -> list[str]:
+    """The culprit and the story first: who failed first, who was stuck, who waited."""
+    who = verdict.get("culprit")
+    out: list[str] = []
+    if who:
+        ranks = rank_span([str(r) for r in who.get("ranks") or []]) or "?"
+        out.append(f"Culprit: rank {printable(ranks)} ({who.get('role')})")
+    elif verdict.get("failed"):
+        out.append("Culprit: not named by these logs (no rank's own lines show who failed first)")
+    if verdict.get("summary"):
+        out.extend(_wrap(verdict["summary"], cols, "  ", "  "))
+    return out + ([""] if out else [])
+
+
+ENDS = {"crashed": "crashed", "killed": "killed", "lost-peer": "lost peer", "timeout": "timed out",
+        "exited": "exited", "finished": "finished", "unknown": "no end seen"}
+
+
+def _timeline(timeline: dict[str, dict[str, Any]], cols: int) -> list[str]:
+    """One row per rank: how its lines end and where it was (the per-rank timeline)."""
+    rows = [(r, t) for r, t in timeline.items() if (t.get("end") or {}).get("kind") != "unknown"
+            or t.get("last_collective") or t.get("step")]
+    if not rows:
+        return []
+    out = ["", "Ranks (how each rank's own lines end; last collective from the watchdog):"]
+    for r, t in rows[:16]:
+        end = t.get("end") or {}
+        lc = t.get("last_collective") or {}
+        at = " ".join(p for p in (f"SeqNum {lc['seq']}" if lc.get("seq") is not None else "",
+                                  str(lc.get("op") or "")) if p)
+        step = t.get("step") or {}
+        doing = ", ".join(p for p in (at, f"{step.get('kind')} {step.get('n')}" if step else "") if p)
+        detail = end.get("type") or ""
+        line = f"  rank {printable(r):<4} {ENDS.get(end.get('kind', ''), end.get('kind', '')):<11} {doing}"
+        if detail:
+            line += f"  {detail}"
+        line = printable(line)
+        out.append(line if len(line) <= cols else line[:cols - 3] + "...")
+    if len(rows) > 16:
+        out.append(f"  ... {len(rows) - 16} more ranks (--json for all)")
+    return out
 
 
 def _collectives(ranks: dict[str, dict[str, Any]]) -> list[str]:

@@ -1,0 +1,46 @@
+"""A floor under the aggregate diagnosis figures (tests/eval_diagnosis.py prints them all).
+
+Not a per-case test: rules must come from mechanisms, so no single case is demanded. The floors
+sit a little under the figures measured when they were last raised; a change that lowers any of
+them is a regression to explain. Healthy runs must never be called failures. Sets that are absent
+(the shared fixtures on a user's machine) are skipped.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import eval_diagnosis  # noqa: E402
+
+FLOORS = {  # set: (top-1, top-3)
+    "logs": (0.9, 0.9),
+    "logs-batch2": (0.4, 0.6),
+    "recorded": (0.5, 0.55),
+    "own-recorded": (0.5, 0.9),
+}
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    return eval_diagnosis.run()
+
+
+@pytest.mark.parametrize("name", sorted(FLOORS))
+def test_failure_sets_stay_above_their_floor(result: dict, name: str) -> None:
+    if name not in result:
+        pytest.skip(f"{name}: no cases here")
+    f = result[name]["figures"]
+    top1, top3 = FLOORS[name]
+    misses = [f"{r['case']}: want {r['want']} got {r['got']}" for r in result[name]["cases"] if not r["top1"]]
+    assert f["top1"] >= top1 and f["top3"] >= top3, (f, misses)
+
+
+@pytest.mark.parametrize("name", ["healthy", "own-healthy"])
+def test_healthy_runs_are_never_failures(result: dict, name: str) -> None:
+    if name not in result:
+        pytest.skip(f"{name}: no cases here")
+    alarms = [r for r in result[name]["cases"] if r["false_alarm"]]
+    assert not alarms, alarms
