@@ -65,8 +65,15 @@ def is_launcher(cmdline: list[str]) -> bool:
     exe = os.path.basename(cmdline[0])
     if exe == "torchrun":
         return True
-    return exe.startswith("python") and any(
-        os.path.basename(part) == "torchrun" or part in _LAUNCHERS for part in cmdline[1:4])
+    if not exe.startswith("python"):
+        return False
+    args = iter(cmdline[1:])
+    for arg in args:  # the script or -m module python runs: the first argument that is neither
+        if arg == "-m":
+            return next(args, "") in _LAUNCHERS
+        if not arg.startswith("-"):
+            return os.path.basename(arg) == "torchrun"
+    return False
 
 
 def _int(value: str | None) -> int | None:

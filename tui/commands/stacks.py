@@ -110,11 +110,11 @@ def run(args: argparse.Namespace) -> int:
     record(args, "stacks", result)
     if args.json:
         print_json(result)
-    else:
+    elif dumped:
         print(render(result, found))
     if not dumped:
         first = next((r["where"] for r in result["ranks"]), "no rank")
-        raise UsageError(f"could not dump any rank: {first}")
+        raise UsageError(f"could not dump any rank: {first.removeprefix('not dumped: ')}")
     return 1 if result["odd"] else 0
 
 
