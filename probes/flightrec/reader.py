@@ -16,7 +16,7 @@ import pickle
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 MAX_BYTES = 256 * 1024 * 1024  # a 20000-entry buffer with stacks is tens of MiB; more is not a dump
 MAX_FILES = 4096
@@ -41,9 +41,9 @@ def loads_plain(data: bytes) -> Any:
     return _PlainUnpickler(io.BytesIO(data)).load()
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One collective (or point-to-point op) as one rank recorded it."""
+class Entry(NamedTuple):
+    """One collective (or point-to-point op) as one rank recorded it. A NamedTuple, not a frozen
+    dataclass: a buffer holds thousands of entries per rank and this is built once per entry."""
 
     pg: str
     desc: str
@@ -51,19 +51,23 @@ class Entry:
     p2p: bool
     op: str
     backend: str
-    input_sizes: Any
-    output_sizes: Any
+    input_sizes: str  # as printed, e.g. "[[4]]": compared as text, which is exact for int lists
+    output_sizes: str
     dtypes: tuple[str, ...]
     state: str
     retired: bool
     time_ns: int
-    frames: tuple[str, ...] = ()
+    raw_frames: Any = None
 
     @property
     def completed(self) -> bool:
         # NCCL marks state "completed"; Gloo leaves "scheduled" and only sets retired when the
         # work ended (successfully or with an error)
         return self.state == "completed" or self.retired
+
+    @property
+    def frames(self) -> tuple[str, ...]:
+        return _frames(self.raw_frames)
 
 
 @dataclass(frozen=True)
@@ -100,31 +104,37 @@ def _frames(raw: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _sizes(raw: Any) -> Any:
-    # lists of lists of ints; made hashable for comparisons
-    if isinstance(raw, (list, tuple)):
-        return tuple(_sizes(x) for x in raw)
-    return raw if isinstance(raw, (int, str)) else None
-
-
 def _entry(raw: Any) -> Entry | None:
     if not isinstance(raw, dict):
         return None
-    pg = raw.get("process_group")
+    get = raw.get
+    pg = get("process_group")
     name, desc = ("", "")
     if isinstance(pg, (list, tuple)) and len(pg) >= 2:
         name, desc = str(pg[0]), str(pg[1])
-    profiling = str(raw.get("profiling_name") or "")
+    profiling = get("profiling_name")
+    profiling = profiling if isinstance(profiling, str) else ""
     backend, _, rest = profiling.partition(":")
-    op = (rest or backend).split(" ")[0] if profiling else "?"
-    dtypes = tuple(str(d) for d in list(raw.get("input_dtypes") or []) + list(raw.get("output_dtypes") or []))
-    p2p = bool(raw.get("is_p2p"))
-    return Entry(pg=name, desc=desc, seq=_int(raw.get("p2p_seq_id" if p2p else "collective_seq_id")),
-                 p2p=p2p, op=op, backend=backend if rest else "",
-                 input_sizes=_sizes(raw.get("input_sizes")),
-                 output_sizes=_sizes(raw.get("output_sizes")), dtypes=dtypes,
-                 state=str(raw.get("state") or ""), retired=raw.get("retired") is True,
-                 time_ns=_int(raw.get("time_created_ns")), frames=_frames(raw.get("frames")))
+    op = (rest or backend).split(" ", 1)[0] if profiling else "?"
+    ins, outs = get("input_dtypes"), get("output_dtypes")
+    dt = (tuple(ins) if isinstance(ins, (list, tuple)) else ()) + \
+        (tuple(outs) if isinstance(outs, (list, tuple)) else ())
+    p2p = get("is_p2p") is True
+    seq = get("p2p_seq_id" if p2p else "collective_seq_id")
+    return Entry(name, desc, seq if type(seq) is int else _int(seq), p2p, op,
+                 backend if rest else "", _size_text(get("input_sizes")),
+                 _size_text(get("output_sizes")), dt, str(get("state") or ""),
+                 get("retired") is True, _int(get("time_created_ns")), get("frames"))
+    # dtypes stay as recorded (strings in every dump seen); they are only compared and printed
+
+
+def _size_text(raw: Any) -> str:
+    if type(raw) is list:
+        return str(raw)
+    # a tuple where JSON has a list: print both the same way
+    if isinstance(raw, tuple):
+        raw = [list(x) if isinstance(x, tuple) else x for x in raw]
+    return str(raw) if isinstance(raw, list) else "?"
 
 
 def parse_dump(data: bytes, path: str, rank: int) -> RankDump:
