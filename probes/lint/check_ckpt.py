@@ -11,7 +11,7 @@ from .rules import Finding, finding
 
 SAVE = r"^torch\.save$|(^|\.)(save_checkpoint|save_pretrained|save_model)$|^accelerator\.save$"
 LOAD = r"^torch\.load$|(^|\.)(load_checkpoint|load_state_dict)$"
-BROADCAST = r"broadcast(_object_list)?$"
+BROADCAST = r"(broadcast|scatter)\w*$|sync_module_states"  # scatter_full_optim_state_dict too
 RESUME_KW = ("ckpt_path", "resume_from_checkpoint", "resume_from")
 STEP_KEY = re.compile(r"epoch|step|iter", re.I)
 
@@ -46,7 +46,7 @@ def rank0_load_no_broadcast(script: Script) -> list[Finding]:
         if not loads or any(script.calls_named(LOAD, ast.Module(body=node.orelse, type_ignores=[]))):
             continue
         later = [s for s in script.following(node)]
-        if any(script.calls_named(BROADCAST, s) for s in later):
+        if any(next(script.calls_named(BROADCAST, s), None) for s in later):
             continue
         out.append(finding(script.path, loads[0], "DD702", dotted(loads[0].func) + "()"))
     return out

@@ -56,6 +56,8 @@ def dataloader_without_sampler(script: Script) -> list[Finding]:
     if not raw_distributed(script):
         return out
     for call in script.calls_named(LOADER):
+        if any(k.arg is None for k in call.keywords):
+            continue  # DataLoader(ds, **kwargs): the sampler may be in there
         sampler = _kw(call, "sampler") or _kw(call, "batch_sampler")
         if sampler is not None and not _false(sampler):
             continue
@@ -71,9 +73,25 @@ def dataloader_without_sampler(script: Script) -> list[Finding]:
         out.append(finding(script.path, call, "DD501", f"DataLoader({ast.unparse(data)[:40]})"))
     if not any(isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in script.calls()):
         for call in script.calls_named(r"(^|\.)DistributedSampler$"):
-            if not _false(_kw(call, "shuffle")):
+            data = call.args[0] if call.args else _kw(call, "dataset")
+            if data is not None and EVAL_DATA.search(ast.unparse(data)):
+                continue  # evaluation order does not matter
+            if not _false(_kw(call, "shuffle")) and not _escapes(script, call):
                 out.append(finding(script.path, call, "DD502", "DistributedSampler"))
     return out
+
+
+def _escapes(script: Script, sampler: ast.Call) -> bool:
+    """Is the sampler handed to a function of another module (which may call set_epoch)?"""
+    holder = script.parents.get(sampler)
+    names = {n for t in getattr(holder, "targets", []) if isinstance(t, ast.Name) for n in [t.id]}
+    for call in script.calls():
+        if re.search(LOADER, script.qualname(call.func)):
+            continue
+        values = [*call.args, *(k.value for k in call.keywords)]
+        if any(isinstance(v, ast.Name) and v.id in names for v in values):
+            return True
+    return False
 
 
 def _iterable_dataset(script: Script, data: ast.AST) -> bool:
@@ -117,7 +135,9 @@ def accelerate_unprepared(script: Script) -> list[Finding]:
     loaders = _loader_names(script)
     prepared = {n.id for c in _prepares(script, script.tree) for a in c.args for n in ast.walk(a)
                 if isinstance(n, ast.Name)}
-    out = [finding(script.path, node, "DD503", name) for name, node in loaders.items() if name not in prepared]
+    # an eval/test loader left out runs the full set on every process: redundant, not wrong
+    out = [finding(script.path, node, "DD503", name) for name, node in loaders.items()
+           if name not in prepared and not EVAL_DATA.search(name)]
     for node in ast.walk(script.tree):
         if not isinstance(node, ast.If):
             continue
@@ -126,7 +146,7 @@ def accelerate_unprepared(script: Script) -> list[Finding]:
             continue
         args = [{n.id for c in arm for a in c.args for n in ast.walk(a) if isinstance(n, ast.Name)} for arm in arms]
         for arm, mine, theirs in ((arms[0], args[0], args[1]), (arms[1], args[1], args[0])):
-            missing = sorted((theirs - mine) & set(loaders))
+            missing = sorted(n for n in (theirs - mine) & set(loaders) if not EVAL_DATA.search(n))
             if missing:
                 out.append(finding(script.path, arm[0], "DD503", ", ".join(missing)))
     return out
@@ -155,7 +175,8 @@ def seeds(script: Script) -> list[Finding]:
         for call in seed_calls:
             arg = call.args[0] if call.args else _kw(call, "seed")
             per_rank = arg is not None and script.per_rank(arg)
-            handled = not _false(_kw(call, "workers")) or not _false(_kw(call, "device_specific"))
+            handled = any(_kw(call, k) is not None and not _false(_kw(call, k))
+                          for k in ("workers", "device_specific"))
             if not per_rank and not handled:
                 out.append(finding(script.path, call, "DD601", dotted(call.func) + "()"))
                 break

@@ -36,7 +36,8 @@ def spawn_under_torchrun(script: Script) -> list[Finding]:
         guard = script.enclosing(call, (ast.If,))
         guarded = False
         while guard is not None:
-            if _reads_torchrun_env(guard.test):  # type: ignore[attr-defined]
+            # a test of torchrun's variables, or an if/else offering both launch paths by flag
+            if _reads_torchrun_env(guard.test) or guard.orelse:  # type: ignore[attr-defined]
                 guarded = True
                 break
             guard = script.enclosing(guard, (ast.If,))

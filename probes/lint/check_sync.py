@@ -12,7 +12,7 @@ from .rules import Finding, finding
 EXITS = (ast.Return, ast.Break, ast.Continue)
 HEAVY_CALL = re.compile(r"(^|[._])(evaluate\w*|validat\w*|export\w*|convert\w*|tokeniz\w*|generate|"
                         r"upload\w*|sleep|benchmark\w*|predict\w*|inference)$|jit\.script$|onnx\.|subprocess\.")
-DATA_ITER = re.compile(r"(loader|dataset|data|batches|_dl|dl)\b", re.I)
+DATA_ITER = re.compile(r"(loader|dataset|data|batches|_dl|dl|shards?|files|records|samples|examples)\b", re.I)
 
 
 def rank_ifs(script: Script) -> Iterator[ast.If]:
@@ -116,10 +116,12 @@ def _data_like(script: Script, data: ast.AST) -> bool:
     """Is this iterable a DataLoader or a slice of data, not a plain range or a dict?"""
     if isinstance(data, ast.Subscript):
         return True
-    if isinstance(data, ast.Call):
-        return not re.search(r"(range|items|keys|values|parameters)$", dotted(data.func))
+    if isinstance(data, ast.Call):  # a call with the rank in it yields data only if named so
+        return bool(DATA_ITER.search(dotted(data.func).rsplit(".", 1)[-1]))
     name = dotted(data)
     if isinstance(data, ast.Name):
+        if isinstance(script.value_of(data), ast.Subscript):
+            return True  # files[rank::world]: a slice of a list, sized by the rank
         for targets, value in script._assignments():
             if data.id in targets and isinstance(value, ast.Call) and "DistributedSampler" in ast.unparse(value):
                 return False

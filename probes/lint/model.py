@@ -132,7 +132,8 @@ class Script:
                 return True
             if isinstance(node.func, ast.Attribute) and node.func.attr in RANK_ATTRS | {"get_rank", "get_local_rank"}:
                 return True
-        return env_key(node) in RANK_ENV
+        # `"RANK" in os.environ` asks how the job was launched: the same answer on every rank
+        return not isinstance(node, ast.Compare) and env_key(node) in RANK_ENV
 
     def rank_dependent(self, expr: ast.AST) -> bool:
         """Does a branch condition differ between ranks? `local_rank == -1` and `rank is None` ask
@@ -298,12 +299,11 @@ class Script:
     def _assignments(self) -> Iterator[tuple[list[str], ast.AST]]:
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Assign):
-                targets = [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-                yield targets, node.value
+                yield [n for t in node.targets for n in _bound(t)], node.value
             elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
-                yield [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)], node.value
+                yield _bound(node.target), node.value
             elif isinstance(node, (ast.For, ast.comprehension)):
-                yield [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)], node.iter
+                yield _bound(node.target), node.iter
 
     def _taint(self) -> None:
         """Names that hold a rank (for branch conditions: only through comparisons and arithmetic)
@@ -350,3 +350,15 @@ class Script:
                         break
             if not changed:
                 break
+
+
+def _bound(target: ast.AST) -> list[str]:
+    """Names an assignment binds: `a`, `a, (b, *c)`; not `args` in `args.rank = ...` or `d[k] = ...`
+    (the object is changed, not rebound)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for elt in target.elts for n in _bound(elt)]
+    if isinstance(target, ast.Starred):
+        return _bound(target.value)
+    return []
