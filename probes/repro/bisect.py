@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 import psutil
 
 from ...knowledge.model import KnowledgeBase, Switch
+from ..secret_names import mask_env
 from .options import ReproInputError, ReproOptions, check_python
 from .run import ReproResult, new_run_dir, run_repro
 from .script import routable_address
@@ -141,7 +142,7 @@ def plan(opts: ReproOptions, kb: KnowledgeBase, backend: str | None = None,
     `backend` is the resolved backend when known; for "auto" both candidates are listed."""
     backend = backend or opts.backend
     backends = [backend] if backend in ("nccl", "gloo") else ["nccl", "gloo"]
-    added = "".join(f" + {k}={v}" for k, v in opts.env.items())
+    added = "".join(f" + {k}={v}" for k, v in mask_env(opts.env).items())
     shown = backend if len(backends) == 1 else "auto (nccl with CUDA, else gloo)"
     lines = [f"baseline: {opts.nproc} ranks on this node, backend {shown}, the job's environment"
              f"{added} + NCCL_DEBUG=INFO; after {opts.timeout:g}s without finishing it counts as a hang"]
@@ -199,6 +200,9 @@ def run_bisect(opts: ReproOptions, kb: KnowledgeBase, switches: Sequence[str] | 
         return out
     job_env = {**(os.environ if opts.base_env is None else opts.base_env), **dict(opts.env)}
     for n, trial in enumerate(steps, 1):
+        if cancel is not None and cancel.is_set():  # stopped between two runs: start no more
+            out.stopped = True
+            break
         if job_env.get(trial.switch.env) == trial.value:
             # the baseline already ran with it: a second run would change nothing
             out.skipped.append({"switch": trial.switch.id, "env": trial.label,

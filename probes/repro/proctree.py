@@ -1,10 +1,12 @@
 """A launched process tree: output streamed to a log and a callback, killed whole, checked gone."""
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +18,83 @@ POLL_S = 0.1
 TRACK_S = 0.5
 TERM_GRACE_S = 2.0
 KILL_WAIT_S = 5.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+WATCHDOG_GRACE_S = 2.0
+
+# The watchdog: a tiny process of its own (its own session, so neither a terminal's Ctrl-C nor
+# the tree's kill reaches it) that ends the run when distdoctor disappears without cleaning up
+# (SIGKILL, a crash). It notices by being reparented; it leaves when the run's session is empty.
+# argv: parent pid, the run's session id, grace seconds between SIGTERM and SIGKILL.
+WATCHDOG_CODE = r"""
+import os, signal, sys, time
+parent, sid, grace = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+def members():
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as fh:
+                data = fh.read()
+            fields = data[data.rfind(b")") + 2:].split()
+            if int(fields[3]) == sid and fields[0] != b"Z":
+                out.append(int(name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+ticks = 0
+while os.getppid() == parent:
+    time.sleep(0.2)
+    ticks += 1
+    if ticks % 10 == 0 and not members():
+        sys.exit(0)
+try:
+    os.killpg(sid, signal.SIGTERM)
+except OSError:
+    pass
+end = time.monotonic() + grace
+while time.monotonic() < end and members():
+    time.sleep(0.1)
+for pid in members():
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+def die_with_parent(sig: int = signal.SIGTERM):
+    """A preexec_fn: the child gets `sig` when the thread that started it ends (Linux
+    PR_SET_PDEATHSIG), so a SIGKILLed distdoctor takes its launcher with it; a child whose
+    parent is already gone by then exits at once. None where prctl is unavailable. Everything
+    is looked up here, before fork: the child only makes one system call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
+def start_watchdog(sid: int) -> subprocess.Popen | None:
+    """The watchdog process for the run in session `sid` (None where it cannot run)."""
+    if not os.path.isdir("/proc/self") or not sys.executable:
+        return None
+    try:
+        return subprocess.Popen([sys.executable, "-I", "-S", "-c", WATCHDOG_CODE, str(os.getpid()),
+                                 str(sid), str(WATCHDOG_GRACE_S)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return None  # the deadline and PDEATHSIG still end the run
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -68,15 +147,21 @@ class ProcessTree:
         self.callback_error = ""
         self.lines = 0  # lines written to the log so far
         self._lock = threading.Lock()
-        self._log = open(log_path, "w", encoding="utf-8", errors="replace")
+        # 0600: what the job prints is its owner's business (paths, hosts, the odd token)
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        self._log = open(fd, "w", encoding="utf-8", errors="replace")
         try:
+            # Its own session: the whole run is one killpg away, and a terminal's Ctrl-C goes
+            # to distdoctor (which stops the run in order), not straight to the ranks.
             self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=dict(env), cwd=str(cwd),
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=die_with_parent())
         except OSError:
             self._log.close()
             raise
         self.sid = self.proc.pid  # start_new_session: the leader's pid is the session id
+        self.watchdog = start_watchdog(self.sid)
         self.known: dict[int, psutil.Process] = {}
         self._remember(self.proc.pid)
         self._reader = threading.Thread(target=self._read, daemon=True, name="repro-output")
@@ -193,8 +278,19 @@ class ProcessTree:
                 continue
         return sorted(alive)
 
+    def stop_watchdog(self) -> None:
+        """The run is over and checked: its watchdog has nothing left to guard."""
+        if self.watchdog is not None and self.watchdog.poll() is None:
+            self.watchdog.kill()
+        if self.watchdog is not None:
+            try:
+                self.watchdog.wait(KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                pass
+
     def close(self) -> None:
         """Finish reading the output (the pipe closes once every writer is gone)."""
+        self.stop_watchdog()
         self._reader.join(KILL_WAIT_S)
         if not self._reader.is_alive():
             with self._lock:

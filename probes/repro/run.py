@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ...knowledge.model import KnowledgeBase
+from ..secret_names import mask_env
 from .causes import match_causes
 from .judge import judge
 from .options import ReproInputError, ReproOptions, validate
 from .proctree import ProcessTree, free_port, port_is_free
-from .script import debug_env, manual_commands, torchrun_argv, write_script
+from .script import (debug_env, manual_commands, private_dir, torchrun_argv, write_private,
+                     write_script)
 
 LOG_NAME = "output.log"
 MAX_ANALYSE_BYTES = 8 << 20
@@ -28,8 +30,15 @@ def runs_root(env: Mapping[str, str] | None = None) -> Path:
 
 
 def new_run_dir(kind: str = "repro") -> Path:
+    """A fresh folder name under runs_root(); the root itself is made (or kept) 0700."""
     stamp = time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(2).hex()
-    return runs_root() / f"{stamp}-{kind}"
+    root = runs_root()
+    try:
+        private_dir(root)
+        os.chmod(root, 0o700)  # distdoctor's own folder: an older version made it 0755
+    except OSError:
+        pass  # write_script names the problem
+    return root / f"{stamp}-{kind}"
 
 
 @dataclass
@@ -67,7 +76,7 @@ class ReproResult:
         return {"outcome": self.outcome, "duration_s": round(self.duration_s, 3),
                 "exit_codes": self.exit_codes, "causes": self.causes, "log": self.log,
                 "run_dir": self.run_dir, "script": self.script, "command": self.command,
-                "env_added": self.env_added, "nproc": self.nproc, "port": self.port,
+                "env_added": mask_env(self.env_added), "nproc": self.nproc, "port": self.port,
                 "progress": {str(k): v for k, v in sorted(self.progress.items())},
                 "stuck_at": self.stuck_at, "first_error": self.first_error,
                 "cleanup": {"survivors": self.survivors, "port_free": self.port_free},
@@ -117,11 +126,17 @@ def run_repro(opts: ReproOptions, kb: KnowledgeBase | None = None,
     argv = torchrun_argv(python, opts.nproc, port, script)
     env, added = run_env(opts)
     start = time.monotonic()
+    if cancel is not None and cancel.is_set():  # stopped before it began: start nothing
+        write_private(log_path, "distdoctor: stopped by the user before the run started\n")
+        result = ReproResult("stopped", 0.0, {"launcher": None, "ranks": {}}, [], str(log_path),
+                             str(run_dir), str(script), argv, added, opts.nproc, port,
+                             port_free=port_is_free(port), manual=manual_commands(opts, script))
+        write_private(run_dir / "result.json", json.dumps(result.to_dict(), indent=1))
+        return result
     try:
         tree = ProcessTree(argv, env, run_dir, log_path, on_line)
     except OSError as exc:
-        log_path.write_text(f"distdoctor: cannot start {argv[0]}: {exc.strerror or exc}\n",
-                            encoding="utf-8")
+        write_private(log_path, f"distdoctor: cannot start {argv[0]}: {exc.strerror or exc}\n")
         return ReproResult("error", 0.0, {"launcher": None, "ranks": {}}, [], str(log_path),
                            str(run_dir), str(script), argv, added, opts.nproc, port,
                            first_error=f"cannot start {argv[0]}: {exc.strerror or exc}",
@@ -147,5 +162,6 @@ def run_repro(opts: ReproOptions, kb: KnowledgeBase | None = None,
                          str(run_dir), str(script), argv, added, opts.nproc, port,
                          verdict.progress, verdict.stuck_at, error, tree.survivors(),
                          port_is_free(port), manual_commands(opts, script))
-    (run_dir / "result.json").write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")
+    # 0600: the record names the job's environment (secrets in it masked) and its hosts
+    write_private(run_dir / "result.json", json.dumps(result.to_dict(), indent=1))
     return result

@@ -1,12 +1,14 @@
 """The repro script's text, the torchrun command lines, and the commands for a run by hand."""
 from __future__ import annotations
 
+import os
 import shlex
 import socket
 from importlib import resources
 from pathlib import Path
 from typing import Mapping
 
+from ..secret_names import env_assignment
 from .options import ReproOptions
 
 TEMPLATE = "repro_script.py.txt"
@@ -29,10 +31,36 @@ def script_timeout(opts: ReproOptions) -> int:
     return int(opts.timeout) + 60
 
 
+def private_dir(directory: Path) -> None:
+    """Create `directory` and any missing parent as 0700 (a run's log and records can hold what
+    the job printed: host names, paths, the odd token); folders that exist are left alone."""
+    missing = []
+    for folder in [directory, *directory.parents]:
+        if folder.exists():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass  # made meanwhile by a concurrent run
+        os.chmod(folder, 0o700)  # mkdir's mode passes through the umask
+    if not directory.is_dir():
+        raise NotADirectoryError(20, "Not a directory", str(directory))
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file readable by its owner only (0600), also when it was there before."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(text)
+
+
 def write_script(opts: ReproOptions, directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
+    private_dir(directory)
     path = directory / SCRIPT_NAME
-    path.write_text(script_text(opts), encoding="utf-8")
+    write_private(path, script_text(opts))
     return path
 
 
@@ -78,7 +106,8 @@ def manual_commands(opts: ReproOptions, script: Path | str | None = None,
     addr = master_addr or routable_address()
     path = str(script) if script else f"./{SCRIPT_NAME}"
     env = {**dict(opts.env), **debug_env(opts.env)}
-    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    # a secret given with --env is never printed: the line takes it from the pasting shell
+    prefix = " ".join(env_assignment(k, v) for k, v in env.items())
     python = opts.target_python()
     # the scp command on a line of its own: inside a comment it could not be pasted as is
     lines = ["# 1. copy the script to the same path on every node, e.g.:",

@@ -3,11 +3,15 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 import threading
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+from distdoctor.probes.secret_names import is_secret_name
 
 from ..cli import UsageError
 from .common import add_common, knowledge, print_json, record
@@ -131,7 +135,38 @@ def _prepare(args: argparse.Namespace, kb: Any) -> tuple[Any, Any]:
     return replace(opts, python=info.python), info
 
 
-def _guarded(work: Callable[[threading.Event], Any]) -> tuple[Any, bool]:
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP while nothing of the run is started yet: unwinds like Ctrl-C,
+    so every cleanup on the way (the interpreter check's process group) runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: Any) -> None:
+    raise Stopped(signum)
+
+
+@contextmanager
+def _stop_signals() -> Iterator[None]:
+    """While the command runs: SIGINT, SIGTERM and SIGHUP (a closed terminal) raise Stopped
+    instead of killing distdoctor on the spot with the run's processes left behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _guarded(work: Callable[[threading.Event], Any]) -> tuple[Any, int]:
     """_in_thread, with an input problem found once the run starts (an unwritable run folder)
     reported as a one-line error."""
     from distdoctor.probes.repro import ReproInputError
@@ -142,30 +177,66 @@ def _guarded(work: Callable[[threading.Event], Any]) -> tuple[Any, bool]:
         raise UsageError(str(exc)) from None
 
 
-def _in_thread(work: Callable[[threading.Event], Any]) -> tuple[Any, bool]:
-    """Run `work(cancel)` in a thread so Ctrl-C sets `cancel` (and the run's tree is killed)
-    instead of abandoning the processes. Returns (result, interrupted)."""
+def _in_thread(work: Callable[[threading.Event], Any]) -> tuple[Any, int]:
+    """Run `work(cancel)` in a thread; SIGINT, SIGTERM or SIGHUP set `cancel`, and the run
+    kills its own tree, checks it gone and returns. Returns (result, the signal number or 0).
+
+    The handlers only set flags (never raise), and the main thread waits on an Event, not on
+    Thread.join(): on Python 3.11 a signal that interrupts join() can mark a thread that still
+    runs as finished, and the result was then read before it existed."""
     cancel = threading.Event()
+    done = threading.Event()
     box: dict[str, Any] = {}
+    got: list[int] = []
 
     def target() -> None:
         try:
             box["result"] = work(cancel)
         except BaseException as exc:  # handed to the main thread and re-raised there
             box["error"] = exc
+        finally:
+            done.set()
 
-    thread = threading.Thread(target=target, name="repro-run")
-    thread.start()
-    interrupted = False
-    while thread.is_alive():
-        try:
-            thread.join(0.2)
-        except KeyboardInterrupt:
-            interrupted = True
-            cancel.set()
+    def flag(signum: int, frame: Any) -> None:
+        got.append(signum)
+        cancel.set()
+
+    main = threading.current_thread() is threading.main_thread()
+    old = {sig: signal.signal(sig, flag) for sig in STOP_SIGNALS} if main else {}
+    try:
+        thread = threading.Thread(target=target, name="repro-run")
+        thread.start()
+        while not done.wait(0.2):
+            pass
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     if "error" in box:
         raise box["error"]
-    return box["result"], interrupted
+    return box["result"], (got[0] if got else 0)
+
+
+def _say(line: str) -> None:
+    """One line on stderr, even where the terminal is gone (SIGHUP): never a traceback."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _stopped_line(signum: int, results: list[Any]) -> str:
+    """What a stop left: the run's processes gone (checked) and its port free, or what not."""
+    name = signal.Signals(signum).name
+    survivors = sorted({pid for r in results for pid in r.survivors})
+    last = results[-1] if results else None
+    if last is None:
+        return f"distdoctor: stopped by {name} before the run started; nothing left running"
+    port = f"port {last.port} is {'free' if last.port_free else 'still bound'}"
+    if survivors:
+        return (f"distdoctor: stopped by {name}: the run's processes {survivors} are still "
+                f"alive ({port}); end them with: kill -9 {' '.join(map(str, survivors))}")
+    return (f"distdoctor: stopped by {name}: the run's processes are gone and {port} "
+            f"(log: {last.log})")
 
 
 def _bisect_command(args: argparse.Namespace) -> str:
@@ -179,11 +250,16 @@ def _bisect_command(args: argparse.Namespace) -> str:
         argv += ["--backend", args.backend]
     if args.timeout != 60.0:
         argv += ["--timeout", f"{args.timeout:g}"]
+    secret = []
     for item in args.env:
-        argv += ["--env", item]
+        name, _, value = item.partition("=")
+        if is_secret_name(name) and value:
+            secret.append(name)  # never echoed: taken from the pasting shell's environment
+        else:
+            argv += ["--env", item]
     if getattr(args, "session", None):
         argv += ["--session", args.session]
-    return shlex.join(argv)
+    return shlex.join(argv) + "".join(f' --env "{name}=${name}"' for name in secret)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -192,30 +268,60 @@ def run(args: argparse.Namespace) -> int:
     from .repro_view import Live, render_repro
 
     kb = knowledge(args)
-    opts, info = _prepare(args, kb)
-    live = Live(enabled=not args.json or sys.stderr.isatty())
-    live.say(f"repro: {opts.nproc} ranks, backend {info.backend_for(opts.backend)}, "
-             f"torch {info.torch} ({info.python}), timeout {opts.timeout:g}s")
-    with live:
-        live.begin("repro")
-        result, interrupted = _guarded(lambda cancel: run_repro(opts, kb, live.line, cancel))
-    data = result.to_dict()
-    record(args, "repro", data)
-    if args.json:
-        print_json(data)
-    else:
-        print(render_repro(result, kb, script_text(opts), _bisect_command(args)))
-    if interrupted:
-        return 130
+    with _stop_signals():
+        try:
+            opts, info = _prepare(args, kb)
+            live = Live(enabled=not args.json or sys.stderr.isatty())
+            live.say(f"repro: {opts.nproc} ranks, backend {info.backend_for(opts.backend)}, "
+                     f"torch {info.torch} ({info.python}), timeout {opts.timeout:g}s")
+            with live:
+                live.begin("repro")
+                result, signum = _guarded(lambda cancel: run_repro(opts, kb, live.line, cancel))
+        except Stopped as stop:
+            _say(_stopped_line(stop.signum, []))
+            return 128 + stop.signum
+        data = result.to_dict()
+        record(args, "repro", data)
+        if signum:
+            if args.json:
+                print_json(data)
+            _say(_stopped_line(signum, [result]))
+            return 128 + signum
+        if args.json:
+            print_json(data)
+        else:
+            print(render_repro(result, kb, script_text(opts), _bisect_command(args)))
     return 0 if result.passed else 1
 
 
 def run_bisect_command(args: argparse.Namespace) -> int:
-    from distdoctor.probes.repro import ReproInputError, find_switch, plan, run_bisect, trials
-
-    from .repro_view import Live, render_bisect
+    from .repro_view import render_bisect
 
     kb = knowledge(args)
+    with _stop_signals():
+        try:
+            outcome, signum = _bisect(args, kb)
+        except Stopped as stop:
+            _say(_stopped_line(stop.signum, []))
+            return 128 + stop.signum
+        data = outcome.to_dict()
+        record(args, "bisect", data)
+        if args.json:
+            print_json(data)
+        if signum:
+            _say(_stopped_line(signum, [outcome.baseline] + [r.result for r in outcome.runs]))
+            return 128 + signum
+        if not args.json:
+            print(render_bisect(data, kb))
+    return 0 if outcome.found else 1
+
+
+def _bisect(args: argparse.Namespace, kb: Any) -> tuple[Any, int]:
+    """The bisection itself: (BisectResult, the stopping signal or 0)."""
+    from distdoctor.probes.repro import ReproInputError, find_switch, plan, run_bisect, trials
+
+    from .repro_view import Live
+
     try:
         for name in args.switch:
             find_switch(kb, name)  # an unknown switch fails before the slow interpreter check
@@ -232,15 +338,6 @@ def run_bisect_command(args: argparse.Namespace) -> int:
         live.say(f"{label}: {result.outcome.upper()} in {result.duration_s:.1f}s")
 
     with live:
-        outcome, interrupted = _guarded(lambda cancel: run_bisect(
+        return _guarded(lambda cancel: run_bisect(
             opts, kb, args.switch, finished, cancel, backend=backend, keep_going=args.all,
             on_line=lambda label, line: live.line(line, label)))
-    data = outcome.to_dict()
-    record(args, "bisect", data)
-    if args.json:
-        print_json(data)
-    else:
-        print(render_bisect(data, kb))
-    if interrupted:
-        return 130
-    return 0 if outcome.found else 1
