@@ -151,7 +151,7 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         assert ranked[0] == "nic-selection", ranked  # symptom prior + log evidence
         assert "shm-insufficient" in ranked  # from the FAIL finding alone
         why = " ".join(conclusion["causes"][0]["why"])
-        assert "logs: score" in why and "symptom: Hang at process-group init" in why
+        assert "logs (evidence): score" in why and "symptom: Hang at process-group init" in why
         text = screen_text(app)
         assert "NCCL_SOCKET_IFNAME" in text  # the fix of the top cause, from kb.causes
         assert "If you added the Logs step's logging lines to the job (NCCL_DEBUG," in text

@@ -42,7 +42,7 @@ def test_ranking_weighs_each_source_by_its_own_maximum() -> None:
     assert scores == {"b": 0.5 + 2.0, "c": 0.5 + 1.5, "a": 1.0}  # logs 2x, fail 1.5x, prior 1x
     assert [r.id for r in ranked] == ["b", "c", "a"]
     b = ranked[0]
-    assert b.reasons == ("logs: score 40, 2 evidence lines", "symptom: Hang 3")
+    assert b.reasons == ("logs (evidence): score 40, 2 evidence lines", "symptom: Hang 3")
     assert all("ok-one" not in " ".join(r.reasons) for r in ranked)  # OK findings are not evidence
 
 

@@ -204,6 +204,7 @@ def build_report(record: Mapping[str, Any], kb: Any, *, redact: bool = True,
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "title": f"distdoctor report: session {source.get('id', '?')}",
+        "verdict": _verdict(source, conclusion, kb),
         "session": {"id": source.get("id"), "host": source.get("host"),
                     "created": _iso(source.get("created")), "updated": _iso(source.get("updated"))},
         "generated": _iso(time.time()),
@@ -230,6 +231,24 @@ def build_report(record: Mapping[str, Any], kb: Any, *, redact: bool = True,
     if pseudonymize:
         report = _pseudonymize(report, trimmed, mapping_path)
     return report
+
+
+def _verdict(record: Mapping[str, Any], conclusion: Mapping[str, Any], kb: Any) -> dict[str, Any]:
+    """The top of the report: the culprit, the story, the top cause with its basis and its fix."""
+    from distdoctor.knowledge.verdict import culprit
+
+    logs = latest(record, "logs")
+    extra = [x for kind in ("stacks", "fr", "ras", "lint")
+             for x in _l(_d(latest(record, kind)).get("evidence")) if isinstance(x, dict)]
+    log_verdict = _d(_d(logs).get("verdict"))
+    causes = _l(_d(conclusion.get("conclusion")).get("causes"))
+    top = _d(causes[0]) if causes else {}
+    cause = getattr(kb, "causes", {}).get(str(top.get("id"))) if top else None
+    fixes = _l(conclusion.get("fixes"))
+    return {"culprit": culprit(_d(logs), extra), "summary": str(log_verdict.get("summary") or ""),
+            "top_cause": {"id": top.get("id"), "title": getattr(cause, "title", top.get("id")),
+                          "basis": top.get("basis") or "evidence",
+                          "fix": _d(fixes[0]).get("fix") if fixes else ""} if top else None}
 
 
 def _trim(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -92,7 +92,7 @@ def _combine(record: Mapping[str, Any], kb: Any) -> list[dict[str, Any]]:
 
 
 # Reasons that are evidence about this incident; warnings and priors are only hints.
-_STRONG = ("logs:", "bisect:", "fleet:")
+_STRONG = ("logs (evidence)", "logs:", "bisect:", "fleet:", "stacks:", "fr:", "ras:")
 
 
 def _weak(causes: list[dict[str, Any]]) -> bool:

@@ -90,11 +90,37 @@ def pre(text: Any) -> str:
 
 
 def _header(r: Mapping[str, Any]) -> str:
-    s, v = _d(r.get("session")), _d(r.get("versions"))
     out = f"<h1>{e(r.get('title', 'distdoctor report'))}</h1>"
     if not r.get("redacted"):
         out += ('<p class="warning">WARNING: redaction was turned off. This report may contain '
                 "tokens, passwords and keys. Do not share it.</p>")
+    return out
+
+
+def _verdict(r: Mapping[str, Any]) -> str:
+    """The first section: who failed, what happened, the top cause and its fix."""
+    v = _d(r.get("verdict"))
+    out = '<h2>Verdict</h2>'
+    who = _d(v.get("culprit"))
+    if who:
+        ranks = ", ".join(str(x) for x in who.get("ranks") or [])
+        out += f"<p><strong>Culprit: rank {e(ranks)} ({e(who.get('role'))})</strong>: {e(who.get('why'))}</p>"
+    else:
+        out += "<p>No rank is named by the evidence gathered.</p>"
+    if v.get("summary"):
+        out += f"<p>{e(v['summary'])}</p>"
+    top = _d(v.get("top_cause"))
+    if top:
+        out += (f"<p>Top cause: <code>{e(top.get('id'))}</code> {e(top.get('title'))} "
+                f"(basis: {e(top.get('basis'))})</p>")
+        if top.get("fix"):
+            out += f"<p>Fix: {e(top['fix'])}</p>"
+    return out
+
+
+def _metadata(r: Mapping[str, Any]) -> str:
+    s, v = _d(r.get("session")), _d(r.get("versions"))
+    out = "<h2>Session</h2>"
     rows = [["session", s.get("id")], ["host", s.get("host")], ["created", s.get("created")],
             ["updated", s.get("updated")], ["report generated", r.get("generated")],
             ["distdoctor", v.get("distdoctor")], ["knowledge", v.get("knowledge")],
@@ -245,10 +271,10 @@ def _tables(title: str, data: Any) -> str:
 
 def render_html(report: Mapping[str, Any]) -> str:
     """The report as one HTML file with nothing to fetch: inline CSS and SVG, no scripts."""
-    body = (_header(report) + _symptom(report) + _conclusion(report) + _steps(report)
+    body = (_header(report) + _verdict(report) + _symptom(report) + _conclusion(report) + _steps(report)
             + _findings(report) + _environment(report) + _topology(report)
             + _tables("Minimal repro", report.get("repro")) + _tables("Bisection", report.get("bisect"))
-            + _tables("Fleet comparison", report.get("fleet")))
+            + _tables("Fleet comparison", report.get("fleet")) + _metadata(report))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{e(report.get('title', 'distdoctor report'))}</title><style>{CSS}</style></head>"

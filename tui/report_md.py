@@ -39,11 +39,36 @@ def _l(value: Any) -> list[Any]:
 
 
 def _header(r: Mapping[str, Any]) -> list[str]:
-    session, versions = _d(r.get("session")), _d(r.get("versions"))
     out = [f"# {esc(r.get('title', 'distdoctor report'))}\n"]
     if not r.get("redacted"):
         out.append("> **WARNING: redaction was turned off.** This report may contain tokens, "
                    "passwords and keys. Do not share it.\n")
+    return out
+
+
+def _verdict(r: Mapping[str, Any]) -> list[str]:
+    """The first section: who failed, what happened, the top cause and its fix."""
+    v = _d(r.get("verdict"))
+    out = ["## Verdict\n"]
+    who = _d(v.get("culprit"))
+    if who:
+        ranks = ", ".join(str(x) for x in _l(who.get("ranks")))
+        out.append(f"**Culprit: rank {esc(ranks)} ({esc(who.get('role'))})**: {esc(who.get('why'))}\n")
+    else:
+        out.append("No rank is named by the evidence gathered.\n")
+    if v.get("summary"):
+        out.append(f"{esc(v['summary'])}\n")
+    top = _d(v.get("top_cause"))
+    if top:
+        out.append(f"Top cause: **`{esc(top.get('id'))}`** {esc(top.get('title'))} (basis: {esc(top.get('basis'))})\n")
+        if top.get("fix"):
+            out.append(f"Fix: {esc(top['fix'])}\n")
+    return out
+
+
+def _metadata(r: Mapping[str, Any]) -> list[str]:
+    session, versions = _d(r.get("session")), _d(r.get("versions"))
+    out = ["## Session\n"]
     out.append(table(["", ""], [
         ["session", session.get("id")], ["host", session.get("host")],
         ["created", session.get("created")], ["updated", session.get("updated")],
@@ -205,9 +230,9 @@ def tables_md(title: str, data: Any) -> list[str]:
 
 def render_markdown(report: Mapping[str, Any]) -> str:
     """The report as one Markdown document."""
-    parts = (_header(report) + _symptom(report) + _conclusion(report) + _steps(report)
+    parts = (_header(report) + _verdict(report) + _symptom(report) + _conclusion(report) + _steps(report)
              + _findings(report) + _environment(report) + _topology(report)
              + tables_md("Minimal repro", report.get("repro"))
              + tables_md("Bisection", report.get("bisect"))
-             + tables_md("Fleet comparison", report.get("fleet")))
+             + tables_md("Fleet comparison", report.get("fleet")) + _metadata(report))
     return "\n".join(parts).rstrip() + "\n"

@@ -14,7 +14,7 @@ from textual.widgets import Button, DataTable, Input, Static
 
 from ..messages import Exported
 from .. import launchers
-from ..ranking import Ranked, rank_session
+from ..ranking import Ranked, rank_session, session_culprit
 from ..session import SAVE_WAIT_S
 from ..widgets import Plain
 from .base import StepScreen
@@ -46,7 +46,8 @@ class ConclusionScreen(StepScreen):
     BINDINGS = [Binding("c", "copy_fix", "Copy fix"), Binding("e", "export", "Export report")]
 
     def compose_step(self) -> Iterable[Widget]:
-        yield Plain("Causes, ranked by all the evidence", classes="heading first")
+        yield Plain("", id="verdict", classes="first")
+        yield Plain("Causes, ranked by all the evidence", classes="heading")
         yield DataTable(id="ranking", cursor_type="row")
         yield Plain("", id="why")
         yield Plain("Fix", classes="heading")
@@ -61,7 +62,7 @@ class ConclusionScreen(StepScreen):
 
     def on_mount(self) -> None:
         self.ranked: list[Ranked] = []
-        self.query_one("#ranking", DataTable).add_columns("#", "Score", "Cause", "Strongest evidence")
+        self.query_one("#ranking", DataTable).add_columns("#", "Basis", "Cause", "Strongest evidence")
         super().on_mount()
         self.conclude()
 
@@ -73,11 +74,18 @@ class ConclusionScreen(StepScreen):
     def conclude(self) -> None:
         kb, flow = self.dd.kb, self.dd.flow
         self.ranked = rank_session(kb, flow)
+        who = session_culprit(flow)
+        verdict = Text()
+        if who:
+            verdict.append(f"Culprit: rank {', '.join(who['ranks'])} ({who['role']})", style="bold")
+            verdict.append(f"\n{who.get('summary') or who.get('why', '')}")
+        self.query_one("#verdict", Static).update(verdict)
+        self.query_one("#verdict").display = bool(who)
         table = self.query_one("#ranking", DataTable)
         table.clear()
         for n, r in enumerate(self.ranked, 1):
             cause = kb.causes.get(r.id)
-            table.add_row(str(n), f"{r.score:.2f}", cause.title if cause else r.id,
+            table.add_row(str(n), r.basis, cause.title if cause else r.id,
                           Text(r.reasons[0] if r.reasons else "", overflow="ellipsis", no_wrap=True),
                           key=str(n - 1))
         if not self.ranked:
@@ -94,7 +102,8 @@ class ConclusionScreen(StepScreen):
                                      if name not in {s["name"] for s in remove})
                          + "), remove them too.")
         self.query_one("#remove", Static).update("\n".join(lines) or "No debugging switch found.")
-        data = {"causes": [{"id": r.id, "score": r.score, "why": list(r.reasons)} for r in self.ranked],
+        data = {"causes": [{"id": r.id, "score": r.score, "basis": r.basis, "why": list(r.reasons)}
+                           for r in self.ranked], "culprit": who,
                 "fixes": [{"cause": self.ranked[0].id, "fix": kb.causes[self.ranked[0].id].fix}]
                 if self.ranked and self.ranked[0].id in kb.causes else [],
                 "switches_to_remove": remove}

@@ -71,7 +71,7 @@ class LogsScreen(StepScreen):
     def on_mount(self) -> None:
         super().on_mount()
         # the numbers first: a long cause title must not push them out of an 80-column screen
-        self.query_one("#causes", DataTable).add_columns("#", "Score", "Lines", "Cause")
+        self.query_one("#causes", DataTable).add_columns("#", "Basis", "Lines", "Cause")
         self.query_one("#evidence", DataTable).add_columns("#", "Where", "Line")
         self._evidence: list[tuple[str, int]] = []
         self._first_evidence: dict[int, int] = {}  # cause row -> its first evidence row
@@ -186,6 +186,12 @@ class LogsScreen(StepScreen):
         if skipped:
             status += f", skipped {len(skipped)}"
         status += f": {len(causes)} cause(s) found." if causes else ": no known failure signature."
+        verdict = data.get("verdict") if isinstance(data.get("verdict"), dict) else {}
+        who = verdict.get("culprit") if isinstance(verdict.get("culprit"), dict) else None
+        if who:
+            status += f"\nCulprit: rank {', '.join(str(r) for r in who.get('ranks') or [])} ({who.get('role')})"
+        if verdict.get("summary"):
+            status += f"\n{verdict['summary']}"
         first = data.get("first_failure")
         named = [str(ev.get("file", "?")) for c in causes for ev in c.get("evidence") or []
                  if isinstance(ev, dict)]
@@ -212,7 +218,8 @@ class LogsScreen(StepScreen):
             title = known.title if known else (
                 "Other: not a distributed-training cause (see the lines)" if cause.get("id") == "other"
                 else str(cause.get("id")))
-            table.add_row(str(n), f"{float(cause.get('score') or 0):.1f}", str(len(lines)), title,
+            table.add_row(str(n), str(cause.get("basis") or ("facts" if cause.get("lead") else "evidence")),
+                          str(len(lines)), title,
                           key=str(n - 1))
             self._first_evidence[n - 1] = len(self._evidence)
             for ev in lines:
