@@ -1,15 +1,126 @@
-"""`distdoctor ras`: being built (placeholder so the command table stays whole)."""
+"""`distdoctor ras`: ask NCCL's RAS thread (via `ncclras`) which ranks are dead, unresponsive or
+behind on their collective counts."""
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
 
 from ..cli import UsageError
+from . import common
+
+KIND = "ras"
+DESCRIPTION = """\
+Query the RAS subsystem of a running NCCL job (NCCL 2.24 or later runs a RAS
+thread in every process) with NCCL's `ncclras` client, under a timeout, and
+read from it the dead, missing or unresponsive ranks and the ranks whose
+collective counts differ from the others'. JSON output is asked for when the
+client is NCCL 2.28.7 or later (`ncclras -f json`), text otherwise.
+
+Run it on a node where the job runs (the client connects to localhost:28028,
+or NCCL_RAS_ADDR: give --host/--port then). --input reads a saved ncclras
+output (text or JSON) instead."""
+EPILOG = """\
+examples:
+  distdoctor ras                          ask the job running on this node
+  distdoctor ras --json                   machine-readable facts and evidence
+  distdoctor ras --host 10.0.0.7 --port 28028
+  ncclras -f json > ras.json; distdoctor ras --input ras.json
+
+exit codes: 0 every rank answered and agrees, 1 dead/unresponsive ranks or
+            count mismatches, 2 ncclras unavailable or unreachable, unreadable
+            --input, or bad usage
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("ras", help="(being built)")
+    parser = sub.add_parser("ras", help="NCCL RAS (ncclras): dead, unresponsive and lagging ranks",
+                            description=DESCRIPTION, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", metavar="FILE", help="read a saved ncclras output instead of asking")
+    parser.add_argument("--host", metavar="HOST", help="RAS client address of the job (ncclras -h)")
+    parser.add_argument("--port", type=int, metavar="PORT", help="RAS client port (ncclras -p; default 28028)")
+    parser.add_argument("--timeout", type=int, default=5, metavar="SECS",
+                        help="how long NCCL waits for the other processes (ncclras -t; default 5)")
+    common.add_common(parser)
     parser.set_defaults(func=run)
 
 
+def _from_file(path: str) -> dict[str, Any]:
+    from distdoctor.probes.ras import parse
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(64 * 1024 * 1024)
+        text = data.decode("utf-8")
+    except OSError as exc:
+        raise UsageError(f"--input {path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--input {path}: not text (binary data), not an ncclras output") from None
+    try:
+        facts = parse(text)
+    except ValueError as exc:
+        raise UsageError(f"--input {path}: {exc}") from None
+    if facts["format"] == "text" and not facts["nccl_version"] and not facts["communicators"]:
+        raise UsageError(f"--input {path}: not an ncclras output (no 'NCCL version' line, no communicators)")
+    return facts
+
+
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("ras: not built yet")
+    from distdoctor.probes.base import ProbeContext
+    from distdoctor.probes.ras import as_evidence, probe_ras, problems
+
+    if args.timeout < 0:
+        raise UsageError("--timeout must be 0 or more")
+    if args.input:
+        facts = _from_file(args.input)
+    else:
+        result = probe_ras(ProbeContext(), host=args.host, port=args.port, timeout_s=args.timeout)
+        if result.status == "unavailable":
+            common.record(args, KIND, {"status": "unavailable", "reason": result.reason})
+            if args.json:
+                common.print_json({"status": "unavailable", "reason": result.reason})
+            else:
+                print(f"unavailable: {result.reason}")
+            return 2
+        facts = dict(result.facts)
+    evidence = as_evidence(facts)
+    data = {"status": "fail" if problems(facts) else "ok", "facts": facts, "evidence": evidence}
+    common.record(args, KIND, data)
+    if args.json:
+        common.print_json(data)
+    else:
+        sys.stdout.write(render(facts, evidence))
+    return 1 if problems(facts) else 0
+
+
+def _who(w: dict[str, Any]) -> str:
+    rank = f"rank {w['rank']} " if w.get("rank") is not None else ""
+    return f"{rank}(pid {w.get('pid')} on {w.get('host')}, GPU {w.get('gpu')})"
+
+
+def render(facts: dict[str, Any], evidence: list[dict[str, Any]]) -> str:
+    lines = [f"NCCL RAS ({facts['format']} output, NCCL {facts.get('nccl_version') or '?'}): "
+             f"{len(facts['communicators'])} communicator group(s)"]
+    for title, key in (("dead", "dead"), ("unresponsive", "unresponsive"), ("missing", "missing"),
+                       ("errors", "errors")):
+        for w in facts[key]:
+            extra = f": {w['error']}" if key == "errors" else ""
+            lines.append(f"  {title}: {_who(w)}{extra}")
+    for m in facts["mismatches"]:
+        odd = ", ".join(f"rank {r} at {m['counts'].get(r)}" for r in m.get("odd") or [])
+        lines.append(f"  mismatch: {m['op']} counts in communicator {m['comm']}: most at "
+                     f"{m.get('majority')}; {odd or 'see ncclras -v'}")
+    if facts.get("timeouts"):
+        lines.append(f"  {facts['timeouts']} RAS timeout(s) while gathering: some answers may be missing")
+    if not evidence:
+        lines.append("every rank answered and they agree on their collective counts")
+    for item in evidence:
+        who = ", ".join(item["ranks"]) or "?"
+        lines.append(f"evidence: rank(s) {who} ({item['role'] or 'error'}): {item['why']}"
+                     + (f" [cause {item['cause']}]" if item.get("cause") else ""))
+    lines.append("")
+    lines.append("next:")
+    lines.append("  distdoctor stacks --job auto      where each local rank is now")
+    lines.append("  ncclras -v                        NCCL's own, more verbose report")
+    return "\n".join(lines) + "\n"
