@@ -69,15 +69,11 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
         [x for x in seq if isinstance(x, Mapping)] for seq in (suspects, log_causes, findings, fleet))
 
     def add(source: str, cause_id: str, strength: float, reason: str, basis: str = "evidence") -> None:
-        if not cause_id:
+        if not cause_id or strength <= 0:
             return
         order = ("evidence", "facts", "prior")
-        if order.index(basis) < order.index(bases.get(cause_id, "prior")) or cause_id not in bases:
+        if cause_id not in bases or order.index(basis) < order.index(bases[cause_id]):
             bases[cause_id] = basis
-        if strength <= 0:
-            reasons.setdefault(cause_id, []).append((0.0, reason))
-            parts.setdefault(cause_id, {})
-            return
         current = parts.setdefault(cause_id, {})
         value = WEIGHTS[source] * strength
         if value > current.get(source, 0.0):
