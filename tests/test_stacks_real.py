@@ -185,8 +185,8 @@ def test_a_job_that_would_finish_still_finishes_after_being_dumped(tmp_path: Pat
     try:
         job.wait_ready()
         pids = job.ranks()
-        for _ in range(3):
-            rc, doc, _ = stacks(job, "--native")
+        for extra in ("--native", "--timeout=30"):
+            rc, doc, _ = stacks(job, extra)
             assert sorted(r["pid"] for r in doc["ranks"]) == pids
             assert all(r["frames"] for r in doc["ranks"])
         assert psutil.STATUS_STOPPED not in states(pids)

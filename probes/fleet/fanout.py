@@ -1,9 +1,11 @@
-"""Fan-out: `distdoctor collect` on many nodes through ssh (or here); results and failures per host."""
+"""Fan-out: `distdoctor collect` (or `stacks`) on many nodes through ssh, kubectl exec (or here);
+results and failures per host."""
 from __future__ import annotations
 
 import json
 import os
 import shlex
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -15,7 +17,8 @@ from ..runner import CommandResult, Runner, SubprocessRunner
 from .hosts import safe_name
 from .schema import SCHEMA_ID, json_cut_short, validate_snapshot
 
-VIAS = ("srun", "ssh", "pdsh", "local")
+VIAS = ("srun", "ssh", "pdsh", "kubectl", "local")
+ACTIONS = ("collect", "stacks")
 
 
 @dataclass
@@ -44,6 +47,11 @@ class FanoutOptions:
     concurrency: int = 32
     python: str | None = None
     distdoctor: str = "distdoctor"
+    action: str = "collect"  # or "stacks": `distdoctor stacks --job auto --json` on each node
+    extra: tuple[str, ...] = ()  # more arguments for the action (stacks: --native)
+    selector: str = ""  # kubectl: the pods' label selector
+    namespace: str = ""
+    container: str = ""
 
     @property
     def connect_timeout(self) -> int:
@@ -54,7 +62,10 @@ OnHost = Callable[[HostResult, int, int], None]
 
 
 def collect_command(opts: FanoutOptions) -> list[str]:
-    """The command each node runs: `distdoctor collect [--python PATH]` (JSON on stdout)."""
+    """The command each node runs: `distdoctor collect [--python PATH]` or `distdoctor stacks
+    --job auto --json` (JSON on stdout)."""
+    if opts.action == "stacks":
+        return [opts.distdoctor, "stacks", "--job", "auto", "--json", *opts.extra]
     argv = [opts.distdoctor, "collect"]
     if opts.python:
         argv += ["--python", opts.python]
@@ -82,6 +93,8 @@ def parse_output(text: str) -> tuple[dict[str, Any] | None, str]:
             return None, "bad output: the JSON is cut short"
         first = text.splitlines()[0][:120]
         return None, f"bad output, not a snapshot: {first!r}"
+    if is_stacks_doc(doc):
+        return doc, ""
     if isinstance(doc, dict) and doc.get("schema") not in (None, SCHEMA_ID):
         return None, f"the node's distdoctor writes {doc.get('schema')}, this one reads {SCHEMA_ID}"
     problems = validate_snapshot(doc)
@@ -91,11 +104,24 @@ def parse_output(text: str) -> tuple[dict[str, Any] | None, str]:
     return doc, ""
 
 
+def is_stacks_doc(doc: Any) -> bool:
+    """A `distdoctor stacks --json` document (fleet stacks), not a snapshot."""
+    return (isinstance(doc, dict) and "schema" not in doc and isinstance(doc.get("ranks"), list)
+            and isinstance(doc.get("groups"), list) and isinstance(doc.get("odd"), list))
+
+
+def answered(opts: FanoutOptions) -> tuple[int, ...]:
+    """Exit codes that still carry an answer: `stacks` exits 1 when it found odd ranks."""
+    return (0, 1) if opts.action == "stacks" else (0,)
+
+
 def failure_reason(res: CommandResult, tool: str) -> str:
     """Why a command gave no snapshot: its own error, or the last line it wrote to stderr."""
     if res.error:
         return res.error
-    lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()
+             # kubectl exec adds this after the command's own last word, which says more
+             and not (tool == "kubectl" and ln.startswith("command terminated with exit code"))]
     # a host's bytes go to the terminal: keep them printable (no escape sequences, no binary)
     last = "".join(c if c.isprintable() else "?" for c in lines[-1][:300]) if lines else ""
     if res.returncode == 255 and tool == "ssh":
@@ -106,13 +132,16 @@ def failure_reason(res: CommandResult, tool: str) -> str:
     return f"exit code {res.returncode}" + (f": {last}" if last else "")
 
 
-def _ssh_one(host: str, opts: FanoutOptions, runner: Runner) -> HostResult:
+def _one(host: str, argv: list[str], tool: str, opts: FanoutOptions, runner: Runner) -> HostResult:
     start = time.monotonic()
-    res = runner(ssh_argv(host, opts), timeout=opts.timeout)
+    res = runner(argv, timeout=opts.timeout)
     took = time.monotonic() - start
-    if res.error or res.returncode != 0:
-        return HostResult(host, False, failure_reason(res, "ssh"), took)
+    if res.error or res.returncode not in answered(opts):
+        # a stacks answer that exits 1 still prints its JSON; any other exit has none
+        return HostResult(host, False, failure_reason(res, tool), took)
     doc, reason = parse_output(res.stdout)
+    if doc is None and res.returncode:
+        reason = failure_reason(res, tool)
     return HostResult(host, doc is not None, reason, took, doc)
 
 
@@ -120,13 +149,18 @@ def fan_out_ssh(opts: FanoutOptions, runner: Runner | None = None,
                 on_host: OnHost | None = None) -> list[HostResult]:
     """One ssh per host, at most `concurrency` at once, each killed (its whole process group)
     after `timeout` seconds. Results in host-list order."""
-    runner = runner or SubprocessRunner()
-    hosts = list(opts.hosts)
+    return _fan_out_each(list(opts.hosts), lambda h: ssh_argv(h, opts), "ssh", opts,
+                         runner or SubprocessRunner(), on_host)
+
+
+def _fan_out_each(hosts: list[str], argv_of: Callable[[str], list[str]], tool: str,
+                  opts: FanoutOptions, runner: Runner, on_host: OnHost | None) -> list[HostResult]:
+    """One command per host through `tool`, at most `concurrency` at once."""
     results: dict[str, HostResult] = {}
     pool = ThreadPoolExecutor(max_workers=max(1, min(opts.concurrency, len(hosts) or 1)),
-                              thread_name_prefix="fleet-ssh")
+                              thread_name_prefix=f"fleet-{tool}")
     try:
-        futures = {pool.submit(_ssh_one, host, opts, runner): host for host in hosts}
+        futures = {pool.submit(_one, host, argv_of(host), tool, opts, runner): host for host in hosts}
         for future in as_completed(futures):
             host = futures[future]
             try:
@@ -142,6 +176,64 @@ def fan_out_ssh(opts: FanoutOptions, runner: Runner | None = None,
         raise
     pool.shutdown()
     return [results[h] for h in hosts]
+
+
+class KubectlError(ValueError):
+    """The pods could not be listed; the message is one line."""
+
+
+def _kubectl_scope(opts: FanoutOptions) -> list[str]:
+    return ["--namespace", opts.namespace] if opts.namespace else []
+
+
+def kubectl_pods_argv(opts: FanoutOptions) -> list[str]:
+    """`kubectl get pods -l SELECTOR -o name`, running pods only (exec needs a running one)."""
+    return ["kubectl", "get", "pods", *_kubectl_scope(opts), "-l", opts.selector,
+            "--field-selector=status.phase=Running", "-o", "name",
+            f"--request-timeout={opts.connect_timeout}s"]
+
+
+def kubectl_argv(pod: str, opts: FanoutOptions) -> list[str]:
+    """`kubectl exec [-n NS] POD [-c C] -- distdoctor collect|stacks ...` (no tty, no stdin)."""
+    container = ["--container", opts.container] if opts.container else []
+    return ["kubectl", "exec", *_kubectl_scope(opts), pod, *container, "--",
+            *collect_command(opts)]
+
+
+def kubectl_pods(opts: FanoutOptions, runner: Runner) -> list[str]:
+    """The names of the running pods the selector matches; KubectlError when kubectl cannot say."""
+    res = runner(kubectl_pods_argv(opts), timeout=max(10.0, opts.connect_timeout + 5.0))
+    if res.error or res.returncode != 0:
+        raise KubectlError(f"kubectl get pods -l {opts.selector}: {failure_reason(res, 'kubectl')}")
+    pods = [line.strip().removeprefix("pod/") for line in res.stdout.splitlines() if line.strip()]
+    if not pods:
+        where = f" in namespace {opts.namespace}" if opts.namespace else ""
+        raise KubectlError(f"no running pod matches -l {opts.selector}{where} "
+                           f"(see `kubectl get pods -l {opts.selector} {' '.join(_kubectl_scope(opts))}`)")
+    return pods
+
+
+def fan_out_kubectl(opts: FanoutOptions, runner: Runner | None = None,
+                    on_host: OnHost | None = None) -> list[HostResult]:
+    """`kubectl exec` into every running pod the selector matches, as ssh does into hosts: at
+    most `concurrency` at once, each killed after `timeout`. Results are named by pod."""
+    runner = runner or SubprocessRunner()
+    pods = kubectl_pods(opts, runner)
+    return _fan_out_each(pods, lambda pod: kubectl_argv(pod, opts), "kubectl", opts, runner, on_host)
+
+
+def local_argv(opts: FanoutOptions) -> list[str]:
+    """This node's command, run by this very distdoctor (no PATH lookup needed)."""
+    return [sys.executable, "-m", "distdoctor.tui.cli", *collect_command(opts)[1:]]
+
+
+def stacks_local(opts: FanoutOptions, runner: Runner | None = None,
+                 on_host: OnHost | None = None) -> list[HostResult]:
+    """`stacks` on this node only, as a host of the fan-out."""
+    from ..stacks import hostname
+
+    return _fan_out_each([hostname()], lambda _: local_argv(opts), "distdoctor", opts,
+                         runner or SubprocessRunner(), on_host)
 
 
 def collect_local(opts: FanoutOptions, on_host: OnHost | None = None) -> list[HostResult]:

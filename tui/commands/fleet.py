@@ -1,4 +1,5 @@
-"""`distdoctor fleet collect|compare`: snapshot every node, then find the node that differs."""
+"""`distdoctor fleet collect|compare|stacks`: snapshot every node, then find the node that differs;
+every node's ranks' stacks in one table."""
 from __future__ import annotations
 
 import argparse
@@ -23,9 +24,12 @@ examples:
   distdoctor fleet collect --via pdsh --hosts 'node[01-64]' -o fleet/
   distdoctor fleet compare fleet/
   distdoctor fleet compare fleet/*.json --json
+  distdoctor fleet stacks --via srun           where every rank of the hung job is
+  distdoctor fleet collect --via kubectl --selector job-name=train -o fleet/
 
 exit codes: collect 0 every host answered, 1 some failed, 2 bad usage;
-            compare 0 all agree, 1 outliers found, 2 nothing readable.
+            compare 0 all agree, 1 outliers found, 2 nothing readable;
+            stacks 0 every rank in the same place, 1 odd ranks or failed hosts, 2 none answered.
 """
 COLLECT_EPILOG = """\
 --via srun   one step, one task per node of the current Slurm allocation
@@ -34,6 +38,8 @@ COLLECT_EPILOG = """\
              most --concurrency at once, each killed after --timeout seconds
 --via pdsh   `pdsh -w HOSTS -f N -t T -u TIMEOUT distdoctor collect`, output
              split per host
+--via kubectl `kubectl exec POD -- distdoctor collect` in every running pod
+             of --selector (PyTorchJob, JobSet...), like ssh
 --via local  this node only
 
 Hosts that fail or time out are listed with the reason; the others are kept,
@@ -48,6 +54,8 @@ examples:
   distdoctor fleet collect --via ssh --hosts 'gpu[1-4]' -o fleet/ \\
       --python /shared/venvs/train/bin/python \\
       --distdoctor /shared/venvs/dd/bin/distdoctor
+  distdoctor fleet collect --via kubectl --selector training.kubeflow.org/job-name=bert \\
+      --namespace ml --container pytorch -o fleet/
 
 exit codes: 0 every host answered, 1 some hosts failed (the rest are kept),
             2 bad usage (no hosts, tool not on PATH, -o not writable)
@@ -65,6 +73,22 @@ examples:
 
 exit codes: 0 every node agrees, 1 outliers found,
             2 no readable snapshot among the paths (or bad usage)
+"""
+STACKS_EPILOG = """\
+Runs `distdoctor stacks --job auto --json` on every node (srun --overlap, ssh,
+pdsh, kubectl exec, or this node), then reads all the ranks together: the
+groups of identical stacks, the odd ranks out across nodes, and the ranks of
+WORLD_SIZE that no node has.
+
+examples:
+  salloc ... (or inside the job's allocation):
+  distdoctor fleet stacks --via srun
+  distdoctor fleet stacks --via ssh --hosts 'node[01-16]' --native
+  distdoctor fleet stacks --via kubectl --selector job-name=train --namespace ml
+  distdoctor fleet stacks --via pdsh --hostfile hosts.txt --json | jq .odd
+
+exit codes: 0 every rank in the same place and every host answered,
+            1 odd ranks found or some hosts failed, 2 bad usage or no host answered
 """
 MAX_LINES = 20  # outlier lines per field in the text view; --json lists them all
 MAX_TIMEOUT_S = 7 * 24 * 3600  # as repro: timers and subprocess timeouts overflow on 1e12 seconds
@@ -98,20 +122,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                              description="Run `distdoctor collect` on every node through srun,\n"
                                          "ssh or pdsh and keep one snapshot per node.",
                              epilog=COLLECT_EPILOG, formatter_class=raw)
-    col.add_argument("--via", required=True, choices=("srun", "ssh", "pdsh", "local"),
-                     help="how to reach the nodes")
-    hosts = col.add_mutually_exclusive_group()
-    hosts.add_argument("--hosts", metavar="H1,H2", help="hosts, ranges allowed: node[01-08],gpu9")
-    hosts.add_argument("--hostfile", metavar="FILE", help="one host per line, # comments")
+    _reach(col)
     col.add_argument("-o", "--output", metavar="DIR", required=True, help="folder for the snapshots")
-    col.add_argument("--timeout", type=_positive(float, MAX_TIMEOUT_S, " seconds (a week)"),
-                     default=60.0, metavar="S",
-                     help=f"seconds per host before it is given up (default 60, at most {MAX_TIMEOUT_S})")
-    col.add_argument("--concurrency", type=_positive(int, MAX_CONCURRENCY, " hosts at once"),
-                     default=32, metavar="N", help=f"hosts at once (default 32, at most {MAX_CONCURRENCY})")
     col.add_argument("--python", metavar="PATH", help="the job's interpreter on the nodes")
-    col.add_argument("--distdoctor", metavar="CMD", default="distdoctor",
-                     help="distdoctor on the nodes, if not on their PATH")
     add_common(col, session=False)
     col.set_defaults(func=run_collect)
     cmp = actions.add_parser("compare", help="find the node that differs",
@@ -121,6 +134,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmp.add_argument("paths", nargs="+", metavar="DIR|FILE", help="snapshot folders or files")
     add_common(cmp)
     cmp.set_defaults(func=run_compare)
+    stk = actions.add_parser("stacks", help="every node's ranks' stacks in one table",
+                             description="Run `distdoctor stacks` on every node and read all the "
+                                         "ranks\ntogether: where each is, and the odd ranks out.",
+                             epilog=STACKS_EPILOG, formatter_class=raw)
+    _reach(stk)
+    stk.add_argument("--native", action="store_true", help="include C/C++ frames (py-spy --native)")
+    add_common(stk)
+    stk.set_defaults(func=run_stacks)
+
+
+def _reach(parser: argparse.ArgumentParser) -> None:
+    """How to reach the nodes: the same flags for collect and stacks."""
+    parser.add_argument("--via", required=True, choices=("srun", "ssh", "pdsh", "kubectl", "local"),
+                        help="how to reach the nodes")
+    hosts = parser.add_mutually_exclusive_group()
+    hosts.add_argument("--hosts", metavar="H1,H2", help="hosts, ranges allowed: node[01-08],gpu9")
+    hosts.add_argument("--hostfile", metavar="FILE", help="one host per line, # comments")
+    parser.add_argument("--selector", metavar="LABEL",
+                        help="kubectl: the pods' label selector, e.g. job-name=train")
+    parser.add_argument("--namespace", metavar="NS", help="kubectl: the pods' namespace")
+    parser.add_argument("--container", metavar="C", help="kubectl: the container to exec into")
+    parser.add_argument("--timeout", type=_positive(float, MAX_TIMEOUT_S, " seconds (a week)"),
+                        default=60.0, metavar="S",
+                        help=f"seconds per host before it is given up (default 60, at most {MAX_TIMEOUT_S})")
+    parser.add_argument("--concurrency", type=_positive(int, MAX_CONCURRENCY, " hosts at once"),
+                        default=32, metavar="N",
+                        help=f"hosts at once (default 32, at most {MAX_CONCURRENCY})")
+    parser.add_argument("--distdoctor", metavar="CMD", default="distdoctor",
+                        help="distdoctor on the nodes, if not on their PATH")
 
 
 def _no_action(args: argparse.Namespace) -> int:
@@ -141,23 +183,61 @@ def _hosts(args: argparse.Namespace) -> tuple[str, ...]:
         raise UsageError(str(exc)) from None
 
 
-def _options(args: argparse.Namespace) -> Any:
+def _options(args: argparse.Namespace, action: str = "collect") -> Any:
     from distdoctor.probes.fleet import FanoutOptions
 
     hosts = _hosts(args)
     if args.via in ("ssh", "pdsh") and not hosts:
         raise UsageError(f"--via {args.via} needs hosts: --hosts H1,H2 or --hostfile FILE")
-    if args.via == "local" and hosts:
-        raise UsageError("--via local collects this node only; drop --hosts/--hostfile")
-    tool = {"srun": "srun", "ssh": "ssh", "pdsh": "pdsh"}.get(args.via)
+    if args.via in ("local", "kubectl") and hosts:
+        what = "this node only" if args.via == "local" else "the pods of --selector"
+        raise UsageError(f"--via {args.via} reaches {what}; drop --hosts/--hostfile")
+    kube = [f for f in ("selector", "namespace", "container") if getattr(args, f)]
+    if args.via == "kubectl" and not args.selector:
+        raise UsageError("--via kubectl needs --selector LABEL, e.g. --selector job-name=train")
+    if args.via != "kubectl" and kube:
+        raise UsageError(f"--{kube[0]} is for --via kubectl")
+    tool = {"srun": "srun", "ssh": "ssh", "pdsh": "pdsh", "kubectl": "kubectl"}.get(args.via)
     if tool and not shutil.which(tool):
         other = "ssh" if tool != "ssh" else "pdsh"
         raise UsageError(f"{tool}: command not found on PATH; try --via {other}")
-    python = args.python
-    if args.via == "local":
+    python = getattr(args, "python", None)
+    if args.via == "local" and action == "collect":
         python = interpreter(python)
+    extra = ("--native",) if getattr(args, "native", False) else ()
     return FanoutOptions(via=args.via, hosts=hosts, timeout=args.timeout,
-                         concurrency=args.concurrency, python=python, distdoctor=args.distdoctor)
+                         concurrency=args.concurrency, python=python, distdoctor=args.distdoctor,
+                         action=action, extra=extra, selector=args.selector or "",
+                         namespace=args.namespace or "", container=args.container or "")
+
+
+def _fan_out(opts: Any) -> tuple[list[Any], list[str]]:
+    """Run the action on every host the way --via says; the results and the command used."""
+    from distdoctor.probes import fleet
+    from distdoctor.probes.fleet import fanout
+
+    if opts.via == "ssh":
+        return fleet.fan_out_ssh(opts, on_host=_progress), fleet.ssh_argv("HOST", opts)
+    if opts.via == "kubectl":
+        try:
+            results = fanout.fan_out_kubectl(opts, on_host=_progress)
+        except fanout.KubectlError as exc:
+            raise UsageError(str(exc)) from None
+        return results, fanout.kubectl_argv("POD", opts)
+    if opts.via == "pdsh":
+        waiting = f"still waiting for pdsh on {len(opts.hosts)} hosts (at most {opts.timeout:g}s each)"
+        with still_waiting(waiting):
+            return fleet.fan_out_pdsh(opts, on_host=_progress), fleet.pdsh_argv(opts)
+    if opts.via == "srun":
+        try:
+            command = fleet.srun_argv(os.environ, opts)
+        except fleet.SlurmError as exc:
+            raise UsageError(str(exc)) from None
+        with still_waiting(f"still waiting for srun (at most {opts.timeout:g}s per node)"):
+            return fleet.fan_out_srun(os.environ, opts, on_host=_progress), command
+    if opts.action == "stacks":
+        return fanout.stacks_local(opts, on_host=_progress), fanout.local_argv(opts)
+    return fleet.collect_local(opts, on_host=_progress), []
 
 
 def _progress(result: Any, done: int, total: int) -> None:
@@ -178,24 +258,7 @@ def run_collect(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"-o {out_dir}: cannot create ({exc.strerror or exc})") from None
     before = {p.name for p in out_dir.glob("*.json")}
-    command: list[str] = []
-    if opts.via == "ssh":
-        results = fleet.fan_out_ssh(opts, on_host=_progress)
-        command = fleet.ssh_argv("HOST", opts)
-    elif opts.via == "pdsh":
-        command = fleet.pdsh_argv(opts)
-        waiting = f"still waiting for pdsh on {len(opts.hosts)} hosts (at most {opts.timeout:g}s each)"
-        with still_waiting(waiting):
-            results = fleet.fan_out_pdsh(opts, on_host=_progress)
-    elif opts.via == "srun":
-        try:
-            command = fleet.srun_argv(os.environ, opts)
-        except fleet.SlurmError as exc:
-            raise UsageError(str(exc)) from None
-        with still_waiting(f"still waiting for srun (at most {opts.timeout:g}s per node)"):
-            results = fleet.fan_out_srun(os.environ, opts, on_host=_progress)
-    else:
-        results = fleet.collect_local(opts, on_host=_progress)
+    results, command = _fan_out(opts)
     try:
         fleet.write_results(results, out_dir)
     except OSError as exc:
@@ -250,3 +313,37 @@ def run_compare(args: argparse.Namespace) -> int:
 
         print(render_compare(result, MAX_LINES))
     return 1 if result["outliers"] else 0
+
+
+# ---- stacks -----------------------------------------------------------------------------------
+
+def run_stacks(args: argparse.Namespace) -> int:
+    from distdoctor.probes.stacks import merge_hosts
+
+    from .stacks import render
+
+    opts = _options(args, action="stacks")
+    results, command = _fan_out(opts)
+    docs = [r.doc for r in results if r.ok and r.doc is not None]
+    sizes = {d.get("job", {}).get("world_size") for d in docs}
+    world = sizes.pop() if len(sizes) == 1 else None
+    merged = merge_hosts(docs, [str(i) for i in range(world)] if isinstance(world, int) else ())
+    merged["hosts"] = {"via": opts.via, "command": command,
+                       "ok": [r.host for r in results if r.ok],
+                       "failed": [{"host": r.host, "reason": r.reason} for r in results if not r.ok]}
+    if docs:
+        record(args, "stacks", merged)
+    if args.json:
+        print_json(merged)
+    elif docs:
+        print(render(merged, f"{len(docs)} of {len(results)} hosts via {opts.via}"))
+    failed = merged["hosts"]["failed"]
+    if not docs:  # the progress lines on stderr have said why for each host
+        first = f"; {failed[0]['host']}: {failed[0]['reason']}" if failed else ""
+        raise UsageError(f"fleet stacks: no host answered{first}")
+    if failed and not args.json:
+        print("\nhosts without stacks:")
+        width = max(len(f["host"]) for f in failed)
+        for f in failed:
+            print(f"  {f['host']:<{width}}  {f['reason']}")
+    return 1 if merged["odd"] or failed else 0

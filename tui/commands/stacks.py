@@ -106,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     timeout = args.timeout or stacks.DUMP_TIMEOUT_S
     result = stacks.take(ranks, expected=expected, native=args.native, timeout=timeout)
+    sizes = {r.world_size for r in ranks}
+    # for `fleet stacks`: the ranks no node has are found from the job's WORLD_SIZE
+    result["job"] = {"found": found, "world_size": sizes.pop() if len(sizes) == 1 else None}
     dumped = [r for r in result["ranks"] if r["frames"]]
     record(args, "stacks", result)
     if args.json:
