@@ -11,7 +11,8 @@ from .rules import Finding, finding
 
 EXITS = (ast.Return, ast.Break, ast.Continue)
 HEAVY_CALL = re.compile(r"(^|[._])(evaluate\w*|validat\w*|export\w*|convert\w*|tokeniz\w*|generate|"
-                        r"upload\w*|sleep|benchmark\w*|predict\w*|inference)$|jit\.script$|onnx\.|subprocess\.")
+                        r"upload\w*|sleep|benchmark\w*|predict\w*|inference|cache_\w+|precompute\w*|preprocess\w*|"
+                        r"download\w*)$|jit\.script$|onnx\.|subprocess\.")
 DATA_ITER = re.compile(r"(loader|dataset|data|batches|_dl|dl|shards?|files|records|samples|examples)\b", re.I)
 
 
@@ -30,20 +31,45 @@ def rank_zero_functions(script: Script) -> Iterator[ast.FunctionDef | ast.AsyncF
                 yield fn
 
 
-def _names(script: Script, block: list[ast.stmt]) -> set[str]:
-    return {name.split(" ")[0] for stmt in block for _, name in script.collectives_in(stmt)}
+def _subgroups(script: Script) -> set[str]:
+    """Names of process groups made of some ranks only (`new_group(ranks=[0, 1])`,
+    `collective.create_group(ranks=...)`): only their members call their collectives."""
+    out: set[str] = set()
+    for call in script.calls():
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr in ("new_group", "create_group")):
+            continue
+        if not (any(k.arg == "ranks" for k in call.keywords) or (call.args and isinstance(call.args[0], ast.List))):
+            continue
+        holder = script.parents.get(call)
+        if call.func.attr == "create_group":
+            out.add(dotted(call.func.value))
+        elif isinstance(holder, ast.Assign):
+            out.update(dotted(t) for t in holder.targets)
+    return out
+
+
+def _on_subgroup(script: Script, call: ast.Call, groups: set[str]) -> bool:
+    group = next((k.value for k in call.keywords if k.arg == "group"), None)
+    if group is not None and dotted(group) in groups:
+        return True
+    return isinstance(call.func, ast.Attribute) and dotted(call.func.value) in groups
 
 
 def collective_in_rank_branch(script: Script) -> list[Finding]:
-    """DD101: a collective on one side of a rank branch with no matching call on the other side."""
+    """DD101: a collective on one side of a rank branch while the other side makes none (two sides
+    that both make collectives are ranks in different roles, each with its own matching calls)."""
     out: list[Finding] = []
     seen: set[int] = set()
+    groups = _subgroups(script)
     for node in rank_ifs(script):
         for arm, other in ((node.body, node.orelse), (node.orelse, node.body)):
-            matched = _names(script, other)
+            if any(next(script.collectives_in(s), None) for s in other):
+                continue
             for stmt in arm:
                 for call, name in script.collectives_in(stmt):
-                    if name.split(" ")[0] not in matched and id(call) not in seen:
+                    if _on_subgroup(script, call, groups):
+                        continue
+                    if id(call) not in seen:
                         seen.add(id(call))
                         out.append(finding(script.path, call, "DD101", name))
     for fn in rank_zero_functions(script):

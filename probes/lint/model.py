@@ -38,6 +38,8 @@ RANK_FUNCS = frozenset(("torch.distributed.get_rank", "torch.distributed.get_nod
                         "torch.distributed.get_global_rank"))
 RANK_ZERO_DECORATORS = re.compile(r"(^|\.)(rank_zero_only|on_main_process|on_local_main_process|"
                                   r"main_process_only|on_process|on_local_process)$")
+PER_PROCESS = re.compile(r"^(tempfile\.(mkdtemp|mkstemp|TemporaryDirectory|NamedTemporaryFile)|uuid\.uuid[14]|"
+                         r"os\.getpid)$")
 # calls that keep per-rank values out of what they return (devices, samplers of equal length)
 NO_TAINT_CALLS = re.compile(r"(^|\.)(to|cuda|device|set_device|DistributedSampler|"
                             r"DistributedDataParallel|DDP|print|info|warning|debug|log)$")
@@ -87,6 +89,7 @@ class Script:
     rank_names: set[str] = field(default_factory=set)
     per_rank_names: set[str] = field(default_factory=set)
     collective_funcs: dict[str, ast.Call] = field(default_factory=dict)
+    fsdp: bool = False
 
     @classmethod
     def parse(cls, path: str, text: str) -> "Script":
@@ -163,8 +166,11 @@ class Script:
         return False
 
     def per_rank(self, expr: ast.AST) -> bool:
-        """Does a value differ between ranks (a path or dataset built from the rank)?"""
+        """Does a value differ between ranks (a path or dataset built from the rank, or from a
+        value unique to each process: a temporary folder, a uuid, the pid)?"""
         for node in ast.walk(expr):
+            if isinstance(node, ast.Call) and PER_PROCESS.search(self.qualname(node.func) or "x"):
+                return True
             if isinstance(node, ast.Call) and NO_TAINT_CALLS.search(self.qualname(node.func) or "x"):
                 if node is expr:
                     return False
@@ -214,6 +220,12 @@ class Script:
                 return dotted(call.func)
             if attr in WEAK_COLLECTIVES and DIST_RECEIVER.search(receiver):
                 return dotted(call.func)
+            if attr == "save_checkpoint" and re.search(r"(^|\.)trainer$", receiver):
+                return dotted(call.func)  # Lightning: ends in strategy.barrier, every rank must call it
+            if attr == "save_state" and re.search(r"(^|\.)accelerator$", receiver):
+                return dotted(call.func)
+            if attr in ("state_dict", "full_optim_state_dict") and self.fsdp and re.search(r"model", receiver):
+                return dotted(call.func) + " (FSDP all-gather)"
             if attr in ("log", "log_dict") and any(
                     k.arg == "sync_dist" and not (isinstance(k.value, ast.Constant) and not k.value.value)
                     for k in call.keywords):
@@ -293,6 +305,7 @@ class Script:
                     self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, []).append(node)
+        self.fsdp = self.uses(r"FullyShardedDataParallel|fully_shard|\.FSDP$")
         self._taint()
         self._collective_functions()
 
