@@ -65,7 +65,7 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
 
-def build_parser(with_commands: bool = True) -> Parser:
+def build_parser(with_commands: bool = True, only: str | None = None) -> Parser:
     parser = Parser(prog="distdoctor", description="From a hung or failing multi-GPU PyTorch job "
                     "to its root cause.", epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,7 +79,7 @@ def build_parser(with_commands: bool = True) -> Parser:
         parser.set_defaults(command=None)
         return parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for name in COMMANDS:
+    for name in (only,) if only in COMMANDS else COMMANDS:
         importlib.import_module(f"distdoctor.tui.commands.{name}").register(sub)
     return parser
 
@@ -99,7 +99,10 @@ def _wants_command(argv: Sequence[str]) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Building every command's parser costs ~60 ms; the app's first screen should not pay it.
-    parser = build_parser(with_commands=_wants_command(argv))
+    # `distdoctor stacks ...` during an incident: build only the named command's parser, not
+    # every command's (their imports cost ~100 ms; stacks aims at the speed of a bare py-spy loop)
+    only = argv[0] if argv and argv[0] in COMMANDS else None
+    parser = build_parser(with_commands=_wants_command(argv), only=only)
     args = parser.parse_args(argv)
     if args.version:
         from importlib.metadata import version
