@@ -18,7 +18,7 @@ from .timeline import RankLine, exceptions_unranked, short, where
 from .view import View
 
 WAITING = ("timeout", "lost-peer")
-ROLE_WORDS = {"crashed": "crashed", "stuck": "never reached the collective", "slow": "was behind",
+ROLE_WORDS = {"crashed": "crashed", "stuck": "was left in a collective no other rank joined", "slow": "was behind",
               "misconfigured": "was set up differently"}
 
 
@@ -36,11 +36,21 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                 if rl.last_collective and rl.last_collective.get("seq") is not None}
         others = [rl for rl in lines.values() if rl.end.kind in ("unknown", "exited", "stopped") and rl.rank not in seqs
                   and rl not in waiters]
+        if others and all(rl.end.kind == "lost-peer" for rl in waiters):
+            # a closed or reset connection means the peer's process is gone; a hung one keeps it open
+            return {"ranks": [rl.rank for rl in others], "role": "crashed",
+                    "why": f"rank {_names(waiters)} lost its connection to rank {_names(others)}, whose own "
+                           "lines show no error: it exited without a traceback (os._exit, a kill, a native crash)"}
         if others:
             return {"ranks": [rl.rank for rl in others], "role": "stuck",
                     "why": f"rank {_names(waiters)} timed out or lost its peer while rank {_names(others)} "
                            f"never reported a failure: {'it' if len(others) == 1 else 'they'} never reached "
                            "the collective"}
+        done = [rl for rl in lines.values() if rl.end.kind == "finished"]
+        if done:
+            return {"ranks": [rl.rank for rl in waiters], "role": "stuck",
+                    "why": f"rank {_names(waiters)} kept calling collectives after rank {_names(done)} had "
+                           "finished: the ranks ran different numbers of steps"}
         if len(set(seqs.values())) > 1:
             lo = min(seqs.values())
             behind = [r for r, q in seqs.items() if q == lo]
@@ -107,13 +117,21 @@ def _names(rls: list[RankLine]) -> str:
 def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) -> str:
     """What happened, in order, in two or three sentences."""
     parts: list[str] = []
-    if who and who["role"] == "crashed":
+    if who and who["role"] == "crashed" and lines[who["ranks"][0]].end.kind in ("crashed", "killed"):
         parts.append(f"rank {who['ranks'][0]} {_ended(lines[who['ranks'][0]])}")
+    elif who and who["role"] == "crashed":
+        rl = lines[who["ranks"][0]]
+        parts.append(f"rank {rl.rank} exited without an error of its own" + (f" after {rl.step[0]} {rl.step[1]}" if rl.step else ""))
     elif who and who["role"] in ("stuck", "slow"):
+        waiting = {rl.rank for rl in lines.values() if rl.end.kind in WAITING}
         for r in who["ranks"][:3]:
             rl = lines.get(r)
             doing = rl.doing() if rl else ""
-            parts.append(f"rank {r} {ROLE_WORDS[who['role']]}" + (f" (last seen at {doing})" if doing else ""))
+            words = ROLE_WORDS[who["role"]] if r in waiting or who["role"] == "slow" else "never reached the collective"
+            parts.append(f"rank {r} {words}" + (f" (last seen at {doing})" if doing else ""))
+        done = [rl for rl in lines.values() if rl.end.kind == "finished"]
+        if done and waiting:
+            parts.append(f"rank {_names(done)} had finished")
     elif who:
         parts.append(who["why"])
     else:
@@ -121,7 +139,8 @@ def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) 
         if unranked:
             e = unranked[0]
             parts.append(f"a process raised {e.type} ({where(e.hit)}): {e.message[:90]}")
-    blamed = set(who["ranks"]) if who else set()
+    blamed = set(who["ranks"]) if who and who["role"] != "stuck" or who and not (
+        set(who["ranks"]) & {rl.rank for rl in lines.values() if rl.end.kind in WAITING}) else set()
     for kind, words in (("lost-peer", "lost its peer"), ("timeout", "timed out")):
         rls = [rl for rl in lines.values() if rl.end.kind == kind and rl.rank not in blamed]
         if rls:

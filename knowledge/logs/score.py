@@ -127,7 +127,11 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
     max_w = max((view.sigs[h.sig].weight for h in crashes), default=2.0)
     s.add("rank-crash-deadlock", 0.4 * max_w, "", hits)
     waits = [t for per in view.timeouts.values() for t in per.values()] + view.unranked
-    if waiters or waits or view.hits_with("wait"):
+    mismatch = [h for sid, hs in view.col.hits.items() if view.sigs[sid].cause == "asymmetric-collective"
+                and "failure" in view.sigs[sid].tags for h in hs]
+    if mismatch:
+        s.against["rank-crash-deadlock"].append("the crash is a collective mismatch detected at run time")
+    elif waiters or waits or view.hits_with("wait"):
         named = f"rank {who['ranks'][0]}" if crashed else "a process"  # type: ignore[index]
         n = len(waiters) or len(waits)
         s.add("rank-crash-deadlock", 4.0, f"{named} crashed while {n or 'other'} rank(s) waited in a collective",
@@ -157,7 +161,8 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
     waited = [e for e in view.col.exceptions if e.peer_loss and not e.launcher]
     if not view.timeouts and not view.unranked and not lost and not waited:
         return
-    explained = bool(view.crashes) or bool(who and who["role"] == "crashed")
+    explained = bool(who and who["role"] == "crashed") or bool(view.crashes) and not (
+        who and who["role"] in ("stuck", "slow"))
     for pg, per in view.timeouts.items():
         seqs = {r: t.seq for r, t in per.items() if t.seq is not None}
         by_seq: dict[int, set[str]] = defaultdict(set)
@@ -180,6 +185,14 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
                   f"ranks at SeqNum {seq} ran different collectives: {', '.join(sorted(by_seq[seq]))}",
                   _timeout_lines(view, pg, rs[:3]))
             explained = True
+    done = [rl for rl in lines.values() if rl.end.kind == "finished"]
+    stranded = [rl for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")]
+    if done and stranded and not explained:
+        s.add("asymmetric-collective", 4.5, f"rank {span([rl.rank for rl in done])} finished while rank "
+              f"{span([rl.rank for rl in stranded])} still waited in a collective: the ranks ran different "
+              "numbers of steps (uneven inputs, or a collective not every rank calls)",
+              [rl.end.hit for rl in stranded[:2] if rl.end.hit is not None])
+        explained = True
     ends = [f for f in view.col.files if f.ends and f.first_timeout and min(f.ends) < f.first_timeout]
     if ends:
         f = ends[0]
@@ -187,7 +200,7 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
         s.add("asymmetric-collective", 4.5, "a collective timed out after training had finished on "
               "this rank: the others never entered it", end_hits + _timeout_hits(view)[:1])
         explained = True
-    waiting = view.waiting | {rl.rank for rl in lost}
+    waiting = view.waiting | {rl.rank for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")}
     zero = lines.get("0")
     if not explained and zero is not None and "0" not in waiting and zero.end.kind != "finished" and waiting:
         # GUIDE 4.2: the others time out while rank 0 does extra work. Only rank 0's own lines can
@@ -314,9 +327,9 @@ def _path_rules(view: View, s: Scores, hang: bool) -> None:
               "are per-rank losses, every rank sees the same data", [], "facts")
     steps = {r: v[0] for r, v in col.resume.items()}
     if len(set(steps.values())) > 1:
-        s.add("checkpoint-state-divergence", 3.0, "ranks resumed from different steps: "
+        s.add("checkpoint-state-divergence", 5.0, "ranks resumed from different steps: "
               + ", ".join(f"rank {r}: {n}" for r, n in sorted(steps.items(), key=lambda kv: rank_key(kv[0]))),
-              [v[1] for v in col.resume.values()][:3], "facts")
+              [v[1] for v in col.resume.values()][:3])
 
 
 def _launch_rules(view: View, s: Scores) -> None:

@@ -153,6 +153,9 @@ def build(view: View) -> dict[str, RankLine]:
         elif rl.end.kind in ("unknown", "exited", "killed", "stopped", "lost-peer") or (
                 rl.end.kind == "crashed" and rl.end.exc is None and exc.hit.order < (rl.end.hit.order if rl.end.hit else (0, 0))):
             rl.end = End("crashed", f"{exc.type}: {exc.message[:160]}", exc.hit, exc)
+    for rl in lines.values():
+        if rl.end.kind == "unknown" and rl.phase == "teardown":
+            rl.end = End("finished", "reached teardown (destroy_process_group or a finish line)")
     for h in view.hits_with("end"):
         r = view.rank(h)
         if r is not None and r in lines and lines[r].end.kind == "unknown":
