@@ -26,6 +26,8 @@ def run_app(args: argparse.Namespace) -> int:
         kb = load_knowledge(overlay or None, tree=False, patterns=False)
     except KnowledgeError as exc:
         raise UsageError(f"knowledge: {exc}") from None
+    if getattr(args, "drill", None):
+        return _run_drill_app(args.drill, kb)
     from .app import make_app
 
     try:
@@ -37,5 +39,23 @@ def run_app(args: argparse.Namespace) -> int:
     # without a terminal Textual would write escape codes forever, waiting for keys that never come.
     if not all(stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout)):
         raise UsageError(NO_TERMINAL)
+    app.run()
+    return app.return_code or 0
+
+
+def _run_drill_app(name: str, kb: object) -> int:
+    """`distdoctor --drill NAME`: the drill screen alone (tui/screens/drill.py)."""
+    from distdoctor.probes.drill import DRILLS
+
+    from .cli import UsageError
+    from .session import SessionStore
+
+    if name not in DRILLS:
+        raise UsageError(f"--drill {name}: unknown drill (one of: {', '.join(DRILLS)})")
+    if not all(stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout)):
+        raise UsageError(NO_TERMINAL)
+    from .screens.drill import DrillApp
+
+    app = DrillApp(name, kb, SessionStore())
     app.run()
     return app.return_code or 0

@@ -75,6 +75,8 @@ def build_parser(with_commands: bool = True, only: str | None = None) -> Parser:
                         help="app: reopen a session (the last one by default)")
     parser.add_argument("--knowledge", metavar="DIR",
                         help="site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)")
+    parser.add_argument("--drill", metavar="NAME",
+                        help="app: practise on a drill, a job with one real fault (distdoctor drill list)")
     if not with_commands:
         parser.set_defaults(command=None)
         return parser
@@ -87,7 +89,7 @@ def build_parser(with_commands: bool = True, only: str | None = None) -> Parser:
 def _wants_command(argv: Sequence[str]) -> bool:
     """Whether the full parser (every command module) is needed; the app's start skips it.
     Any word that is not the value of --resume/--knowledge is a command (or a typo of one)."""
-    takes_value = {"--resume", "--knowledge"}
+    takes_value = {"--resume", "--knowledge", "--drill"}
     for i, arg in enumerate(argv):
         if arg in ("-h", "--help"):
             return True
