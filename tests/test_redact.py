@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import os
 import re
@@ -252,3 +253,184 @@ def test_a_commit_named_by_its_key_is_kept_a_secret_is_not() -> None:
     assert out["torch"] == {"git": commit, "other": "[redacted]"}
     assert out["GIT_TOKEN"] == "[redacted]"
     assert [r["value"] for r in out["rows"]] == [commit, "[redacted]", "[redacted]"]
+
+
+# --- planted-secret table: every format gone from md, html and json reports ----------------------
+
+PLANTED = [  # (name, text, the secret that must be gone)
+    # (name, line, secret)
+    ("url-password-with-slash", "pip install --index-url https://deploy:pa/ss/word9@pypi.corp.example/simple", "pa/ss/word9"),
+    ("url-password", "git clone https://alice:s3cr3tPassw0rd@git.example.com/repo.git", "s3cr3tPassw0rd"),
+    ("redis-url", "cache redis://:redispass55@10.0.0.1:6379/0", "redispass55"),
+    ("curl-u", "curl -u deploy:Sup3rS3cret! https://artifacts.example/api", "Sup3rS3cret!"),
+    ("curl-user-long", "curl --user deploy:Sup3rS3cret2 https://artifacts.example/api", "Sup3rS3cret2"),
+    ("sshpass", "sshpass -p 'Hunter2Pass' ssh node-17 hostname", "Hunter2Pass"),
+    ("sshpass-bare", "sshpass -p Hunter3Pass scp a b", "Hunter3Pass"),
+    ("mysql-p", "mysql -u root -pMyDbPass99 -h db.example", "MyDbPass99"),
+    ("mysql-password-long", "mysql --password=MyDbPass98 metrics", "MyDbPass98"),
+    ("password-is", "the wandb password is Tr0ub4dor&3 for now", "Tr0ub4dor&3"),
+    ("password-colon-prose", "Password: correcthorsebattery", "correcthorsebattery"),
+    ("sentry-dsn", "SENTRY init https://0123456789abcdef0123456789abcdef@o12345.ingest.sentry.io/678", "0123456789abcdef0123456789abcdef"),
+    ("sentry-dsn-short-key", "dsn=https://a1b2c3d4e5f6@sentry.corp.example/3", "a1b2c3d4e5f6"),
+    ("aws-access-key", "key id AKIAIOSFODNN7EXAMPLE in a log", "IOSFODNN7EXAMPLE"),
+    ("aws-secret-env", "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    ("aws-secret-prose", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzzzzzKEY", "bPxRfiCYzzzzzKEY"),
+    ("github-pat", "pushing ghp_abcdefghijklmnopqrstuvwxyz0123456789 now", "abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("github-fine-grained", "token github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz"),
+    ("gitlab-pat", "glpat-AbCdEfGhIjKlMnOpQrSt used", "AbCdEfGhIjKlMnOpQrSt"),
+    ("slack-bot", "slack xoxb-123456789012-abcdefABCDEF", "123456789012-abcdefABCDEF"),
+    ("slack-webhook", "post https://hooks.slack.com/services/T0000/B0000/XXSlackSecretXX now", "XXSlackSecretXX"),
+    ("hf-token", "loading with hf_abcdefghijklmnopqrstuvwxyz123456", "abcdefghijklmnopqrstuvwxyz123456"),
+    ("openai-key", "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789", "abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("npm-token", "token npm_abcdefghijklmnopqrstuvwxyz0123456789", "abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("jwt", "id eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.abcDEF123_-xyz", "eyJzdWIiOiIxMjM0In0"),
+    ("bearer-header", "Authorization: Bearer abcdef0123456789ABCDEFxyz", "abcdef0123456789ABCDEFxyz"),
+    ("bearer-curl", "curl -H 'Authorization: token ghx_notashape_butsecret99' x", "ghx_notashape_butsecret99"),
+    ("basic-auth", "Authorization: Basic ZGVwbG95OnMzY3IzdA==", "ZGVwbG95OnMzY3IzdA=="),
+    ("private-key-block", "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7xyzSECRETBODY\n-----END RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA7xyzSECRETBODY"),
+    ("openssh-key-block", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU"),
+    ("password-flag-eq", "python train.py --password=hunter2hunter2", "hunter2hunter2"),
+    ("password-flag-space", "python train.py --password hunter4hunter4", "hunter4hunter4"),
+    ("hf-token-flag", "python train.py --hf-token abc123secretvalue --lr 0.1", "abc123secretvalue"),
+    ("env-token", "export WANDB_TOKEN=plainwandbtoken42", "plainwandbtoken42"),
+    ("env-ci-job-token", "CI_JOB_TOKEN=glcbt-64_abcdefghijk", "abcdefghijk"),
+    ("env-api-key", "MY_API_KEY=plainsecretvalue42", "plainsecretvalue42"),
+    ("env-db-pass", "DB_PASS=dbpassvalue7 python app.py", "dbpassvalue7"),
+    ("query-token", "GET https://api.example.com/x?token=abcdef123456&page=2", "abcdef123456"),
+    ("query-sig", "https://acct.blob.core.windows.net/c/b?sv=2021&sig=AbCdEf0123456789%2Bzz", "AbCdEf0123456789"),
+    ("json-password", '{"password": "hunter2", "user": "bob"}', "hunter2"),
+    ("yaml-secret", "client_secret: yamlsecretvalue9", "yamlsecretvalue9"),
+    ("cookie", "Cookie: sessionid=cookiesecret123; csrftoken=abc", "cookiesecret123"),
+    ("docker-login", "docker login -u bot -p DockerPass77 registry.example", "DockerPass77"),
+    ("pgpassword", "PGPASSWORD=pgsecret88 psql -h db", "pgsecret88"),
+    ("wandb-key-hex", "WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567", "0123456789abcdef0123456789abcdef01234567"),
+    ("netrc", "machine api.example.com login bot password netrcPass55", "netrcPass55"),
+    ("amqp-uri", "amqp://guest:rabbitPass1@mq.example:5672/", "rabbitPass1"),
+    ("sentry-dsn-prose", "sentry_sdk.init(https://a1b2c3d4e5f6@o1.ingest.sentry.io/3)", "a1b2c3d4e5f6"),
+    ("password-was", "admin password was Wint3rIsComing today", "Wint3rIsComing"),
+]
+NEAR_MISS = [  # harmless text that looks a little like a secret: kept as is
+    "NCCL_IB_DISABLE=1",
+    "rsync --passive host:/a /b",
+    "[Rank 1] WorkNCCL(SeqNum=4521, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)",
+    "NCCL version 2.21.5+cuda12.4",
+    "GPU 0000:07:00.0 and 0000:08:00.0",
+    "num_tokens: 4096 max_tokens=2048 TOKENIZERS_PARALLELISM=false",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+    "ssh://git@github.com:org/repo",
+    "the password prompt appeared",
+    "mysql -h db.example -P 3306 -u root",
+    "curl -u $USER https://x.example",
+    "python -m pip install -U torch",
+    "key_padding_mask shape (2, 512)",
+    "passed 12 tests; passes: 3",
+    "rank 0 passed the barrier",
+    "Authorization failed for rank 1",
+    "tokens/s 1234.5 step 10",
+    "ps -p 4242 -o pid,cmd",
+    "sshd[77]: Accepted publickey for bob",
+    "secret santa list",
+]
+
+
+
+def _forms(secret: str) -> list[str]:
+    """The secret as each renderer could spell it: raw, HTML-escaped, JSON-escaped."""
+    return list({secret, html.escape(secret), html.escape(secret, quote=False),
+                 json.dumps(secret)[1:-1]})
+
+
+def _planted_record() -> dict:
+    lines = [line for _name, line, _secret in PLANTED]
+    return {"schema": 1, "id": "inc-secrets", "created": 0, "updated": 0, "host": "node-17",
+            "symptom": None, "answers": {}, "events": [
+                {"kind": "logs", "time": 0, "data": {
+                    "files_read": 1, "first_failure": {"rank": 1, "file": "r1.log", "line": 1,
+                                                       "text": PLANTED[0][1]},
+                    "causes": [{"id": "nic-selection", "score": 3, "evidence": [
+                        {"file": "r1.log", "line": i, "text": line}
+                        for i, line in enumerate(lines + NEAR_MISS, 1)]}]}},
+                {"kind": "check", "time": 0, "data": {"host": "node-17", "findings": [],
+                                                        "facts": {"lines": lines}}}]}
+
+
+def test_the_table_is_big_enough() -> None:
+    assert len(PLANTED) >= 40 and len({name for name, _l, _s in PLANTED}) == len(PLANTED)
+    assert len(NEAR_MISS) >= 15
+
+
+@pytest.mark.parametrize("name,line,secret", PLANTED, ids=[p[0] for p in PLANTED])
+def test_planted_secret_is_masked(name: str, line: str, secret: str) -> None:
+    out = redact_text(line)
+    assert secret not in out, out
+    assert MASK in out
+    assert redact_text(out) == out  # idempotent: the report walk applies it twice
+
+
+@pytest.mark.parametrize("line", NEAR_MISS)
+def test_near_miss_is_not_redacted(line: str) -> None:
+    assert redact_text(line) == line
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[str, str]:
+    from distdoctor.knowledge import load_knowledge
+    from distdoctor.tui.report import export_report
+
+    kb = load_knowledge(use_env=False)
+    record = _planted_record()
+    mapping = tmp_path_factory.mktemp("map") / "m.json"
+    out = {fmt: export_report(record, kb, fmt) for fmt in ("md", "html", "json")}
+    out.update({f"{fmt}-pseudo": export_report(record, kb, fmt, pseudonymize=True,
+                                              mapping_path=mapping) for fmt in ("md", "json")})
+    return out
+
+
+@pytest.mark.parametrize("name,line,secret", PLANTED, ids=[p[0] for p in PLANTED])
+def test_planted_secret_is_gone_from_every_report_format(reports: dict[str, str], name: str,
+                                                        line: str, secret: str) -> None:
+    for fmt, text in reports.items():
+        for form in _forms(secret):
+            assert form not in text, (fmt, form)
+
+
+def test_near_misses_survive_in_the_json_report(reports: dict[str, str]) -> None:
+    evidence = json.loads(reports["json"])
+    texts = json.dumps(evidence)
+    for line in NEAR_MISS:
+        assert json.dumps(line)[1:-1] in texts, line
+
+
+# --- pseudonyms for hosts named only in free text --------------------------------------------------
+
+FREE_TEXT = ["ssh: connect to host node-42 port 22: No route to host",
+             "Could not resolve hostname trainer-9.cluster.local: Name or service not known",
+             "rendezvous at login-3.cluster.local failed",
+             "gpu-b-11 exited with code 1",
+             "connecting to the store at mystore-2:29500",
+             "node-42.cluster.local is down"]
+KEPT = ["c10d::ProcessGroupNCCL on 0000:07:00.0", "rank0.log:12 step 10 cuda:0",
+        "NCCL version 2.21.5+cuda12.4", "from torch.distributed.elastic import api",
+        "from transformers.models.llama import x", "on node 0 with 2 ranks", "DGX A100 on x86_64",
+        "File \"/usr/lib/python3.11/threading.py\", line 1045", "the host was unreachable"]
+
+
+def test_hosts_only_in_free_text_are_learnt_and_replaced_everywhere(tmp_path) -> None:
+    record = {"host": "node-17.cluster.local", "events": [
+        {"kind": "check", "data": {"facts": {"hostname": "gpu-b-07"}}},
+        {"kind": "logs", "data": {"lines": FREE_TEXT + KEPT}}]}
+    names = Pseudonymizer(path=tmp_path / "m.json")
+    names.learn(record)
+    out = json.dumps(names.apply_all(record))
+    for real in ("node-42", "trainer-9", "login-3", "gpu-b-11", "mystore-2", "cluster.local",
+                 "node-17", "gpu-b-07"):
+        assert real not in out, real
+    for kept in KEPT:
+        assert json.dumps(kept)[1:-1] in out, kept
+    # the same host, one token: short name and FQDN, in prose and in a field alike
+    assert names.mapping["host"]["node-42"] == names.mapping["host"]["node-42.cluster.local"]
+    assert names.apply("later: node-42 again") == f"later: {names.mapping['host']['node-42']} again"
+
+
+def test_pseudonymized_report_has_no_free_text_host(reports: dict[str, str]) -> None:
+    assert "node-17" not in reports["md-pseudo"] and "node-17" not in reports["json-pseudo"]

@@ -33,6 +33,25 @@ _HOST_TEXT = [
     # any URL with credentials points at private infrastructure
     re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]+(?::[^\s@/]*)?@([A-Za-z][\w.-]*)"),
 ]
+# Host names in prose, with words that say they are hosts: "connect to trainer-3",
+# "Could not resolve hostname gpu-a12", "ssh login-2", and name:port endpoints.
+_HOST_PROSE = [
+    re.compile(r"(?i)\b(?:connect(?:ing|ed|ion)?\s+(?:to|from)|resolve(?:\s+host(?:name)?)?|"
+               r"unknown\s+host|unreachable\s+host|no\s+route\s+to\s+host|ssh(?:ing)?(?:\s+to)?|"
+               r"host(?:name)?|node|server|peer|on|from)\s+['\"]?([A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)*)"),
+    re.compile(r"(?<![\w.:/-])([A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)*):\d{2,5}(?![\d:])"),
+]
+# A host name from prose must look like a machine: a digit, or a dot between words, and not a
+# file ("rank0.log:12"), a device ("cuda:0") or a rank.
+_FILE_EXT = re.compile(r"(?i)\.(?:log|txt|py|pyc|json|ya?ml|toml|cpp|cc|cu|h|hpp|c|so|sh|out|err|"
+                       r"gz|md|html|csv|pt|pth|bin|ckpt|safetensors)$")
+_NOT_HOST_PREFIX = re.compile(r"(?i)^(?:rank|local_?rank|cuda|gpu_?id|device|eth|ib|mlx|lo|step|"
+                              r"epoch|port|pid|tid|seq|layer|block|sm|sd|nvme|tty|v|version|"
+                              r"python|torch|nccl|cu|sha|md)\d*$")
+_TLDS = frozenset({"com", "net", "org", "io", "ai", "local", "internal", "lan", "corp", "example",
+                   "edu", "gov", "cluster", "cloud", "localdomain", "intra", "priv", "home"})
+# Learnt host names that give their scheme away: letters, then a number (node-17, gpu-b-07).
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z_-]*?[A-Za-z_-])(\d{1,6})([A-Za-z-]*)$")
 _NAME = r"['\"]?([A-Za-z_][\w.-]{0,31})"
 _USER_TEXT = [
     re.compile(r"(?:^|[\s'\"=(:])/(?:home|Users)/([A-Za-z_][\w.-]{0,31})"),
@@ -174,16 +193,59 @@ class Pseudonymizer:
         self.token("user", name)
 
     def learn(self, obj: Any, _key: str = "") -> None:
-        """Collect names from a record: fields that name hosts or users, and text patterns."""
+        """Collect names from a record: fields that name hosts or users, and text patterns;
+        then, from the hosts learnt, their naming scheme and domain, so a sibling host that
+        turns up only in free text ("no route to node-42") is replaced too."""
+        self._learn(obj, _key)
+        strings: list[str] = []
+        _strings(obj, strings)
+        self.learn_siblings(strings)
+
+    def learn_siblings(self, texts: list[str]) -> None:
+        """Hosts named in `texts` that share a learnt host's scheme (node-17 -> node-42) or
+        domain (a.corp.example -> b.corp.example), or that prose calls a host."""
+        for text in texts:
+            if len(text) >= 4:
+                for pattern in _HOST_PROSE:
+                    for m in pattern.finditer(text):
+                        if _machine_like(m.group(1)):
+                            self.learn_host(m.group(1))
+        shapes = self._sibling_pattern()
+        if shapes is None:
+            return
+        for text in texts:
+            for m in shapes.finditer(text):
+                self.learn_host(m.group(0), structured=True)
+
+    def _sibling_pattern(self) -> re.Pattern[str] | None:
+        schemes: set[str] = set()
+        domains: set[str] = set()
+        for name in list(self.mapping["host"]):
+            short, dot, domain = name.partition(".")
+            if dot and "." in domain and not _is_address(name):
+                domains.add(re.escape(domain))
+            m = _SCHEME.match(short)
+            if m and len(m.group(1).strip("-_")) >= 2 and not _NOT_HOST_PREFIX.match(m.group(1) + "0"):
+                digits = m.group(2)
+                width = f"{{{len(digits)}}}" if digits.startswith("0") else f"{{1,{len(digits) + 1}}}"
+                schemes.add(re.escape(m.group(1)) + r"\d" + width + re.escape(m.group(3)))
+        if not schemes and not domains:
+            return None
+        alternatives = [f"(?:{'|'.join(sorted(schemes))})(?:\\.[A-Za-z][\\w-]*)*"] if schemes else []
+        if domains:
+            alternatives.append(rf"[A-Za-z0-9][\w-]*\.(?:{'|'.join(sorted(domains))})")
+        return re.compile(rf"(?i)(?<![\w.-])(?:{'|'.join(alternatives)})(?![\w-])")
+
+    def _learn(self, obj: Any, _key: str = "") -> None:
         if isinstance(obj, (dict, Mapping)):
             for key, value in obj.items():
                 if isinstance(key, str):
                     self.learn_text(key)
-                self.learn(value, str(key))
+                self._learn(value, str(key))
             return
         if isinstance(obj, (list, tuple)):
             for item in obj:
-                self.learn(item, _key)
+                self._learn(item, _key)
             return
         if not isinstance(obj, str):
             return
@@ -263,6 +325,38 @@ class Pseudonymizer:
     def apply_all(self, obj: Any) -> Any:
         """A copy of a JSON-like structure with every string (keys too) pseudonymized."""
         return walk(obj, self.apply, mask_keys=False)
+
+
+def _strings(obj: Any, out: list[str]) -> None:
+    """Every string of a JSON-like structure (keys too), in order."""
+    if isinstance(obj, str):
+        out.append(obj)
+    elif isinstance(obj, (dict, Mapping)):
+        for key, value in obj.items():
+            if isinstance(key, str):
+                out.append(key)
+            _strings(value, out)
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            _strings(item, out)
+
+
+def _machine_like(name: str) -> bool:
+    """A word from prose that can only be a machine's name: it holds a digit or is dotted, and
+    is neither a file, an address, a version nor a device or rank."""
+    name = name.rstrip(".")
+    if len(name) < 3 or _FILE_EXT.search(name) or _is_address(name):
+        return False
+    if _NOT_HOST_PREFIX.match(name.split(".", 1)[0]) or re.fullmatch(r"[\d.]+|v?\d+(?:\.\d+)*\w*", name):
+        return False
+    if "." in name:
+        # a dotted word is a host when its first label is machine-like (login-3.corp) or its
+        # last is a domain's: "torch.distributed" and "transformers.models" are modules
+        first, _, _ = name.partition(".")
+        last = name.rsplit(".", 1)[1].lower()
+        return bool(re.fullmatch(r"[A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)+", name)) and (
+            bool(re.search(r"[\d-]", first)) or last in _TLDS)
+    return bool(re.search(r"\d", name)) and bool(re.search(r"[A-Za-z]{2}", name))
 
 
 def _is_address(text: str) -> bool:

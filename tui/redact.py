@@ -43,10 +43,34 @@ _TOKEN_RULES: list[tuple[tuple[str, ...], re.Pattern[str], Callable[[re.Match[st
                 r"[^\s\"',;]+"), _keep_prefix()),
     (("bearer",), re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}"), _keep_prefix()),
     # Cookie headers: every cookie in them is a session credential.
-    (("cookie",), re.compile(r"(?i)(\bcookie\s*:\s*)(?!\[redacted)[^\r\n]+"), _keep_prefix()),
-    # Credentials inside URLs: scheme://user:password@host (redis://:password@host too)
-    (("@",), re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+(@)"),
+    (("cookie",), re.compile(r"(?i)(\bcookie\s*:\s*)(?!\s*\[redacted)[^\r\n]+"), _keep_prefix()),
+    # Credentials inside URLs: scheme://user:password@host (redis://:password@host too); the
+    # password may hold a "/" (a port followed by a path is not a password).
+    (("@",), re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)(?!\d+(?:/|$))"
+                        r"(?!\[redacted)[^\s@]+(@)"),
      lambda m: m.group(1) + MASK + m.group(2)),
+    # A key as the whole user part: Sentry DSNs (https://KEY@o1.ingest.sentry.io/2) and
+    # token-shaped users of any URL.
+    (("@",), re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)(?:[^\s:/@]+(?=@[\w.-]*sentry)|"
+                        r"[0-9a-f]{16,}|(?=[^\s:/@]*\d)[A-Za-z0-9_-]{24,})(@)"),
+     lambda m: m.group(1) + MASK + m.group(2)),
+    # curl -u user:password, --user user:password (the user name stays)
+    (("curl", "--user", "wget", "http"),
+     re.compile(r"((?:^|\s)(?:-u|--user|--proxy-user)(?:\s+|=)[\"']?[^\s:\"']+:)"
+                r"(?!\[redacted)[^\s\"']+"), _keep_prefix()),
+    # sshpass -p PASS, docker/podman/helm login -p PASS
+    (("sshpass", "login"),
+     re.compile(r"(?i)(\b(?:sshpass|(?:docker|podman|nerdctl|helm|buildah|skopeo)\s+"
+                r"(?:registry\s+)?login)\b[^\n|;&]*?\s-p\s*)(?!\[redacted)(?:'[^']*'|\"[^\"]*\"|\S+)"),
+     _keep_prefix()),
+    # mysql -pPASS (attached: "-p NAME" is a prompt and a database name)
+    (("mysql", "mariadb"),
+     re.compile(r"(\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb)\b[^\n|;&]*?\s-p)"
+                r"(?!\[redacted)(?:'[^']*'|\"[^\"]*\"|[^\s'\"]+)"), _keep_prefix()),
+    # Prose and .netrc: "the password is X", "password was X", "login bot password X"
+    (_KW, re.compile(r"(?i)(\b(?:password|passwd|passphrase|passcode|pwd|secret|token)\s+"
+                     r"(?:is|was|=)\s+|\blogin\s+\S+\s+password\s+)(?!\[redacted)[\"']?"
+                     r"[^\s\"']+[\"']?"), _keep_prefix()),
     # Webhook URLs carry their secret in the path.
     (("hooks.slack.com",), re.compile(r"(?i)(\bhooks\.slack\.com/(?:services|workflows|triggers)/)"
                                       r"[^\s\"'<>]+"), _keep_prefix()),
