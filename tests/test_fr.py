@@ -234,3 +234,28 @@ def test_stacks_file_and_session(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_analyse_takes_no_dumps_quietly() -> None:
     result = analyse({})
     assert result.groups == () and result.culprit is None and to_json(result) == {"groups": [], "culprit": None}
+
+
+HYGIENE = """
+import contextlib, io, json, sys
+from distdoctor.tui.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    rc = main(sys.argv[1:])
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "textual"))
+print(json.dumps({"rc": rc, "heavy": heavy}))
+"""
+
+
+@pytest.mark.parametrize("argv", [
+    ["fr", str(FR / "asymmetric" / "pickle"), "--json"],
+    ["ras", "--input", str(FR.parent / "ras" / "text_dead.txt")],
+    ["knobs", "--json"],
+])
+def test_commands_import_neither_torch_nor_textual(argv: list[str]) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", HYGIENE, *argv], capture_output=True, text=True, timeout=120)
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report["heavy"] == [] and report["rc"] in (0, 1), proc.stderr
