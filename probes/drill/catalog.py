@@ -159,10 +159,10 @@ DRILLS: dict[str, Drill] = {d.name: d for d in (
           {"epoch_end": _ASYMMETRIC}),
     Drill("uneven-data", "asymmetric-collective", "1", "error",
           "one rank gets more batches than the others",
-          "pre-sharded data without a sampler: shard 1 has 4 batches more than shard 0, so "
-          "rank 0 finishes its epoch and exits while rank 1 still all-reduces",
+          "pre-sharded data without a sampler: shard 1 has 4 batches more than the others, so "
+          "the other ranks finish their epoch and exit while rank 1 still all-reduces",
           r"Connection closed by peer|Connection reset by peer|Timed out waiting",
-          {"data": _UNEVEN}, args=("--epochs", "1")),
+          {"data": _UNEVEN}, args=("--epochs", "1"), nproc=3),
     Drill("rank0-eval", "rank0-overload", "0", "hang",
           "rank 0 alone evaluates, longer than the timeout",
           f"after epoch 0 rank 0 alone evaluates for about 24 s (slow validation reads) while "
@@ -177,10 +177,11 @@ DRILLS: dict[str, Drill] = {d.name: d for d in (
           "a manual env:// launch exports WORLD_SIZE one larger than the processes it starts; "
           "init_process_group waits for a rank that never comes",
           r"(?i)waiting for clients|timed out", launcher="manual", extra_world=1),
-    Drill("spawn-in-torchrun", "mixed-launchers", None, "hang",
+    Drill("spawn-in-torchrun", "mixed-launchers", None, "error",
           "the script calls mp.spawn under torchrun",
           "torchrun starts 2 processes and each mp.spawn()s 2 more with its own RANK 0..1: two "
-          "rank numberings on one store, duplicate ranks",
+          "rank numberings on one store, every rank twice; one rank 0 and one rank 1 pair up "
+          "and train, the other two wait (or fail, by a race)",
           r"(?i)timed out|duplicate|Connection|Error",
           {"imports": _SPAWN_IMPORTS, "launch": _SPAWN}),
     Drill("wrong-nic", "nic-selection", None, "error",

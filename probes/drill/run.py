@@ -130,7 +130,7 @@ def run_drill(name: str, *, nproc: int | None = None, python: str = "", run_dir:
     if not reproduced and "[rank" not in text and "torch" not in text:
         first = next((ln for ln in text.splitlines() if ln.strip()), "no output at all")
         raise DrillError(f"--python {python}: the job could not start ({first[:120]})")
-    script.write_label(drill, folder, n)
+    script.write_label(drill, folder, n, outcome)
     if record:
         script.tidy_for_record(drill, folder, python)
     return DrillResult(name if fault else "healthy", outcome, wall, str(folder), drill.cause,

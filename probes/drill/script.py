@@ -109,14 +109,17 @@ def fault_shown(drill: Drill, text: str, outcome: str) -> bool:
     return outcome != "pass" and re.search(drill.proof, text) is not None
 
 
-def label(drill: Drill, nproc: int) -> dict:
+def label(drill: Drill, nproc: int, outcome: str = "") -> dict:
+    """The answer key; the symptom is what on call saw: a job distdoctor had to kill hung,
+    whatever the drill usually does (spawn-in-torchrun can hang or fail, by a race)."""
     launcher = ("manual env:// launch (shell background jobs)" if drill.launcher == "manual"
                 else "torchrun")
     if drill.name == "healthy":
         return {"healthy": True, "framework": "pytorch-ddp", "launcher": launcher,
                 "notes": f"distdoctor drill job without a fault, {nproc} ranks, --tee 3 with "
                          "per-rank --log-dir files; identical all-reduced loss on every rank"}
-    out = {"primary": drill.cause, "also": [], "symptom": drill.symptom,
+    symptom = "hang" if outcome == "hang" else drill.symptom
+    out = {"primary": drill.cause, "also": [], "symptom": symptom,
            "culprit_rank": drill.culprit, "framework": "pytorch-ddp", "launcher": launcher,
            "how": drill.how, "drill": drill.name, "nproc": nproc}
     if drill.name == "same-data":
@@ -126,8 +129,8 @@ def label(drill: Drill, nproc: int) -> dict:
     return out
 
 
-def write_label(drill: Drill, folder: Path, nproc: int) -> None:
-    (folder / "label.json").write_text(json.dumps(label(drill, nproc), indent=1) + "\n",
+def write_label(drill: Drill, folder: Path, nproc: int, outcome: str = "") -> None:
+    (folder / "label.json").write_text(json.dumps(label(drill, nproc, outcome), indent=1) + "\n",
                                        encoding="utf-8")
 
 
