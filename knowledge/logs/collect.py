@@ -82,6 +82,7 @@ class Collector:
         self.exceptions: list[Exc] = []
         self.phases: dict[str, tuple[str, Hit]] = {}  # rank -> its last phase word and line
         self.file_progress: dict[str, int] = {}  # file -> line of its last progress line
+        self.sample_ids: dict[str, dict[str, Hit]] = defaultdict(dict)  # id list -> rank -> line
         self.files: list[FileState] = []
         self.file: FileState | None = None
         self._channel_memo: set[tuple[str, str]] = set()
@@ -196,6 +197,12 @@ class Collector:
         f = self.file
         assert f is not None
         key = who.rank or who.proc or "?"
+        if " ids" in text or "indices" in text or "idx" in text or "Ids" in text:
+            m = x.SAMPLE_IDS.search(text)
+            if m and who.rank is not None and m.group("ids").count(",") >= 1:
+                ids = " ".join(m.group("ids").split())
+                if len(self.sample_ids) < MAX_HITS * 4:
+                    self.sample_ids[ids].setdefault(who.rank, self._hit("x-sample-ids", line, text, who))
         if x.TRACEBACK in text:
             f.tracebacks[key] = line
         elif "Error" in text or "Exception" in text or "Interrupt" in text or "Failure" in text:

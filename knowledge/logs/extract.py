@@ -214,3 +214,7 @@ def phase(text: str) -> str | None:
         if rx.search(text):
             return name
     return None
+
+
+# What a rank says it is reading: `first sample ids [56, 264, 149]`, `batch indices: [3, 7]`.
+SAMPLE_IDS = re.compile(r"(?:sample|example|batch|item|cut)s? ?(?:ids?|indices|idx)\s*[:=]?\s*\[(?P<ids>[^\]]{3,400})\]")

@@ -54,9 +54,13 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
     _crash_rules(view, s, _kind(kb, symptom), lines, who)
     _timeout_rules(view, s, lines, who)
     _fact_rules(view, s)
-    _path_rules(view, s, _kind(kb, symptom) == "hang")
+    _path_rules(view, s, None if symptom is None else _kind(kb, symptom) == "hang")
     _launch_rules(view, s)
     _shift(kb, symptom, s)
+    if symptom is None and "evidence" not in s.basis.values():
+        # no failure line and no symptom: nothing to explain, so context lines and facts are not
+        # offered as causes (a healthy torchrun log has a banner and identical all-reduced losses)
+        return []
     order = {cid: n for n, cid in enumerate(kb.causes)}
     out = []
     for cid, val in s.score.items():
@@ -302,7 +306,8 @@ def _values_text(vals: dict[str, list[str]]) -> str:
     return "; ".join(f"{v} on rank {span(rs)}" for v, rs in vals.items())
 
 
-def _path_rules(view: View, s: Scores, hang: bool) -> None:
+def _path_rules(view: View, s: Scores, hang: bool | None) -> None:
+    """hang: True when the symptom is a hang, False for another symptom, None when none was given."""
     col = view.col
     if len(col.ops) > 1:
         hits = [hs[0] for hs in col.ops.values()]
@@ -319,9 +324,16 @@ def _path_rules(view: View, s: Scores, hang: bool) -> None:
                       f"and rank {hi[0]} at {kind} {hi[1][0]}: ranks ran different numbers of steps",
                       [hi[1][1], lo[1][1]], "facts")
                 break
+    shared = {ids: per for ids, per in col.sample_ids.items() if len(per) > 1}
+    if shared:
+        ids, per = next(iter(shared.items()))
+        ranks = sorted(per, key=rank_key)
+        s.add("data-sharding-seed", 5.0, f"rank {span(ranks)} printed the same sample ids [{ids[:60]}]: every "
+              "rank reads the same data (no DistributedSampler, or the same seed for the shuffle)",
+              [per[r] for r in ranks[:3]])
     same = [k for k, per in col.losses.items() if len(per) > 1 and len(set(per.values())) == 1
             and len(next(iter(per.values())).split(".")[-1]) >= 4]
-    if len(same) >= 3:
+    if len(same) >= 3 and hang is not None and not shared:
         # weak: some frameworks print the all-reduced loss on every rank
         s.add("data-sharding-seed", 1.5, f"ranks report identical losses at {len(same)} steps: if these "
               "are per-rank losses, every rank sees the same data", [], "facts")
