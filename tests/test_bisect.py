@@ -31,7 +31,7 @@ def test_missing_gloo_interface_is_bisected_to_nic_selection(tmp_path: Path) -> 
          "--timeout", "60", "--env", f"GLOO_SOCKET_IFNAME={MISSING_NIC}",
          "--run-dir", str(tmp_path / "runs"), "--json", "--session", "bisect-test"],
         capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 1, proc.stderr[-2000:]  # the baseline failed: a problem found
     assert f"--run-dir {tmp_path / 'runs'} is not empty" in proc.stderr  # said, not silent
     data = json.loads(proc.stdout)
     assert data["baseline"]["outcome"] == "error"

@@ -88,13 +88,13 @@ def test_session_records_the_result(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this host has nvidia-smi")
 def test_no_source_says_why_and_what_to_run(tmp_path: Path) -> None:
-    """A real process on this driverless machine: exit 2, one line, no traceback."""
+    """A real process on this driverless machine: exit 0 (unavailable is not bad usage), one
+    line, no traceback."""
     exe = Path(sys.executable).with_name("distdoctor")  # the installed console script
     proc = subprocess.run([str(exe), "topo"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert "no NVIDIA driver" in proc.stderr and "nvidia-smi topo -m > topo.txt" in proc.stderr
-    assert "distdoctor topo --input topo.txt" in proc.stderr
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.count("\n") == 1 and proc.stdout.startswith("unavailable: no NVIDIA driver")
+    assert "nvidia-smi topo -m > topo.txt" in proc.stdout and "distdoctor topo --input topo.txt" in proc.stdout
 
 
 def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:

@@ -69,7 +69,7 @@ class BisectResult:
 
     @property
     def found(self) -> bool:
-        """Exit code 0: a switch explained the failure, or there was no failure to explain."""
+        """A switch explained the failure, or there was no failure to explain."""
         return self.verdict is not None or self.baseline_passed
 
     def to_dict(self) -> dict[str, Any]:

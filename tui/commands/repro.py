@@ -15,6 +15,7 @@ from distdoctor.probes.secret_names import is_secret_name
 
 from ..cli import UsageError
 from .common import add_common, knowledge, print_json, record
+from .exitcodes import problem_if
 
 REPRO_EPILOG = """\
 examples:
@@ -47,8 +48,9 @@ examples:
   distdoctor bisect --switch p2p-disable --switch NCCL_SOCKET_IFNAME=eth0
   distdoctor bisect --backend gloo --env GLOO_SOCKET_IFNAME=eth9 --json
 
-exit codes: 0 a switch explained the failure, or the baseline passes;
-            1 no switch helped; 2 bad input.
+exit codes: 0 the baseline passes (nothing to bisect); 1 the baseline failed
+            (a problem found), whether a switch then fixed it or none helped;
+            2 bad input.
 """
 BISECT_DESCRIPTION = """\
 One-switch bisection on the minimal repro: a baseline run, then each switch
@@ -291,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
             print_json(data)
         else:
             print(render_repro(result, kb, script_text(opts), _bisect_command(args)))
-    return 0 if result.passed else 1
+    return problem_if(not result.passed)
 
 
 def run_bisect_command(args: argparse.Namespace) -> int:
@@ -313,7 +315,8 @@ def run_bisect_command(args: argparse.Namespace) -> int:
             return 128 + signum
         if not args.json:
             print(render_bisect(data, kb))
-    return 0 if outcome.found else 1
+    # a failing baseline is a problem found, even when a switch then explains it (exitcodes.py)
+    return problem_if(not outcome.baseline_passed)
 
 
 def _bisect(args: argparse.Namespace, kb: Any) -> tuple[Any, int]:

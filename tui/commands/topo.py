@@ -9,6 +9,7 @@ from typing import Any
 
 from ..cli import UsageError
 from .common import add_common, print_json, record
+from .exitcodes import OK, problem_if
 
 EPILOG = """\
 examples:
@@ -27,8 +28,9 @@ on a GPU node, to look at it elsewhere:
   nvidia-smi topo -m > topo.txt && nvidia-smi topo -p2p r >> topo.txt
   distdoctor topo --input topo.txt
 
-exit codes: 0 P2P works everywhere or nothing to act on, 1 P2P is missing on some or all
-pairs (the advice says what to set), 2 unreadable input or no topology source at all.
+exit codes: 0 P2P works everywhere, nothing to act on, or no topology here (no NVIDIA
+driver: one "unavailable: ..." line); 1 P2P is missing on some or all pairs (the advice
+says what to set); 2 unreadable input or bad usage.
 """
 
 NO_SOURCE_HINT = ("on a GPU node run `nvidia-smi topo -m > topo.txt && nvidia-smi topo -p2p r >> topo.txt`,"
@@ -51,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def collect(args: argparse.Namespace) -> dict[str, Any]:
+def collect(args: argparse.Namespace) -> dict[str, Any] | str:
+    """The topology facts, or the reason the live machine has none (a string)."""
     from distdoctor.probes.topology import TopologyInputError, load_input
 
     if args.input:
@@ -68,7 +71,8 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
 
     result = probe_topology(ProbeContext())
     if result.status == UNAVAILABLE:
-        raise UsageError(f"topology unavailable: {result.reason}; {NO_SOURCE_HINT}")
+        # not bad usage: the node has no topology to read (exitcodes.py: unavailable is OK)
+        return str(result.reason)
     return dict(result.facts)
 
 
@@ -116,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{' and '.join(on_stdout)} would both write to stdout: give the "
                          "picture a file name")
     facts = collect(args)
+    if isinstance(facts, str):
+        return unavailable(args, facts)
     if args.dot:
         write(args.dot, to_dot(facts))
     if args.svg:
@@ -126,4 +132,20 @@ def run(args: argparse.Namespace) -> int:
     elif not on_stdout:
         print(draw_matrix(facts) if args.matrix else draw_text(facts))
         print("\n".join(advice_lines(facts)))
-    return 1 if facts["p2p"] in ("none", "partial") else 0
+    return problem_if(facts["p2p"] in ("none", "partial"))
+
+
+def unavailable(args: argparse.Namespace, reason: str) -> int:
+    """No topology on this node: one line (or a JSON object) that says why and what to run."""
+    from .common import _NOTES
+
+    data = {"status": "unavailable", "reason": reason, "hint": NO_SOURCE_HINT}
+    if getattr(args, "session", None):  # a session's topo event is a drawing; there is none
+        _NOTES.append(f"distdoctor: nothing saved to session {args.session}: no topology on this node")
+    if args.json:
+        print_json(data)
+    else:  # `--dot -` keeps stdout for the graph, so the line goes to stderr then
+        print(f"unavailable: {reason}; {NO_SOURCE_HINT}", file=sys.stderr if stdout_flags(args) else sys.stdout)
+    if args.dot or args.svg:
+        print("distdoctor: nothing drawn: no topology on this node", file=sys.stderr)
+    return OK
