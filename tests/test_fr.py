@@ -259,3 +259,26 @@ def test_commands_import_neither_torch_nor_textual(argv: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-c", HYGIENE, *argv], capture_output=True, text=True, timeout=120)
     report = json.loads(proc.stdout.splitlines()[-1])
     assert report["heavy"] == [] and report["rc"] in (0, 1), proc.stderr
+
+
+WATCHDOG = ("[rank{r}]:[E1129 10:40:00.000000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, "
+            "Timeout(ms)=600000) ran for 600100 milliseconds before timing out.")
+
+
+def test_session_logs_are_cross_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a real `distdoctor logs` result in the session: rank 2 crashed first, ranks 0 and 1 timed out
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for r in range(3):
+        text = "[rank2]:torch.OutOfMemoryError: CUDA out of memory." if r == 2 else WATCHDOG.format(r=r)
+        (logs / f"rank{r}.log").write_text(text + "\n")
+    assert main(["logs", str(logs), "--session", "inc-logs", "--json"]) == 1
+    capsys.readouterr()
+    code, out, _ = cli(capsys, str(FR / "crash" / "json"), "--session", "inc-logs")
+    assert code == 1 and "note: logs agree: rank 2 failed first" in out
+    code, out, _ = cli(capsys, str(FR / "size" / "json"), "--session", "inc-logs")
+    assert "note: logs disagree: they show rank 2 failing first" in out and "points at rank 1" in out
+    (logs / "garbage.json").write_text("{")
+    code, _, err = cli(capsys, str(FR / "size" / "json"), "--logs", str(logs / "garbage.json"))
+    assert code == 2 and "--logs" in err

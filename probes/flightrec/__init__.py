@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .analyse import Culprit, FrResult, GroupResult, Mismatch, analyse
 from .reader import DumpError, RankDump, loads_plain, read_dumps
-from .verdict import as_evidence, cross_check, to_json
+from .verdict import as_evidence, cross_check, cross_check_logs, to_json
 
 
 def read_and_analyse(paths: list[str]) -> FrResult:
@@ -13,4 +13,4 @@ def read_and_analyse(paths: list[str]) -> FrResult:
 
 
 __all__ = ["Culprit", "DumpError", "FrResult", "GroupResult", "Mismatch", "RankDump", "analyse",
-           "as_evidence", "cross_check", "loads_plain", "read_and_analyse", "read_dumps", "to_json"]
+           "as_evidence", "cross_check", "cross_check_logs", "loads_plain", "read_and_analyse", "read_dumps", "to_json"]

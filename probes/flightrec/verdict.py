@@ -133,3 +133,25 @@ def cross_check(result: FrResult, stacks: dict[str, Any] | None) -> list[str]:
     if seen:
         return [f"stacks agree: {'; '.join(seen)}"]
     return []
+
+
+def cross_check_logs(result: FrResult, logs: dict[str, Any] | None) -> list[str]:
+    """Lines saying whether `distdoctor logs --json` (its first failure, its crashed ranks) agrees
+    with the Flight Recorder culprit."""
+    c = result.culprit
+    if c is None or not isinstance(logs, dict):
+        return []
+    blamed = {str(r) for r in c.ranks}
+    first = logs.get("first_failure") if isinstance(logs.get("first_failure"), dict) else {}
+    ranks = logs.get("ranks") if isinstance(logs.get("ranks"), dict) else {}
+    crashed = {str(r) for r, v in ranks.items() if isinstance(v, dict) and v.get("status") == "crashed"}
+    rank = str(first.get("rank")) if first.get("rank") is not None else None
+    text = str(first.get("text") or "")[:160]
+    if rank is None and not crashed:
+        return []
+    if (rank in blamed) or (crashed & blamed):
+        who = rank if rank in blamed else sorted(crashed & blamed)[0]
+        return [f"logs agree: rank {who}" + (f" failed first ({text})" if who == rank and text else " crashed")]
+    named = rank or ", ".join(sorted(crashed))
+    return [f"logs disagree: they show rank {named} failing first" + (f" ({text})" if rank and text else "")
+            + f" while Flight Recorder points at {_names(c.ranks)}"]

@@ -30,7 +30,8 @@ examples:
   distdoctor fr /tmp/fr-dumps/                   every rank's dump in a folder
   distdoctor fr /tmp/fr-dumps/ --json            {"groups": [...], "culprit": {...}}
   distdoctor fr dumps/ --stacks stacks.json      cross-check with `distdoctor stacks --json`
-  distdoctor fr dumps/ --session inc-42          add to a session (its stacks are cross-checked)
+  distdoctor fr dumps/ --logs logs.json          cross-check with `distdoctor logs --json`
+  distdoctor fr dumps/ --session inc-42          add to a session (its stacks and logs are cross-checked)
 
 exit codes: 0 the ranks agree, 1 a disagreement or a stall was found,
             2 no dumps, an unreadable or refused dump, or bad usage
@@ -45,43 +46,57 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="folder(s) of dumps, or dump files, one per rank")
     parser.add_argument("--stacks", metavar="FILE",
                         help="output of `distdoctor stacks --json` to cross-check the culprit with")
+    parser.add_argument("--logs", metavar="FILE",
+                        help="output of `distdoctor logs --json` to cross-check the culprit with")
     common.add_common(parser)
     parser.set_defaults(func=run)
 
 
-def _stacks(args: argparse.Namespace) -> dict[str, Any] | None:
-    """Stacks to cross-check with: --stacks FILE, else the session's latest stacks result."""
-    if args.stacks:
-        try:
-            with open(args.stacks, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UsageError(f"--stacks {args.stacks}: unreadable ({getattr(exc, 'strerror', None) or exc})") from None
-        if not isinstance(data, dict):
-            raise UsageError(f"--stacks {args.stacks}: not the output of `distdoctor stacks --json`")
-        return data
-    if getattr(args, "session", None):
-        from ..session import SessionError, SessionStore, events_of
+def _json_file(option: str, path: str, producer: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{option} {path}: unreadable ({getattr(exc, 'strerror', None) or exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{option} {path}: not the output of `{producer}`")
+    return data
 
-        try:
-            record = SessionStore().load(args.session)
-        except SessionError:
-            return None  # a new session: nothing to cross-check yet
-        found = [e.get("data") for e in events_of(record) if e.get("kind") == "stacks"]
-        return found[-1] if found and isinstance(found[-1], dict) else None
-    return None
+
+def _session_event(args: argparse.Namespace, kind: str) -> dict[str, Any] | None:
+    """The session's latest result of that kind (stacks, logs), if --session names one."""
+    if not getattr(args, "session", None):
+        return None
+    from ..session import SessionError, SessionStore, events_of
+
+    try:
+        record = SessionStore().load(args.session)
+    except SessionError:
+        return None  # a new session: nothing to cross-check yet
+    found = [e.get("data") for e in events_of(record) if e.get("kind") == kind]
+    return found[-1] if found and isinstance(found[-1], dict) else None
+
+
+def _evidence_from(args: argparse.Namespace) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Stacks and logs to cross-check with: the files given, else the session's latest results."""
+    stacks = (_json_file("--stacks", args.stacks, "distdoctor stacks --json") if args.stacks
+              else _session_event(args, "stacks"))
+    logs = (_json_file("--logs", args.logs, "distdoctor logs --json") if args.logs
+            else _session_event(args, "logs"))
+    return stacks, logs
 
 
 def run(args: argparse.Namespace) -> int:
-    from distdoctor.probes.flightrec import DumpError, as_evidence, cross_check, read_and_analyse, to_json
+    from distdoctor.probes.flightrec import (DumpError, as_evidence, cross_check, cross_check_logs,
+                                             read_and_analyse, to_json)
 
-    stacks = _stacks(args)
+    stacks, logs = _evidence_from(args)
     try:
         result = read_and_analyse(args.paths)
     except DumpError as exc:
         raise UsageError(str(exc)) from None
     data = to_json(result)
-    checks = cross_check(result, stacks)
+    checks = cross_check(result, stacks) + cross_check_logs(result, logs)
     common.record(args, KIND, {**data, "evidence": as_evidence(result), "paths": args.paths,
                                "notes": checks})
     if args.json:
