@@ -174,10 +174,14 @@ def test_a_healthy_log_with_only_context_lines_is_not_a_failure(tmp_path: Path) 
                        "[rank0]: step 401 loss 1.25\n[rank1]: step 401 loss 1.25\n")
     res = run(str(healthy))
     assert res.returncode == 0, res.stdout
-    assert "No failure line in these logs." in res.stdout
+    assert "No known failure signature" in res.stdout
     assert "Most likely causes" not in res.stdout
     data = json.loads(run(str(healthy), "--json").stdout)
-    assert data["causes"] and all(c["lead"] for c in data["causes"])
+    assert data["causes"] == [] and data["verdict"]["failed"] is False
+    # told it hangs, the same lines become leads: facts and priors, never evidence
+    data = json.loads(run(str(healthy), "--json", "--symptom", "hang").stdout)
+    assert data["causes"] and all(c["lead"] and c["basis"] != "evidence" for c in data["causes"])
+    assert run(str(healthy), "--symptom", "hang").returncode == 0
     failing = tmp_path / "failing.log"
     failing.write_text(banner + OOM.format(r=1) + "\n")
     res = run(str(failing), "--json")

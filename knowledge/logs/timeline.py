@@ -102,6 +102,9 @@ def build(view: View) -> dict[str, RankLine]:
             rl.learnt = "path"
         elif ":" in key:
             rl.learnt = "nccl"
+    for r in list(col.progress) + list(col.phases):
+        if r.isdigit():  # a rank known only from its own progress or phase lines still has a timeline
+            line_of(r)
     for r, kinds in col.progress.items():
         for kind in ("step", "iteration", "batch"):
             if kind in kinds and r in lines:
