@@ -69,11 +69,18 @@ class FrResult:
 
 
 def _names(ranks: Any) -> str:
+    """'rank 3', 'ranks 0, 1', 'ranks 0-6, 9' (runs of three or more collapse: worlds are big)."""
     ranks = sorted(ranks)
     if not ranks:
         return "no rank"
-    word = "rank" if len(ranks) == 1 else "ranks"
-    return f"{word} {', '.join(str(r) for r in ranks)}"
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and runs[-1][-1] == r - 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    parts = [f"{run[0]}-{run[-1]}" if len(run) >= 3 else ", ".join(map(str, run)) for run in runs]
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(parts)}"
 
 
 def _parse_ranks(raw: Any) -> list[int] | None:

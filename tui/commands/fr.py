@@ -120,8 +120,7 @@ def render(result: Any, paths: list[str], checks: list[str]) -> str:
     dumps = result.dumps
     fmts = sorted({d.fmt for d in dumps.values()})
     versions = sorted({d.version for d in dumps.values() if d.version})
-    lines = [f"Flight Recorder: {len(dumps)} dumps ({'/'.join(fmts)}), ranks "
-             f"{', '.join(str(r) for r in sorted(dumps))}"
+    lines = [f"Flight Recorder: {len(dumps)} dumps ({'/'.join(fmts)}), ranks {_ranges(dumps)}"
              + (f", format {'/'.join(versions)}" if versions else "")]
     for skipped in result.skipped:
         lines.append(f"  skipped {skipped}")
@@ -130,15 +129,19 @@ def render(result: Any, paths: list[str], checks: list[str]) -> str:
     for g in result.groups:
         name = f"group {g.pg}" + (f" ({g.desc})" if g.desc else "")
         lines.append("")
-        lines.append(f"{name}: ranks {', '.join(str(r) for r in g.ranks)}")
+        lines.append(f"{name}: ranks {_ranges(g.ranks)}")
         for note in g.notes:
             lines.append(f"  ({note})")
-        lines.append(f"  {'rank':>6}  {'last completed':<22}  last issued")
+        # ranks in the same place share a row, so a 1024-rank job prints its few odd ones out
+        rows: dict[tuple[str, str], list[int]] = {}
         for r in g.ranks:
-            done = g.last_completed.get(r)
-            issued = g.last_enqueued.get(r)
-            op_done = _op_at(dumps.get(r), g.pg, done)
-            lines.append(f"  {r:>6}  {_seq(op_done, done):<22}  {_seq(g.last_op.get(r), issued)}")
+            done, issued = g.last_completed.get(r), g.last_enqueued.get(r)
+            key = (_seq(_op_at(dumps.get(r), g.pg, done), done), _seq(g.last_op.get(r), issued))
+            rows.setdefault(key, []).append(r)
+        width = max([len("ranks")] + [len(_ranges(v)) for v in rows.values()])
+        lines.append(f"  {'ranks':<{width}}  {'last completed':<22}  last issued")
+        for (done_text, issued_text), members in rows.items():
+            lines.append(f"  {_ranges(members):<{width}}  {done_text:<22}  {issued_text}")
         m = g.first_mismatch
         if m is not None:
             lines.append(f"  first disagreement: #{m.seq} ({m.kind}): {m.detail}")
@@ -147,9 +150,9 @@ def render(result: Any, paths: list[str], checks: list[str]) -> str:
         else:
             lines.append("  the ranks agree on every collective they all recorded")
         if g.never_joined:
-            lines.append(f"  never joined: {', '.join(str(r) for r in g.never_joined)}")
+            lines.append(f"  never joined: {_ranges(g.never_joined)}")
         if g.no_dump:
-            lines.append(f"  no dump from: {', '.join(str(r) for r in g.no_dump)}")
+            lines.append(f"  no dump from: {_ranges(g.no_dump)}")
     c = result.culprit
     lines.append("")
     if c is None:
@@ -175,6 +178,19 @@ def render(result: Any, paths: list[str], checks: list[str]) -> str:
         lines.append(f"  python -m torch.distributed.flight_recorder.fr_trace {shlex.quote(folders.pop())} "
                      "--allow-incomplete-ranks      torch's own reading")
     return "\n".join(lines) + "\n"
+
+
+def _ranges(ranks: Any) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    out: list[str] = []
+    for r in sorted(ranks):
+        if out and "-" in out[-1] and int(out[-1].split("-")[1]) == r - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{r}"
+        elif out and "-" not in out[-1] and int(out[-1]) == r - 1:
+            out[-1] = f"{out[-1]}-{r}"
+        else:
+            out.append(str(r))
+    return ", ".join(out)
 
 
 def _op_at(dump: Any, pg: str, seq: int | None) -> str | None:
