@@ -53,6 +53,7 @@ class FileState:
     ends: list[int] = field(default_factory=list)
     channels: int = 0
     tracebacks: dict[str | None, int] = field(default_factory=dict)  # who -> last header line
+    spawned: tuple[str, int] | None = None  # mp.spawn named this process index before a traceback
 
 
 class Collector:
@@ -203,6 +204,8 @@ class Collector:
                 ids = " ".join(m.group("ids").split())
                 if len(self.sample_ids) < MAX_HITS * 4:
                     self.sample_ids[ids].setdefault(who.rank, self._hit("x-sample-ids", line, text, who))
+        if "terminated with" in text:
+            self._spawn(line, text, who)
         if x.TRACEBACK in text:
             f.tracebacks[key] = line
         elif "Error" in text or "Exception" in text or "Interrupt" in text or "Failure" in text:
@@ -278,6 +281,20 @@ class Collector:
                 if op and len(self.ops[op]) < MAX_HITS:
                     self.ops[op].append(self._hit("x-collective", line, text, who))
 
+    def _spawn(self, line: int, text: str, who: x.Who) -> None:
+        f = self.file
+        assert f is not None
+        m = x.SPAWN_ERROR.search(text)
+        if m:
+            f.spawned = (m.group("i"), line)
+            return
+        m2 = x.SPAWN_EXIT.search(text)
+        if m2:
+            code = int(m2.group("code")) if m2.group("code") else x.SIGNAL_CODES.get(m2.group("sig"), -1)
+            i = m2.group("i")
+            self.seen[i].add(f.name)
+            self.elastic_exits.setdefault(i, (code, self._hit("x-exit", line, text, x.Who(i, None, None))))
+
     def _exception(self, line: int, text: str, who: x.Who, key: str) -> None:
         f = self.file
         assert f is not None
@@ -285,6 +302,10 @@ class Collector:
         if exc is None or len(self.exceptions) >= MAX_HITS * 4:
             return
         kind, msg = exc
+        if who.rank is None and f.spawned and 0 < line - f.spawned[1] <= TRACEBACK_SPAN \
+                and kind not in x.LAUNCHER_EXC:
+            who = x.Who(f.spawned[0], who.proc, who.host)
+            self.seen[f.spawned[0]].add(f.name)
         after = f.tracebacks.get(key)
         if after is None and f.tracebacks:
             after = max(f.tracebacks.values())  # unprefixed frames of a prefixed header

@@ -27,6 +27,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("x-call", r"torch\.distributed\.\w+\("),
     ("x-traceback", r"Traceback \(most recent call last\)"),
     ("x-exception", r"Error|Exception|Interrupt|Failure"),
+    ("x-spawn-exit", r"[Pp]rocess \d+ terminated with"),
     ("x-sample-ids", r"(?:sample|example|batch|item|cut)s? ?(?:ids?|indices|idx)"),
 )
 

@@ -121,7 +121,9 @@ def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) 
         parts.append(f"rank {who['ranks'][0]} {_ended(lines[who['ranks'][0]])}")
     elif who and who["role"] == "crashed":
         rl = lines[who["ranks"][0]]
-        parts.append(f"rank {rl.rank} exited without an error of its own" + (f" after {rl.step[0]} {rl.step[1]}" if rl.step else ""))
+        how = f"exited with code {rl.exitcode} and no traceback" if rl.exitcode not in (None, 0) else \
+            "exited without an error of its own"
+        parts.append(f"rank {rl.rank} {how}" + (f" after {rl.step[0]} {rl.step[1]}" if rl.step else ""))
     elif who and who["role"] in ("stuck", "slow"):
         waiting = {rl.rank for rl in lines.values() if rl.end.kind in WAITING}
         for r in who["ranks"][:3]:

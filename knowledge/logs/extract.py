@@ -218,3 +218,10 @@ def phase(text: str) -> str | None:
 
 # What a rank says it is reading: `first sample ids [56, 264, 149]`, `batch indices: [3, 7]`.
 SAMPLE_IDS = re.compile(r"(?:sample|example|batch|item|cut)s? ?(?:ids?|indices|idx)\s*[:=]?\s*\[(?P<ids>[^\]]{3,400})\]")
+
+# mp.spawn's parent reports a worker by its process index, the first argument of the worker
+# function (the rank in most scripts): `-- Process 1 terminated with the following error:` before
+# the worker's traceback, `process 1 terminated with exit code 1` or `... with signal SIGKILL`.
+SPAWN_ERROR = re.compile(r"-- Process (?P<i>\d+) terminated with the following error")
+SPAWN_EXIT = re.compile(r"process (?P<i>\d+) terminated with (?:exit code (?P<code>-?\d+)|signal (?P<sig>SIG\w+))")
+SIGNAL_CODES = {"SIGKILL": -9, "SIGSEGV": -11, "SIGABRT": -6, "SIGBUS": -7, "SIGTERM": -15, "SIGINT": -2}
