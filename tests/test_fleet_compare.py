@@ -171,7 +171,7 @@ def test_cli_exit_codes_and_json(tmp_path: Path, base: dict, capsys: pytest.Capt
     assert main(["fleet", "compare", str(tmp_path / "odd")]) == 1
     text = capsys.readouterr().out
     assert "node-02: driver 535.104.05, 3 others 550.54.15" in text
-    assert "ssh node-02 distdoctor check" in text
+    assert "ssh -- node-02 distdoctor check" in text
 
 
 def test_cli_nothing_readable_is_exit_2_with_one_line(tmp_path: Path, base: dict,

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping
 
+from .hosts import host_problem
 from .load import record_of
 from .schema import SUMMARY_FIELDS
 
@@ -122,8 +123,12 @@ def compare(snapshots: Iterable[Mapping[str, Any]],
     group_list = [{"count": len(nodes), "values": dict(zip(split, key)), "nodes": sorted(nodes)}
                   for key, nodes in groups.items()]
     group_list.sort(key=lambda g: (-g["count"], g["nodes"][0]))
+    # A snapshot names its own host: validated like a host given to `fleet collect`, so a
+    # hostile one ("-oProxyCommand=...") is only ever shown as data, never put in a command.
+    bad_hosts = [{"node": name, "host": r["node"], "reason": why}
+                 for name, r in zip(names, records) if (why := host_problem(str(r["node"])))]
     return {"nodes": n, "agreed": agreed, "disagreements": disagreements, "groups": group_list,
-            "outliers": outliers, "skipped": skipped}
+            "outliers": outliers, "skipped": skipped, "bad_hosts": bad_hosts}
 
 
 def _flat(row: tuple) -> dict[str, Any]:

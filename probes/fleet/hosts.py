@@ -12,6 +12,28 @@ _RANGE = re.compile(r"^([^\[\]]*)\[([^\[\]]+)\]([^\[\]]*)$")
 _SAFE = re.compile(r"[^A-Za-z0-9_.@-]")
 
 
+# What a host given to `fleet collect` (and named in a snapshot) may look like: an optional
+# user@, then a name or address; never an option ("-oProxyCommand=..."), never a shell word.
+_HOST_OK = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}@)?"
+                      r"(?:(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?"
+                      r"|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7})$")
+
+
+def host_problem(host: str) -> str:
+    """"" for a host name safe to put in a command (ssh, srun, pdsh), else why not: a name that
+    starts with "-" is an option to ssh (-oProxyCommand=... runs a command), and spaces, quotes,
+    `;`, `$` or control characters have no place in a host name."""
+    if not isinstance(host, str) or not host:
+        return "empty"
+    if host.startswith("-"):
+        return "starts with '-' (it would be read as an option)"
+    if len(host) > 320:
+        return "longer than any host name"
+    if not _HOST_OK.match(host):
+        return "holds characters no host name has"
+    return ""
+
+
 class HostListError(ValueError):
     """A host list that cannot be read; the message is one line."""
 
@@ -56,8 +78,9 @@ def expand_hosts(text: str) -> list[str]:
             width = len(lo) if lo.startswith("0") else 0
             hosts.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(int(lo), int(hi) + 1))
     for host in hosts:
-        if host.startswith("-") or any(c.isspace() for c in host):
-            raise HostListError(f"bad host name {host!r}")
+        why = host_problem(host)
+        if why:
+            raise HostListError(f"bad host name {host!r}: {why}")
     return list(dict.fromkeys(hosts))  # keep order, drop repeats
 
 

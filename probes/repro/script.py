@@ -111,7 +111,7 @@ def manual_commands(opts: ReproOptions, script: Path | str | None = None,
     python = opts.target_python()
     # the scp command on a line of its own: inside a comment it could not be pasted as is
     lines = ["# 1. copy the script to the same path on every node, e.g.:",
-             f"scp {shlex.quote(path)} NODE1:{shlex.quote(path)}",
+             f"scp {shlex.quote(path)} NODE1:{shlex.quote(path)}",  # an absolute path: never an option
              f"# 2. run one line per node (node 0 is this one, {addr}); open port {MANUAL_PORT} "
              "between the nodes"]
     for rank in range(nodes):

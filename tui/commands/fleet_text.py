@@ -21,7 +21,7 @@ def _names(nodes: list[str], limit: int = 6) -> str:
 
 def _wrapped(lines: list[str], cols: int) -> list[str]:
     """Each line made safe for a terminal (a snapshot's host or value may hold escape codes or
-    newlines) and wrapped to the width under its own indent; commands are never wrapped."""
+    newlines) and wrapped to the width under its own indent; commands and comments never are."""
     out: list[str] = []
     for line in lines:
         # each entry is one line: a newline inside came from a value and must not start a new one
@@ -30,6 +30,12 @@ def _wrapped(lines: list[str], cols: int) -> list[str]:
             out.append(line)
             continue
         indent = line[:len(line) - len(line.lstrip())]
+        if line.lstrip().startswith("# "):
+            # a comment's continuation is a comment too: pasted into a shell, a bare
+            # continuation line would run as a command of its own
+            out.extend(textwrap.wrap(line, cols, subsequent_indent=indent + "# ",
+                                     break_on_hyphens=False, break_long_words=True) or [line])
+            continue
         # a continuation lines up after the label ("agree: ", "node-3: ") when there is one
         head, sep, _ = line.lstrip().partition(": ")
         hang = indent + " " * (len(head) + 2) if sep and len(head) < 24 else indent + "  "
@@ -94,12 +100,19 @@ def _next(result: dict[str, Any]) -> list[str]:
         return ["", "every node agrees: the fleet's versions are not the cause."]
     nodes = list(dict.fromkeys(o["node"] for o in result["outliers"]))
     causes = sorted({d["cause_id"] for d in result["disagreements"] if d["cause_id"]})
+    bad = {b["node"]: b for b in result.get("bad_hosts", [])}
     out = ["", "next:"]
     for node in nodes[:3]:
+        if node in bad:  # never inside a command: shown quoted, as data, with why
+            shown = ascii(bad[node]["host"])
+            shown = shown if len(shown) <= 60 else shown[:56] + "...'"
+            out.append(f"  # the snapshot names its host {shown}: not a valid host name "
+                       f"({bad[node]['reason']}); find the node by its file and check it by hand")
+            continue
         host = node.split(" (")[0]
-        out.append(f"  ssh {shlex.quote(host)} distdoctor check   # everything else on this node")
+        out.append(f"  ssh -- {shlex.quote(host)} distdoctor check   # everything else on this node")
     for cause in causes:
-        out.append(f"  distdoctor knowledge show {cause}   # why it matters, how to fix")
+        out.append(f"  distdoctor knowledge show {shlex.quote(cause)}   # why it matters, how to fix")
     if any(d["field"].startswith("switch:") for d in result["disagreements"]):
         out.append("  set the same switches on every node (job environment and /etc/nccl.conf)")
     out.append("  rebuild the odd nodes from the same image as the majority, then collect and "

@@ -187,7 +187,9 @@ def render_bisect(data: dict[str, Any], kb: Any) -> str:
                       f"{': ' + verdict['cause_title'] if verdict['cause_title'] else ''}", cols)
         out += _prose(f"why: {verdict['why']}", cols)
         out += _prose(f"permanent fix: {verdict['permanent_fix']}", cols)
-        out += ["  to confirm in the job meanwhile:", f"    export {verdict['env']}"]
+        name, _, value = str(verdict["env"]).partition("=")
+        out += ["  to confirm in the job meanwhile:",
+                f"    export {shlex.quote(name)}={shlex.quote(value)}"]
         out += _prose(f"remember: {verdict['reminder']}", cols)
     elif data["baseline_passed"]:
         out += ["verdict: the baseline passes: the minimal job works on this node.",
