@@ -21,6 +21,38 @@ CASES = ["healthy", "asymmetric", "extra_collective", "crash", "size", "dtype", 
 pytestmark = pytest.mark.slow
 
 
+def entry(record_id: int, seq: int, name: str, sizes: list, state: str = "completed",
+          dtype: str = "float32", pg: tuple = ("0", "default_pg")) -> dict:
+    """An entry as torch's own fr_trace tests build it (create_one_entry in
+    test/distributed/flight_recorder/test_fr_analysis.py): NCCL names, string SeqNums and dtypes."""
+    return {"profiling_name": f"nccl:{name}", "state": state, "process_group": pg,
+            "input_sizes": sizes, "output_sizes": sizes, "input_dtypes": dtype, "output_dtypes": dtype,
+            "collective_seq_id": str(seq), "p2p_seq_id": "0", "time_created_ns": 0, "frames": [],
+            "record_id": record_id, "is_p2p": False}
+
+
+def layout_case(folder: Path, odd: dict) -> None:
+    """Three ranks, each two completed all_reduces then a third collective that `odd` changes
+    for rank 1 (or drops); pg_config keyed by name as in fr_trace's tests and NCCL dumps."""
+    import pickle
+
+    folder.mkdir()
+    for rank in range(3):
+        entries = [entry(0, 1, "all_reduce", [[4, 4]]), entry(1, 2, "all_reduce", [[4, 4]])]
+        third = dict(name="all_reduce", sizes=[[4, 4]], state="scheduled")
+        if rank == 1:
+            third.update(odd)
+        if not third.pop("drop", False):
+            entries.append(entry(2, 3, **third))
+        doc = {"entries": entries, "version": "2.10", "pg_status": {},
+               "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2]"}}}
+        (folder / f"trace_rank_{rank}").write_bytes(pickle.dumps(doc))
+
+
+LAYOUT = {"layout_ok": {}, "layout_op": {"name": "broadcast"}, "layout_size": {"sizes": [[5, 5]]},
+          "layout_dtype": {"dtype": "float16"}, "layout_missing": {"drop": True}}
+
+
 def fr_trace(dirs: list[Path]) -> dict[str, dict]:
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     res = subprocess.run([sys.executable, str(FR / "frtrace_layout.py"), "run", *map(str, dirs)],
@@ -36,16 +68,22 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     for case in CASES:
         to_layout(FR / case / "json", top / case)
         dirs.append(top / case)
+    for name, odd in LAYOUT.items():
+        layout_case(top / name, odd)
+        dirs.append(top / name)
     raw = [FR / "asymmetric" / "pickle"]
     found = fr_trace(dirs + raw)
-    return {**{case: found[str(top / case)] for case in CASES}, "raw": found[str(raw[0])]}
+    answers = {**{case: found[str(top / case)] for case in CASES}, "raw": found[str(raw[0])]}
+    answers.update({name: {**found[str(top / name)], "dir": top / name} for name in LAYOUT})
+    return answers
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", CASES + list(LAYOUT))
 def test_agrees_with_fr_trace(answers: dict[str, dict], case: str) -> None:
     theirs = answers[case]
     assert theirs["error"] is None, theirs["log"]
-    ours = read_and_analyse([str(FR / case / "json")])  # the raw Gloo dumps, not the rewritten ones
+    # recorded cases: the raw Gloo dumps, not the rewritten ones; layout cases: the same files
+    ours = read_and_analyse([str(theirs.get("dir") or FR / case / "json")])
     (group,) = ours.groups
     m = group.first_mismatch
     if theirs["finding"] is None:
@@ -56,6 +94,8 @@ def test_agrees_with_fr_trace(answers: dict[str, dict], case: str) -> None:
     assert m.kind == finding["kind"]
     if finding["seq"] is not None:  # with a dump missing, fr_trace cannot place it at a SeqNum
         assert m.seq == finding["seq"]
+    if case in LAYOUT:
+        assert set(m.ranks) == {1} and ours.culprit is not None and ours.culprit.ranks == (1,)
     members = set(group.ranks)
     if m.kind == "missing":
         assert set(m.ranks) == set(finding["ranks"])

@@ -117,8 +117,7 @@ def _entry(raw: Any) -> Entry | None:
     backend, _, rest = profiling.partition(":")
     op = (rest or backend).split(" ", 1)[0] if profiling else "?"
     ins, outs = get("input_dtypes"), get("output_dtypes")
-    dt = (tuple(ins) if isinstance(ins, (list, tuple)) else ()) + \
-        (tuple(outs) if isinstance(outs, (list, tuple)) else ())
+    dt = _dtypes(ins) + _dtypes(outs)
     p2p = get("is_p2p") is True
     seq = get("p2p_seq_id" if p2p else "collective_seq_id")
     return Entry(name, desc, seq if type(seq) is int else _int(seq), p2p, op,
@@ -126,6 +125,13 @@ def _entry(raw: Any) -> Entry | None:
                  _size_text(get("output_sizes")), dt, str(get("state") or ""),
                  get("retired") is True, _int(get("time_created_ns")), get("frames"))
     # dtypes stay as recorded (strings in every dump seen); they are only compared and printed
+
+
+def _dtypes(raw: Any) -> tuple[str, ...]:
+    # a list in real dumps; a bare string in the dumps fr_trace's own tests build
+    if isinstance(raw, (list, tuple)):
+        return tuple(raw)
+    return (raw,) if isinstance(raw, str) and raw else ()
 
 
 def _size_text(raw: Any) -> str:
