@@ -8,6 +8,7 @@ from typing import Any
 
 from ..cli import UsageError
 from . import common
+from .exitcodes import OK, problem_if
 
 KIND = "ras"
 DESCRIPTION = """\
@@ -27,9 +28,9 @@ examples:
   distdoctor ras --host 10.0.0.7 --port 28028
   ncclras -f json > ras.json; distdoctor ras --input ras.json
 
-exit codes: 0 every rank answered and agrees, 1 dead/unresponsive ranks or
-            count mismatches, 2 ncclras unavailable or unreachable, unreadable
-            --input, or bad usage
+exit codes: 0 every rank answered and agrees, or ncclras is unavailable or
+            unreachable here (one "unavailable: ..." line); 1 dead/unresponsive
+            ranks or count mismatches; 2 unreadable --input, or bad usage
 """
 
 
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                 common.print_json({"status": "unavailable", "reason": result.reason})
             else:
                 print(f"unavailable: {result.reason}")
-            return 2
+            return OK  # could not look: not bad usage (exitcodes.py)
         facts = dict(result.facts)
     evidence = as_evidence(facts)
     data = {"status": "fail" if problems(facts) else "ok", "facts": facts, "evidence": evidence}
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         common.print_json(data)
     else:
         sys.stdout.write(render(facts, evidence))
-    return 1 if problems(facts) else 0
+    return problem_if(bool(problems(facts)))
 
 
 def _who(w: dict[str, Any]) -> str:
