@@ -282,3 +282,18 @@ def test_session_logs_are_cross_checked(tmp_path: Path, capsys: pytest.CaptureFi
     (logs / "garbage.json").write_text("{")
     code, _, err = cli(capsys, str(FR / "size" / "json"), "--logs", str(logs / "garbage.json"))
     assert code == 2 and "--logs" in err
+
+
+def test_world_group_without_member_list_still_names_a_missing_rank(tmp_path: Path) -> None:
+    # torch 2.13 Gloo with a subgroup: ranks in the subgroup write pg_config {"": {"ranks": "[]"}};
+    # with rank 0's dump missing the world group must still count rank 0
+    docs = _load_json_dumps("crash")
+    for doc in docs.values():
+        doc["pg_config"] = {"": {"desc": "", "name": "", "ranks": "[]"}}
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "trace_rank_1.json").write_text(json.dumps(docs[1]))
+    (tmp_path / "d" / "trace_rank_2.json").write_text(json.dumps(docs[0]))
+    result = read_and_analyse([str(tmp_path / "d")])
+    (group,) = result.groups
+    assert group.ranks == (0, 1, 2) and group.no_dump == (0,)
+    assert result.culprit is not None and (result.culprit.ranks, result.culprit.role) == ((0,), "crashed")

@@ -191,6 +191,11 @@ def analyse_group(pg: str, desc: str, dumps: dict[int, RankDump], single: bool) 
                 seqs[e.seq] = e  # the first entry of a coalesced group stands for it
         if seqs or members is None and _status(dump, pg, "last_enqueued_collective"):
             by_rank[rank] = seqs
+    if members is None and desc == "default_pg" and dumps:
+        # the world group holds every global rank up to the highest dump seen, so a missing low
+        # rank is still named (Gloo dumps with subgroups record the world's ranks as "[]")
+        members = list(range(max(dumps) + 1))
+        note = f"group {pg!r} has no member list in pg_config: taken as ranks 0-{max(dumps)}"
     if members is None:
         members = sorted(by_rank)
     notes = [note] if note else []
