@@ -104,6 +104,8 @@ class DrillScreen(Screen[None]):
         self._prompt(f"Drill {self.drill.name}: a small training job is starting with one real "
                      "fault in it. Watch its console; when it stops, you are on call.")
         self._lines: list[str] = []
+        self.query_one("#drill-choices", OptionList).display = False
+        self._show(f"starting {self.drill.name} (torch takes a few seconds to load)...")
         self.run_worker(self._run, thread=True, name="drill-run", exit_on_error=False)
 
     def _run(self) -> None:
@@ -136,11 +138,16 @@ class DrillScreen(Screen[None]):
     def _prompt(self, text: str) -> None:
         self.query_one("#drill-prompt", Static).update(text)
 
-    def _show(self, text: str | Text) -> None:
+    def _show(self, text: str | Text, end: bool = True) -> None:
+        """Show text below the menu; a log is scrolled to its end, where failures are."""
         self.query_one("#drill-text", Static).update(text if isinstance(text, Text) else Text(text))
+        view = self.query_one("#drill-view", VerticalScroll)
+        # after the refresh: the new text's height is known only once it is laid out
+        self.call_after_refresh(view.scroll_end if end else view.scroll_home, animate=False)
 
     def _choices(self, options: list[tuple[str, str]]) -> None:
         menu = self.query_one("#drill-choices", OptionList)
+        menu.display = bool(options)  # no empty box while the job runs
         menu.clear_options()
         menu.add_options([Option(label, id=key) for key, label in options])
         menu.highlighted = 0 if options else None
@@ -229,7 +236,7 @@ class DrillScreen(Screen[None]):
         text.append(self.drill.how + "\n\nThe lines that prove it:\n")
         for line in proof_lines(self.folder, self.drill.proof) or ["(none found)"]:
             text.append(f"  {line}\n")
-        self._show(text)
+        self._show(text, end=False)
         saved = self._save(r)
         self._prompt(f"The reveal. {saved}")
         self._choices([("again", "try again on the same run"), ("quit", "quit")])
