@@ -257,3 +257,47 @@ def _state_soon(ctx: ProbeContext, pid: int, want: str, within: float = 10.0) ->
             return True
         time.sleep(0.02)
     return False
+
+
+# ---- finding the ranks, from a recorded /proc tree ----------------------------------------------
+
+def proc_tree(root: Path, procs: dict[int, tuple[int, list[str], dict[str, str] | None]]) -> ProbeContext:
+    """pid -> (ppid, argv, environ or None for one that cannot be read) under root/proc."""
+    for pid, (ppid, argv, env) in procs.items():
+        d = root / "proc" / str(pid)
+        d.mkdir(parents=True)
+        (d / "stat").write_text(f"{pid} (x y) S {ppid} {pid} {pid} 0 -1\n")
+        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+        if env is not None:
+            (d / "environ").write_bytes(b"\0".join(f"{k}={v}".encode() for k, v in env.items()))
+    return ProbeContext(root=root)
+
+
+def test_find_jobs_on_a_recorded_proc_tree(tmp_path: Path) -> None:
+    from distdoctor.probes.stacks import find_jobs
+
+    rank = lambda r, **more: {"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2",  # noqa: E731
+                              "LOCAL_WORLD_SIZE": "2", **more}
+    slurm = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"}
+    ctx = proc_tree(tmp_path, {
+        1: (0, ["init"], {}),
+        100: (1, ["/v/bin/python3", "/v/bin/torchrun", "--nproc-per-node=2", "train.py"], {}),
+        101: (100, ["/v/bin/python", "-u", "train.py"], rank(0)),
+        102: (100, ["/v/bin/python", "-u", "train.py"], rank(1)),
+        103: (101, ["/v/bin/python", "-c", "from multiprocessing..."], rank(0)),  # DataLoader worker
+        200: (1, ["slurmstepd: [77.0]"], slurm),
+        201: (200, ["python", "train.py"], dict(slurm, SLURM_PROCID="0")),  # srun python train.py
+        202: (200, ["python", "train.py"], dict(slurm, SLURM_PROCID="1")),
+        300: (1, ["python", "-m", "torch.distributed.launch", "t.py"], {}),
+        301: (300, ["python", "t.py"], None),  # another user's rank: environ unreadable
+        400: (1, ["python", "serve.py"], {"PATH": "/bin"}),  # not a rank
+    })
+    jobs = {j.id: j for j in find_jobs(ctx, scope={})}
+    assert sorted(jobs) == ["100", "300", "77.0"]
+    assert [(r.pid, r.rank) for r in jobs["100"].ranks] == [(101, "0"), (102, "1")]
+    assert jobs["100"].how == "torchrun agent 100" and jobs["100"].expected() == ["0", "1"]
+    assert [(r.pid, r.rank) for r in jobs["77.0"].ranks] == [(201, "0"), (202, "1")]
+    assert [(r.pid, r.rank) for r in jobs["300"].ranks] == [(301, "pid:301")]
+    assert "301" in jobs["300"].ranks[0].env_error
+    # inside Slurm job 77 (srun --overlap), only that job's processes count
+    assert [j.id for j in find_jobs(ctx, scope={"SLURM_JOB_ID": "77"})] == ["77.0"]

@@ -3,11 +3,8 @@ RANK/LOCAL_RANK in /proc/PID/environ, Slurm step tasks; grouped into jobs."""
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
-
-import psutil
 
 from ..base import ProbeContext
 from ..procenv import EnvUnreadable, read_environ
@@ -88,19 +85,46 @@ def rank_of(pid: int, env: Mapping[str, str], cmdline: str = "", env_error: str 
                     cmdline, env_error)
 
 
-def _is_python(proc: psutil.Process) -> bool:
-    try:
-        names = [proc.name()] + [os.path.basename(p) for p in proc.cmdline()[:1]]
-    except (psutil.Error, OSError):
-        return False
-    return any(n.startswith("python") or n.startswith("pypy") for n in names)
+def _is_python(cmdline: list[str]) -> bool:
+    exe = os.path.basename(cmdline[0]) if cmdline else ""
+    return exe.startswith(("python", "pypy"))
 
 
-def _cmd(proc: psutil.Process) -> list[str]:
-    try:
-        return proc.cmdline()
-    except (psutil.Error, OSError):
-        return []
+class _Table:
+    """Every process's parent and command line, read once from /proc under ctx.root: walking the
+    tree through psutil costs a read per step (and its import), and this runs during an incident."""
+
+    def __init__(self, ctx: ProbeContext) -> None:
+        self.ppid: dict[int, int] = {}
+        self.cmd: dict[int, list[str]] = {}
+        try:
+            names = os.listdir(ctx.path("/proc"))
+        except OSError:
+            names = []
+        for name in names:
+            if not name.isdigit():
+                continue
+            stat = ctx.read_text(f"/proc/{name}/stat", 4096)
+            if not stat:
+                continue  # gone since the listing
+            fields = stat.rpartition(")")[2].split()
+            pid = int(name)
+            self.ppid[pid] = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+            raw = ctx.read_text(f"/proc/{name}/cmdline", 1 << 16) or ""
+            self.cmd[pid] = [part for part in raw.split("\0") if part]
+        self.kids: dict[int, list[int]] = {}
+        for pid, parent in self.ppid.items():
+            self.kids.setdefault(parent, []).append(pid)
+
+    def ancestors(self, pid: int) -> list[int]:
+        out, seen = [], {pid}
+        while (pid := self.ppid.get(pid, 0)) and pid not in seen:
+            out.append(pid)
+            seen.add(pid)
+        return out
+
+    def children(self, pid: int) -> list[int]:
+        return self.kids.get(pid, [])
 
 
 def find_jobs(ctx: ProbeContext | None = None, scope: Mapping[str, str] | None = None) -> list[Job]:
@@ -108,48 +132,47 @@ def find_jobs(ctx: ProbeContext | None = None, scope: Mapping[str, str] | None =
     job (SLURM_JOB_ID set, as under `srun --overlap`) only that job's processes are considered."""
     ctx = ctx or ProbeContext()
     scope = scope if scope is not None else os.environ
-    mine = {os.getpid()} | {p.pid for p in _ancestors(os.getpid())}
+    table = _Table(ctx)
+    mine = {os.getpid(), *table.ancestors(os.getpid())}
     envs: dict[int, dict[str, str]] = {}
     errors: dict[int, str] = {}
-    procs: dict[int, psutil.Process] = {}
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid in mine:
+    for pid in table.ppid:
+        if pid in mine:
             continue
-        procs[proc.pid] = proc
         try:
-            envs[proc.pid] = read_environ(ctx, proc.pid)
+            envs[pid] = read_environ(ctx, pid)
         except EnvUnreadable as exc:
-            errors[proc.pid] = str(exc)
+            errors[pid] = str(exc)
     slurm_job = scope.get("SLURM_JOB_ID")
     if slurm_job:
         envs = {pid: env for pid, env in envs.items() if env.get("SLURM_JOB_ID") == slurm_job}
     ranked = {pid for pid, env in envs.items() if "RANK" in env or "LOCAL_RANK" in env}
-    agents = {pid for pid, proc in procs.items() if is_launcher(_cmd(proc))}
+    agents = {pid for pid, cmd in table.cmd.items() if pid not in mine and is_launcher(cmd)}
     # a launcher's child is a rank even when its environment cannot be read (another user's job)
     for agent in agents:
-        for child in _children(procs[agent]):
-            if child.pid in envs or child.pid in errors:
-                ranked.add(child.pid)
+        ranked.update(c for c in table.children(agent)
+                      if c in envs or (c in errors and not slurm_job))
     ranked -= agents
     # a rank's own children (DataLoader workers, compile workers) inherit RANK: not ranks
-    ranked = {pid for pid in ranked if not any(a.pid in ranked for a in _ancestors(pid))}
+    ranked = {pid for pid in ranked if not ranked.intersection(table.ancestors(pid))}
     slurm = {pid for pid, env in envs.items() if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env
-             and pid not in ranked and pid not in agents and _is_python(procs[pid])
-             and not any(a.pid in ranked | agents for a in _ancestors(pid))
-             and not any(c.pid in ranked for c in _children(procs[pid]))}
+             and pid not in ranked and pid not in agents and _is_python(table.cmd.get(pid, []))
+             and not (ranked | agents).intersection(table.ancestors(pid))
+             and not ranked.intersection(table.children(pid))}
     jobs: dict[str, Job] = {}
     for pid in sorted(ranked | slurm):
         env = envs.get(pid, {})
-        job_id, how = _job_of(pid, env, agents)
+        job_id, how = _job_of(table.ancestors(pid), env, agents, pid)
         job = jobs.setdefault(job_id, Job(job_id, how))
-        job.ranks.append(rank_of(pid, env, " ".join(_cmd(procs[pid])), errors.get(pid, "")))
+        job.ranks.append(rank_of(pid, env, " ".join(table.cmd.get(pid, [])), errors.get(pid, "")))
     for job in jobs.values():
         job.ranks.sort(key=lambda r: (int(r.rank) if r.rank.isdigit() else 1 << 30, r.pid))
     return sorted(jobs.values(), key=lambda j: j.id)
 
 
-def _job_of(pid: int, env: Mapping[str, str], agents: set[int]) -> tuple[str, str]:
-    agent = next((a.pid for a in _ancestors(pid) if a.pid in agents), None)
+def _job_of(ancestors: list[int], env: Mapping[str, str], agents: set[int],
+            pid: int) -> tuple[str, str]:
+    agent = next((a for a in ancestors if a in agents), None)
     if agent is not None:
         return str(agent), f"torchrun agent {agent}"
     if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
@@ -163,20 +186,6 @@ def _job_of(pid: int, env: Mapping[str, str], agents: set[int]) -> tuple[str, st
     return str(pid), f"process {pid}"
 
 
-def _ancestors(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).parents()
-    except psutil.Error:
-        return []
-
-
-def _children(proc: psutil.Process) -> list[psutil.Process]:
-    try:
-        return proc.children()
-    except psutil.Error:
-        return []
-
-
 def ranks_for_pids(pids: Iterable[int], ctx: ProbeContext | None = None) -> list[RankProc]:
     """--pid PID...: each as a rank, numbered from its environment when readable."""
     ctx = ctx or ProbeContext()
@@ -186,14 +195,10 @@ def ranks_for_pids(pids: Iterable[int], ctx: ProbeContext | None = None) -> list
             env, error = read_environ(ctx, pid), ""
         except EnvUnreadable as exc:
             env, error = {}, str(exc)
-        cmd = ""
-        try:
-            cmd = " ".join(psutil.Process(pid).cmdline())
-        except psutil.Error:
-            pass  # gone or hidden: the dump says so
+        cmd = " ".join(p for p in (ctx.read_text(f"/proc/{pid}/cmdline", 1 << 16) or "").split("\0") if p)
         out.append(rank_of(pid, env, cmd, error))
     return out
 
 
 def hostname() -> str:
-    return socket.gethostname()
+    return os.uname().nodename

@@ -3,10 +3,9 @@ left stopped afterwards."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -29,9 +28,10 @@ def find_pyspy() -> str:
     here = Path(sys.executable).parent / "py-spy"
     if here.is_file() and os.access(here, os.X_OK):
         return str(here)
-    found = shutil.which("py-spy")
-    if found:
-        return found
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        found = os.path.join(folder or ".", "py-spy")
+        if os.path.isfile(found) and os.access(found, os.X_OK):
+            return found
     raise NoPySpy("py-spy not found (next to this python or on PATH): "
                   "`pip install py-spy` in distdoctor's environment")
 
@@ -120,6 +120,28 @@ def dump_all(ranks: Sequence[RankProc], host: str, *, native: bool = False,
 
     if not ranks:
         return []
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(ranks))),
-                            thread_name_prefix="stacks-dump") as pool:
-        return list(pool.map(one, ranks))
+    # plain threads over a shared index, not concurrent.futures: its import (logging and all)
+    # costs more than the dump of a rank, and this runs while a job hangs
+    results: list[dict[str, Any] | None] = [None] * len(ranks)
+    lock = threading.Lock()
+    todo = iter(range(len(ranks)))
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                results[i] = one(ranks[i])
+            except Exception as exc:  # a bug for one rank is that rank's error, not everyone's
+                results[i] = {"rank": ranks[i].rank, "pid": ranks[i].pid, "host": host,
+                              "frames": [], "error": f"{type(exc).__name__}: {exc}"}
+
+    threads = [threading.Thread(target=worker, name=f"stacks-dump-{n}", daemon=True)
+               for n in range(max(1, min(workers, len(ranks))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [r for r in results if r is not None]
