@@ -2,10 +2,8 @@
 then a wrong one, with the score checked each time, in the session and in drills.json."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import appkit
 from appkit import run_async, screen_text
 
 from distdoctor.knowledge import load_knowledge

@@ -12,9 +12,7 @@ Folder layout (the same for a learner's run and for `--record`):
 """
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 import socket
 import threading
@@ -113,7 +111,7 @@ def run_drill(name: str, *, nproc: int | None = None, python: str = "", run_dir:
                 note = "the setup run did not finish"
             script.lose_checkpoint(job)
         if drill.hold_port:
-            holder = _hold(port)
+            holder, port = _hold()
         argv = script.argv(drill, python, job, n, port)
         how, code, tree_left = _launch(argv, {**env, "PYTHON": python, "MASTER_PORT": str(port)},
                                        job, folder / "logs" / "console.log", deadline, cancel,
@@ -156,12 +154,21 @@ def _env(drill: Drill) -> dict[str, str]:
     return {**env, **drill.env}
 
 
-def _hold(port: int) -> socket.socket:
-    """Another service on MASTER_PORT: a plain listening socket, as a local web server has."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("0.0.0.0", port))
-    sock.listen(1)
-    return sock
+def _hold(tries: int = 5) -> tuple[socket.socket, int]:
+    """Another service on MASTER_PORT: a plain listening socket, as a local web server has.
+    (socket, port); another free port is taken if the first is grabbed meanwhile."""
+    for attempt in range(tries):
+        port = free_port()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("0.0.0.0", port))
+            sock.listen(1)
+            return sock, port
+        except OSError:
+            sock.close()
+            if attempt == tries - 1:
+                raise DrillError("cannot hold a port for the port-in-use drill") from None
+    raise DrillError("cannot hold a port for the port-in-use drill")
 
 
 def _launch(argv: list[str], env: dict[str, str], cwd: Path, log: Path, deadline: float,
