@@ -84,3 +84,18 @@ async def test_drill_screen_is_readable_at_both_sizes(tmp_path: Path) -> None:
             view = app.screen.query_one("#drill-view")
             assert menu.region.height >= 2 and view.region.height >= 5, size
             assert menu.region.bottom <= view.region.y  # nothing overlaps
+
+
+def test_score_reads_in_a_session_report_line():
+    from distdoctor.probes.drill import get
+    from distdoctor.probes.drill.score import Attempt, score
+    from distdoctor.tui.report import _step_summary
+
+    attempt = Attempt("straggler", steps=["classify:hang", "open:console.log", "open:rank 1 stdout",
+                                          "answer"], cause="collective-timeout", rank="1",
+                      switches=["NCCL_P2P_DISABLE=1"])
+    result = score(get("straggler"), attempt)
+    assert result["passed"] and result["points"] == 50 + 30 + 15 - 10
+    line = _step_summary("drill-score", result)
+    assert "points=85" in line and "passed=True" in line and "4 steps (shortest 3)" in line
+    assert "NCCL_P2P_DISABLE=1" in line

@@ -35,10 +35,16 @@ def score(drill: Drill, attempt: Attempt) -> dict[str, Any]:
     shortest = len(SHORTEST_PATH)
     path_points = round(20 * min(1.0, shortest / taken))
     points = 50 * right_cause + 30 * right_rank + path_points - 10 * len(attempt.switches)
-    return {"drill": drill.name,
+    rank = lambda r: "no single rank" if r is None else f"rank {r}"  # noqa: E731
+    summary = (f"cause {'right' if right_cause else 'wrong'} ({attempt.cause} for {drill.cause}), "
+               f"rank {'right' if right_rank else 'wrong'} ({rank(attempt.rank)} for "
+               f"{rank(drill.culprit)}), {len(attempt.steps)} steps (shortest {shortest}), "
+               f"switches left on: {', '.join(attempt.switches) or 'none'}")
+    # scalars first: a session report's step line shows the first few (tui/report.py)
+    return {"drill": drill.name, "points": max(0, points), "passed": right_cause and right_rank,
+            "summary": summary,
             "cause": {"picked": attempt.cause, "expected": drill.cause, "right": right_cause},
             "rank": {"picked": attempt.rank, "expected": drill.culprit, "right": right_rank},
             "symptom": {"picked": attempt.symptom, "expected": drill.symptom},
             "steps": {"taken": len(attempt.steps), "shortest": shortest, "path": list(attempt.steps)},
-            "switches_left_on": list(attempt.switches),
-            "points": max(0, points), "passed": right_cause and right_rank}
+            "switches_left_on": list(attempt.switches)}
