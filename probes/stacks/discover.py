@@ -183,6 +183,8 @@ def _job_of(ancestors: list[int], env: Mapping[str, str], agents: set[int],
     if env.get("MASTER_PORT"):
         addr = f"{env.get('MASTER_ADDR', '')}:{env['MASTER_PORT']}"
         return addr, f"MASTER_ADDR:PORT {addr}"
+    if ancestors and ancestors[0] > 1:  # ranks started by one parent (mp.spawn, a shell loop)
+        return f"children-of-{ancestors[0]}", f"children of process {ancestors[0]}"
     return str(pid), f"process {pid}"
 
 
