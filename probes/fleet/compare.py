@@ -6,15 +6,17 @@ from typing import Any, Iterable, Mapping
 
 from .hosts import host_problem
 from .load import record_of
-from .schema import SUMMARY_FIELDS
+from .schema import MAY_DIFFER, SUMMARY_FIELDS
 
 SWITCH = "switch:"
-LABELS = {"torch": "torch", "torch_cuda": "torch CUDA", "nccl": "NCCL", "driver": "driver",
-          "cuda_driver": "CUDA driver", "gpu_model": "GPU model", "gpu_count": "GPU count",
+LABELS = {"python": "Python", "torch": "torch", "torch_git": "torch git", "torch_cuda": "torch CUDA",
+          "nccl": "NCCL", "nccl_files": "NCCL files", "driver": "driver", "cuda_driver": "CUDA driver",
+          "glibc": "glibc", "kernel": "kernel", "gpu_model": "GPU model", "gpu_count": "GPU count",
           "shm_bytes": "/dev/shm"}
 # Which cause each disagreement points to (GUIDE.md section 2); switches and GPU models have
 # none of their own: a switch set on some nodes only is a lead for the bisection step.
-CAUSES = {"torch": "version-mismatch", "torch_cuda": "version-mismatch", "nccl": "version-mismatch",
+CAUSES = {"python": "version-mismatch", "torch_git": "version-mismatch",
+          "torch": "version-mismatch", "torch_cuda": "version-mismatch", "nccl": "version-mismatch",
           "driver": "version-mismatch", "cuda_driver": "version-mismatch",
           "shm_bytes": "shm-insufficient", "gpu_count": "rank-env-mismatch"}
 
@@ -53,7 +55,8 @@ def compare(snapshots: Iterable[Mapping[str, Any]],
     """Group nodes by the fields that must agree and name, for each disagreeing field, the
     majority value and the outliers. Takes load_snapshots() records or full snapshot documents.
     Result (compare's --json): {"nodes", "agreed", "disagreements", "groups", "outliers",
-    "skipped"}; an outlier's "count" is how many nodes hold the majority value."""
+    "skipped", "may_differ"}; an outlier's "count" is how many nodes hold the majority value.
+    Fields in schema.MAY_DIFFER that differ go to "may_differ" (shown, never outliers)."""
     skipped = list(skipped or [])
     records = _records(snapshots, skipped)
     names = _unique_names(records)
@@ -87,12 +90,17 @@ def compare(snapshots: Iterable[Mapping[str, Any]],
 
     agreed: dict[str, Any] = {}
     disagreements: list[dict[str, Any]] = []
+    may_differ: list[dict[str, Any]] = []
     split: list[str] = []
     for field in fields:
         counts = counters[field]
         value, count = _majority(counts)
         if len(counts) == 1:
             agreed[field] = value
+            continue
+        if field in MAY_DIFFER:
+            may_differ.append({"field": field, "values": [
+                {"value": v, "count": c} for v, c in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]})
             continue
         split.append(field)
         disagreements.append({
@@ -128,7 +136,7 @@ def compare(snapshots: Iterable[Mapping[str, Any]],
     bad_hosts = [{"node": name, "host": r["node"], "reason": why}
                  for name, r in zip(names, records) if (why := host_problem(str(r["node"])))]
     return {"nodes": n, "agreed": agreed, "disagreements": disagreements, "groups": group_list,
-            "outliers": outliers, "skipped": skipped, "bad_hosts": bad_hosts}
+            "outliers": outliers, "skipped": skipped, "bad_hosts": bad_hosts, "may_differ": may_differ}
 
 
 def _flat(row: tuple) -> dict[str, Any]:

@@ -12,9 +12,17 @@ SCHEMA_RE = re.compile(r"^distdoctor\.snapshot/(\d+)$")
 PROBE_NAMES = ("versions", "shm", "launch", "switches", "network", "topology")
 STATUSES = ("ok", "warn", "fail", "unavailable", "error")
 
-# The fields nodes must agree on, in the order compare reports them; `switches` is added per name.
-SUMMARY_FIELDS = ("torch", "torch_cuda", "nccl", "driver", "cuda_driver", "gpu_model", "gpu_count",
-                  "shm_bytes")
+# The compared fields, in the order compare reports them; `switches` is added per name. The
+# README's table "fleet compare: what must agree" lists them; keep the two in step.
+REQUIRED_FIELDS = ("torch", "torch_cuda", "nccl", "driver", "cuda_driver", "gpu_model", "gpu_count",
+                   "shm_bytes")  # in every schema-1 snapshot since the first
+# version facts added later: optional in a file, so older snapshots still load (read as unknown)
+VERSION_FIELDS = ("python", "torch_git", "glibc", "kernel", "nccl_files")
+SUMMARY_FIELDS = ("python", "torch", "torch_git", "torch_cuda", "nccl", "nccl_files", "driver",
+                  "cuda_driver", "glibc", "kernel", "gpu_model", "gpu_count", "shm_bytes")
+# Compared and shown, but a difference is not an outlier: the same job runs fine on another
+# kernel or glibc, and extra NCCL files on disk matter only through the NCCL actually loaded.
+MAY_DIFFER = ("glibc", "kernel", "nccl_files")
 
 _OPT_STR = {"type": ["string", "null"]}
 _OPT_INT = {"type": ["integer", "null"]}
@@ -31,8 +39,9 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
         "python": {"type": "string"},
         "summary": {
             "type": "object",
-            "required": [*SUMMARY_FIELDS, "switches"],
+            "required": [*REQUIRED_FIELDS, "switches"],
             "properties": {
+                **{field: _OPT_STR for field in VERSION_FIELDS},
                 "torch": _OPT_STR, "torch_cuda": _OPT_STR, "nccl": _OPT_STR, "driver": _OPT_STR,
                 "cuda_driver": _OPT_STR, "gpu_model": _OPT_STR, "gpu_count": _OPT_INT,
                 "shm_bytes": _OPT_INT,

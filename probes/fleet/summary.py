@@ -13,6 +13,12 @@ from .schema import SUMMARY_FIELDS
 # nested mappings, so a probe that groups its facts ("torch": {"version": ...}) is read as well
 # as a flat one ("torch_version"); one table keeps the probes and the fleet view decoupled.
 CANDIDATES: dict[str, tuple[tuple[str, str], ...]] = {
+    "python": (("versions", "python.version"), ("versions", "python_version")),
+    "torch_git": (("versions", "torch.git"), ("versions", "torch_git")),
+    "glibc": (("versions", "glibc"),),
+    "kernel": (("versions", "kernel"),),
+    # every NCCL build on disk (pip packages, system libraries), as the versions probe lists them
+    "nccl_files": (("versions", "nccl_builds_text"),),
     "torch": (("versions", "torch.version"), ("versions", "torch_version")),
     "torch_cuda": (("versions", "torch.cuda"), ("versions", "torch.hip"),
                    ("versions", "torch_cuda")),
@@ -131,9 +137,12 @@ def switches(results: Mapping[str, Any]) -> dict[str, str]:
 
 
 def summarise(results: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields nodes must agree on, normalised to strings and integers (None when unknown)."""
+    """The compared fields (schema.SUMMARY_FIELDS), normalised to strings and integers (None when unknown)."""
     summary: dict[str, Any] = {f: version_text(_first(results, CANDIDATES[f]))
-                               for f in ("torch", "torch_cuda", "nccl", "driver", "cuda_driver")}
+                               for f in ("python", "torch", "torch_git", "torch_cuda", "nccl",
+                                         "nccl_files", "driver", "cuda_driver", "glibc", "kernel")}
+    if summary["glibc"] and summary["glibc"].startswith("glibc "):  # the probe says "glibc 2.35"
+        summary["glibc"] = summary["glibc"][len("glibc "):]
     models = gpu_models(results)
     count = _int(_first(results, CANDIDATES["gpu_count"]))
     summary["gpu_model"] = model_text(models)

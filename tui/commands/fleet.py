@@ -312,7 +312,22 @@ def run_compare(args: argparse.Namespace) -> int:
         from .fleet_text import render_compare
 
         print(render_compare(result, MAX_LINES))
+        for line in may_differ_lines(result):
+            print(line)
     return 1 if result["outliers"] else 0
+
+
+def may_differ_lines(result: dict[str, Any]) -> list[str]:
+    """Fields that differ but may (kernel, glibc, NCCL files on disk): shown, never outliers."""
+    from distdoctor.probes.fleet.compare import label, show
+
+    from .logs_text import printable
+
+    lines = []
+    for d in result.get("may_differ", []):
+        spread = "; ".join(f"{show(d['field'], v['value'])} on {v['count']}" for v in d["values"][:4])
+        lines.append(printable(f"may differ: {label(d['field'])}: {spread}"))
+    return ([""] + lines) if lines else []
 
 
 # ---- stacks -----------------------------------------------------------------------------------
