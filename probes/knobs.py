@@ -43,9 +43,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("torch-debug", "TORCH_CPP_LOG_LEVEL=INFO", "torch's C++ log lines (process group "
          "creation, watchdog)", torch_min="2.0"),
     Knob("flight-recorder", "TORCH_FR_BUFFER_SIZE=2000", "Flight Recorder: keep the last 2000 "
-         "collectives of every rank (0 = off)", torch_min="2.9"),
+         "collectives of every rank (0 = off; set it: older releases default to off)", torch_min="2.9"),
     Knob("flight-recorder", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000", "Flight Recorder under its old "
-         "name: keep the last 2000 collectives (0 = off)", torch_min="2.5", torch_max="2.9"),
+         "name: keep the last 2000 collectives (0 = off, the default in older releases)",
+         torch_min="2.5", torch_max="2.9"),
     Knob("flight-recorder", "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "dump every rank's Flight Recorder "
          "buffer when the watchdog times out", torch_min="2.5", needs_nccl=True),
     Knob("flight-recorder", f"TORCH_FR_DUMP_TEMP_FILE={FR_DIR}/rank_", "where the dumps go: "

@@ -297,3 +297,15 @@ def test_world_group_without_member_list_still_names_a_missing_rank(tmp_path: Pa
     (group,) = result.groups
     assert group.ranks == (0, 1, 2) and group.no_dump == (0,)
     assert result.culprit is not None and (result.culprit.ranks, result.culprit.role) == ((0,), "crashed")
+
+
+def test_dump_prefix_as_torch_writes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # TORCH_FR_DUMP_TEMP_FILE=/tmp/nccl_trace_rank_ writes /tmp/nccl_trace_rank_<rank>, next to
+    # anything else in /tmp: the prefix itself selects the dumps
+    for r in range(3):
+        shutil.copy(FR / "never_reaches" / "pickle" / f"trace_rank_{r}", tmp_path / f"nccl_trace_rank_{r}")
+    shutil.copy(FR / "size" / "pickle" / "trace_rank_0", tmp_path / "other_dump_0")
+    code, out, _ = cli(capsys, str(tmp_path / "nccl_trace_rank_"), "--json")
+    assert code == 1 and json.loads(out)["culprit"]["ranks"] == ["2"]
+    code, _, err = cli(capsys, str(tmp_path / "no_such_prefix_"))
+    assert code == 2 and "nor files starting with it" in err

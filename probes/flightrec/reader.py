@@ -198,7 +198,12 @@ def candidates(paths: Iterable[str]) -> list[tuple[int, Path]]:
             found.append((int(match.group(1)), top))
             continue
         if not top.is_dir():
-            raise DumpError(f"{top}: no such file or folder")
+            # the value of TORCH_FR_DUMP_TEMP_FILE itself (/tmp/nccl_trace_rank_): a prefix
+            prefixed = _with_prefix(top)
+            if not prefixed:
+                raise DumpError(f"{top}: no such file or folder (nor files starting with it)")
+            found += prefixed
+            continue
         for root, dirs, files in os.walk(top):
             dirs.sort()
             for name in sorted(files):
@@ -209,6 +214,24 @@ def candidates(paths: Iterable[str]) -> list[tuple[int, Path]]:
                         raise DumpError(f"{top}: more than {MAX_FILES} candidate files; "
                                         f"give the folder that holds one dump per rank")
     return found
+
+
+def _with_prefix(prefix: Path) -> list[tuple[int, Path]]:
+    """(rank, file) for <prefix><rank>[.json|.pkl] in the prefix's folder."""
+    folder = prefix.parent
+    if not prefix.name or not folder.is_dir():
+        return []
+    found = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    for name in names:
+        if name.startswith(prefix.name):
+            match = re.fullmatch(r"(\d+)(\.(json|pkl|pickle))?", name[len(prefix.name):])
+            if match and (folder / name).is_file():
+                found.append((int(match.group(1)), folder / name))
+    return found[:MAX_FILES + 1]
 
 
 def read_dumps(paths: Iterable[str], max_bytes: int = MAX_BYTES) -> tuple[dict[int, RankDump], list[str]]:

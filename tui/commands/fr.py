@@ -28,6 +28,7 @@ own fr_trace cannot read (KeyError ('0', 0)) are read too."""
 EPILOG = """\
 examples:
   distdoctor fr /tmp/fr-dumps/                   every rank's dump in a folder
+  distdoctor fr /tmp/nccl_trace_rank_            the TORCH_FR_DUMP_TEMP_FILE prefix itself
   distdoctor fr /tmp/fr-dumps/ --json            {"groups": [...], "culprit": {...}}
   distdoctor fr dumps/ --stacks stacks.json      cross-check with `distdoctor stacks --json`
   distdoctor fr dumps/ --logs logs.json          cross-check with `distdoctor logs --json`
@@ -43,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description=DESCRIPTION, epilog=EPILOG,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="+", metavar="DIR",
-                        help="folder(s) of dumps, or dump files, one per rank")
+                        help="folder(s) of dumps, dump files, or the dump prefix "
+                             "(TORCH_FR_DUMP_TEMP_FILE's value), one file per rank")
     parser.add_argument("--stacks", metavar="FILE",
                         help="output of `distdoctor stacks --json` to cross-check the culprit with")
     parser.add_argument("--logs", metavar="FILE",
