@@ -137,3 +137,25 @@ def test_refused_ptrace_says_why_and_what_to_run(tmp_path: Path) -> None:
     finally:
         target.kill()
         target.wait()
+
+
+def test_a_dump_cut_short_at_its_timeout_never_leaves_the_rank_stopped() -> None:
+    from distdoctor.probes.base import ProbeContext
+    from distdoctor.probes.stacks import dump_one, find_pyspy, proc_state
+
+    target = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.01)"])
+    ctx = ProbeContext()
+    try:
+        time.sleep(0.5)
+        errors = []
+        # py-spy killed (its whole group) at every point of its run: before, during, after attach
+        for timeout in (0.001, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 5.0):
+            frames, error = dump_one(target.pid, find_pyspy(), timeout=timeout, ctx=ctx)
+            errors.append(error)
+            assert proc_state(ctx, target.pid) not in ("T", "t"), (timeout, error)
+        assert any("timed out" in e for e in errors)
+        assert errors[-1] == ""  # and a dump given time works
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait()

@@ -187,3 +187,18 @@ def test_kubectl_command_lines() -> None:
     assert kubectl_pods_argv(opts) == ["kubectl", "get", "pods", "--namespace", "ml", "-l",
                                        "job-name=t", "--field-selector=status.phase=Running",
                                        "-o", "name", "--request-timeout=10s"]
+
+
+def test_srun_and_pdsh_run_stacks_on_every_node() -> None:
+    from distdoctor.probes.fleet import pdsh_argv, srun_argv
+
+    opts = FanoutOptions(via="srun", timeout=30, action="stacks")
+    argv = srun_argv({"SLURM_JOB_ID": "5", "SLURM_NNODES": "4"}, opts)
+    assert "--overlap" in argv and argv[-5:] == ["distdoctor", "stacks", "--job", "auto", "--json"]
+    opts = FanoutOptions(via="pdsh", hosts=("a", "b"), timeout=30, action="stacks")
+    assert pdsh_argv(opts)[-1] == "distdoctor stacks --job auto --json"
+
+
+def test_a_stacks_document_is_an_answer_not_a_bad_snapshot() -> None:
+    doc = analyse(recorded("sleep"))
+    assert parse_output("banner\n" + json.dumps(doc)) == (doc, "")

@@ -60,8 +60,8 @@ def ensure_running(ctx: ProbeContext, pid: int, before: str) -> str:
 
 
 def _error_line(res: CommandResult) -> str:
-    if res.error:
-        return res.error
+    if res.error:  # "/venv/bin/py-spy: timed out after 20s" -> "py-spy: timed out after 20s"
+        return res.error.replace(res.argv[0], "py-spy", 1) if res.argv else res.error
     lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
     pick = next((ln for ln in lines if ln.startswith("Error:")), lines[0] if lines else "")
     return f"py-spy exit code {res.returncode}" + (f": {pick[:200]}" if pick else "")
