@@ -159,3 +159,13 @@ def test_a_dump_cut_short_at_its_timeout_never_leaves_the_rank_stopped() -> None
     finally:
         target.kill()
         target.wait()
+
+
+def test_stacks_imports_neither_torch_nor_textual(ranks) -> None:
+    pids = ranks({0: "wait_for_peers"})
+    code = ("import contextlib, io, sys\nfrom distdoctor.tui.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()): rc = main(sys.argv[1:])\n"
+            "print(rc, sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'textual')))")
+    proc = subprocess.run([sys.executable, "-c", code, "stacks", "--pid", str(pids[0])],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["0", "[]"], proc.stderr
