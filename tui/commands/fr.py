@@ -10,6 +10,7 @@ from typing import Any
 
 from ..cli import UsageError
 from . import common
+from .exitcodes import problem_if
 
 KIND = "fr"
 DESCRIPTION = """\
@@ -105,8 +106,7 @@ def run(args: argparse.Namespace) -> int:
         common.print_json(data)
     else:
         sys.stdout.write(render(result, args.paths, checks))
-    found = any(g.first_mismatch or g.stalled for g in result.groups)
-    return 1 if found else 0
+    return problem_if(any(g.first_mismatch or g.stalled for g in result.groups))
 
 
 def _seq(op: str | None, seq: int | None) -> str:

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from . import common
+from .exitcodes import OK
 
 KIND = "knobs"
 DESCRIPTION = """\
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         common.print_json(doc)
     else:
         sys.stdout.write(render(doc))
-    return 0
+    return OK
 
 
 def render(doc: dict[str, Any]) -> str:
