@@ -215,12 +215,24 @@ def port_facts(port: int, pid: int | None, relevant: bool,
         if bind_why and free is None:
             facts["port_bind_error"] = bind_why
     facts["master_port_free"] = free
+    facts["master_port_state"] = "is free here" if free else \
+        f"could not be checked here ({facts.get('port_bind_error') or 'unknown'})"
     if free is False:
         known = [p for p in listeners if p]
         job = related_pids(pid)
         by_job = bool(known) and all(p in job for p in known)
         facts.update(master_port_holder=label, master_port_holder_pid=known[0] if known else None,
                      master_port_held_by_job=by_job, master_port_in_use=relevant and not by_job)
+        # the one line people read: who holds it and what that means (the ok title uses it)
+        if by_job:
+            facts["master_port_state"] = (f"is held by the job itself ({label}): expected while it "
+                                          "runs, its rank 0 serves the store there")
+        elif relevant:
+            facts["master_port_state"] = f"is held by another process: {label}" + (
+                f", not the job (--pid {pid})" if pid is not None else "")
+        else:
+            facts["master_port_state"] = (f"is held here by another process ({label}); rank 0 "
+                                          "binds it on MASTER_ADDR, not on this host")
         if facts["master_port_in_use"]:
             facts["free_port"] = free_port_near()
     return facts
