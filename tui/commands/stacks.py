@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -28,8 +29,8 @@ examples:
   distdoctor stacks --json | jq '.odd'
   distdoctor fleet stacks --via srun         every node of this Slurm allocation
 
-exit codes: 0 every rank is in the same place, 1 odd ranks found,
-            2 bad usage, no job found, or no rank could be dumped
+exit codes: 0 every rank is in the same place, 1 odd ranks found (or a rank
+            could not be dumped), 2 bad usage, no job found, or no rank could be dumped
 """
 MAX_FRAMES = 8  # Python frames per group in the text view; --json has them all
 
@@ -118,12 +119,15 @@ def run(args: argparse.Namespace) -> int:
     if not dumped:
         first = next((r["where"] for r in result["ranks"]), "no rank")
         raise UsageError(f"could not dump any rank: {first.removeprefix('not dumped: ')}")
-    return 1 if result["odd"] else 0
+    # a rank that could not be dumped may be the one holding the job: not "all in one place"
+    return 1 if result["odd"] or len(dumped) < len(result["ranks"]) else 0
 
 
 def _frame_line(frame: dict[str, Any]) -> str:
     line = f":{frame['line']}" if frame.get("line") else ""
-    return f"{frame['name']} ({frame['file']}{line})"
+    # torch/distributed/distributed_c10d.py, not /venv/lib/python3.11/site-packages/torch/...
+    file = re.split(r"/(?:site|dist)-packages/", str(frame["file"]))[-1]
+    return f"{frame['name']} ({file}{line})"
 
 
 def render(result: dict[str, Any], found: str = "") -> str:
