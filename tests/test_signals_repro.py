@@ -97,21 +97,19 @@ def wait_for(moment: str, proc: subprocess.Popen, run_dir: Path, limit: float = 
     raise AssertionError(f"{moment} never came")
 
 
-CASES = [  # one hang per signal; every signal at every moment; repro and bisect both
-    ("repro", "hang", signal.SIGINT), ("repro", "hang", signal.SIGTERM),
-    ("repro", "hang", signal.SIGHUP), ("repro", "hang", signal.SIGKILL),
-    ("bisect", "during", signal.SIGINT), ("bisect", "during", signal.SIGTERM),
-    ("bisect", "during", signal.SIGHUP), ("bisect", "during", signal.SIGKILL),
-    ("repro", "before", signal.SIGINT), ("bisect", "before", signal.SIGTERM),
-    ("repro", "before", signal.SIGHUP), ("bisect", "before", signal.SIGKILL),
-]
+MOMENTS = {  # one hang per signal; every signal at every moment; repro and bisect both
+    "hang": [("repro", signal.SIGINT), ("repro", signal.SIGTERM), ("repro", signal.SIGHUP),
+             ("repro", signal.SIGKILL)],
+    "during": [("bisect", signal.SIGINT), ("bisect", signal.SIGTERM), ("bisect", signal.SIGHUP),
+               ("bisect", signal.SIGKILL)],
+    "before": [("repro", signal.SIGINT), ("bisect", signal.SIGTERM), ("repro", signal.SIGHUP),
+               ("bisect", signal.SIGKILL)],
+}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("command,moment,sig", CASES,
-                         ids=[f"{c}-{m}-{s.name}" for c, m, s in CASES])
-def test_no_process_outlives_distdoctor(tmp_path: Path, command: str, moment: str,
-                                        sig: signal.Signals) -> None:
+def one_case(tmp_path: Path, command: str, moment: str, sig: signal.Signals) -> None:
+    """Start a real distdoctor, wait for `moment`, send `sig` to it as a terminal would, and
+    check what is left."""
     tag = uuid.uuid4().hex
     run_dir = tmp_path / "run"
     env = {**os.environ, TAG: tag, "XDG_STATE_HOME": str(tmp_path / "state")}
@@ -154,3 +152,51 @@ def test_no_process_outlives_distdoctor(tmp_path: Path, command: str, moment: st
         stated = int(re.search(r"port (\d+) is free", err).group(1))
         assert port is None or stated == port
         assert port_is_free(stated)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_no_process_outlives_distdoctor(tmp_path: Path, moment: str) -> None:
+    """The four signals at one moment, as four distdoctors at once (each waits mostly on its
+    job's start-up: side by side they take little more than one)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = MOMENTS[moment]
+    with ThreadPoolExecutor(len(cases)) as pool:
+        futures = {f"{command} {sig.name}": pool.submit(one_case, tmp_path / f"{command}-{sig.name}",
+                                                        command, moment, sig)
+                   for command, sig in cases}
+    failures = {}
+    for name, fut in futures.items():
+        try:
+            fut.result()
+        except AssertionError as exc:
+            failures[name] = str(exc)[:1500]
+    assert failures == {}
+
+
+def test_signals_during_the_run_set_cancel_and_never_lose_the_result() -> None:
+    """The KeyError 'result' of the report: signals that land while the main thread waits must
+    only ask the run to stop; the run's own result (its cleanup done) always comes back."""
+    import threading
+
+    from distdoctor.tui.commands.repro import _in_thread
+
+    started = threading.Event()
+
+    def work(cancel: threading.Event) -> str:
+        started.set()
+        cancel.wait(60)
+        time.sleep(0.5)  # the tree's kill and check take a while: signals keep coming meanwhile
+        return "stopped and cleaned up"
+
+    def pester() -> None:
+        started.wait(30)
+        for sig in (signal.SIGINT, signal.SIGINT, signal.SIGTERM, signal.SIGINT):
+            os.kill(os.getpid(), sig)
+            time.sleep(0.05)
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    threading.Thread(target=pester, daemon=True).start()
+    assert _in_thread(work) == ("stopped and cleaned up", signal.SIGINT)
+    assert {s: signal.getsignal(s) for s in before} == before  # handlers put back
