@@ -277,7 +277,8 @@ def test_find_jobs_on_a_recorded_proc_tree(tmp_path: Path) -> None:
     from distdoctor.probes.stacks import find_jobs
 
     rank = lambda r, **more: {"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2",  # noqa: E731
-                              "LOCAL_WORLD_SIZE": "2", **more}
+                              "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1",
+                              "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "none", **more}
     slurm = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"}
     ctx = proc_tree(tmp_path, {
         1: (0, ["init"], {}),
@@ -296,6 +297,9 @@ def test_find_jobs_on_a_recorded_proc_tree(tmp_path: Path) -> None:
     assert sorted(jobs) == ["100", "300", "77.0"]
     assert [(r.pid, r.rank) for r in jobs["100"].ranks] == [(101, "0"), (102, "1")]
     assert jobs["100"].how == "torchrun agent 100" and jobs["100"].expected() == ["0", "1"]
+    # the name every node knows the job by (the agent's pid is only this node's); not "none"
+    assert jobs["100"].aliases == ["10.0.0.1:29500"] and jobs["100"].matches("10.0.0.1:29500")
+    assert jobs["77.0"].aliases == ["77.0"]
     assert [(r.pid, r.rank) for r in jobs["77.0"].ranks] == [(201, "0"), (202, "1")]
     assert [(r.pid, r.rank) for r in jobs["300"].ranks] == [(301, "pid:301")]
     assert "301" in jobs["300"].ranks[0].env_error

@@ -112,7 +112,8 @@ def test_no_job_and_several_jobs(monkeypatch: pytest.MonkeyPatch, capsys: pytest
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("  --job 10: torchrun agent 10, 1 rank(s), pids 11")
     assert err[1].startswith("  --job 20: Slurm step 5.0, 2 rank(s), pids 21,22")
-    assert err[2] == "distdoctor: error: 2 jobs on this node, pick one with --job ID (listed above)"
+    assert err[2] == ("distdoctor: error: 2 jobs on this node (10, 20), pick one with --job ID "
+                      "(listed above)")
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),

@@ -131,13 +131,14 @@ def test_kubectl_stacks_merges_pods_and_names_the_odd_rank(stubs: Path) -> None:
 def test_ssh_stacks_finds_a_rank_no_node_has(stubs: Path) -> None:
     node(stubs, "n1", "collective", range(0, 1))
     node(stubs, "n2", "collective", range(2, 3))  # rank 1's node never started it
-    proc = run_cli("fleet", "stacks", "--via", "ssh", "--hosts", "n1,n2", "--native")
+    proc = run_cli("fleet", "stacks", "--via", "ssh", "--hosts", "n1,n2", "--native",
+                   "--job", "10.0.0.1:29500")
     assert proc.returncode == 1, proc.stderr
     assert "stacks: 2 ranks in all_reduce (train.py:34); rank 1 not running" in proc.stdout
     assert "culprit (missing): rank 1 is not running while the others wait" in proc.stdout
     assert "n1" in proc.stdout and "n2" in proc.stdout  # one table, a host column
     ssh = [c for c in calls(stubs) if c[0] == "ssh"]
-    assert ssh[0][-1] == "distdoctor stacks --job auto --json --native"
+    assert ssh[0][-1] == "distdoctor stacks --json --native --job 10.0.0.1:29500"
 
 
 def test_all_in_one_place_is_exit_0(stubs: Path) -> None:

@@ -93,8 +93,10 @@ class Launched:
         self.dir = tmp_path
         (tmp_path / "train.py").write_text(JOB)
         env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+        self.master = f"127.0.0.1:{free_port()}"
         argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={NPROC}",
-                "--master-addr=127.0.0.1", f"--master-port={free_port()}", "train.py", kind]
+                "--master-addr=127.0.0.1", f"--master-port={self.master.split(':')[1]}",
+                "train.py", kind]
         self.tree = ProcessTree(argv, env, tmp_path, tmp_path / "job.log")
         self.agent = self.tree.proc.pid
 
@@ -127,12 +129,13 @@ def _alive(pid: int) -> bool:
 
 def stacks(job: Launched, *extra: str) -> tuple[int, dict, str]:
     """`distdoctor stacks --job auto --json`; on a shared machine where other jobs run too, auto
-    lists them (exit 2): ours must be among them, and it is then picked by its id."""
+    lists them (exit 2): ours must be among them, and it is then picked by its MASTER_ADDR:PORT."""
     cmd = [sys.executable, "-m", "distdoctor.tui.cli", "stacks", "--json", *extra]
     proc = subprocess.run(cmd + ["--job", "auto"], capture_output=True, text=True, timeout=120)
     if proc.returncode == 2 and "jobs on this node" in proc.stderr:
-        assert f"--job {job.agent}: torchrun agent {job.agent}, {NPROC} rank(s)" in proc.stderr
-        proc = subprocess.run(cmd + ["--job", str(job.agent)], capture_output=True, text=True,
+        assert (f"--job {job.agent}: torchrun agent {job.agent} (also --job {job.master}), "
+                f"{NPROC} rank(s)") in proc.stderr
+        proc = subprocess.run(cmd + ["--job", job.master], capture_output=True, text=True,
                               timeout=120)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout), proc.stderr

@@ -65,7 +65,8 @@ def collect_command(opts: FanoutOptions) -> list[str]:
     """The command each node runs: `distdoctor collect [--python PATH]` or `distdoctor stacks
     --job auto --json` (JSON on stdout)."""
     if opts.action == "stacks":
-        return [opts.distdoctor, "stacks", "--job", "auto", "--json", *opts.extra]
+        job = [] if "--job" in opts.extra else ["--job", "auto"]
+        return [opts.distdoctor, "stacks", *job, "--json", *opts.extra]
     argv = [opts.distdoctor, "collect"]
     if opts.python:
         argv += ["--python", opts.python]

@@ -32,12 +32,20 @@ class Job:
     id: str
     how: str
     ranks: list[RankProc] = field(default_factory=list)
+    # names every node of the job knows it by (MASTER_ADDR:PORT, the rendezvous run id, the Slurm
+    # step), so `fleet stacks --job` can pick it on every node; the agent's pid is only local
+    aliases: list[str] = field(default_factory=list)
+
+    def matches(self, wanted: str) -> bool:
+        return wanted == self.id or wanted in self.aliases
 
     def describe(self) -> str:
         cmd = self.ranks[0].cmdline if self.ranks else ""
         pids = ",".join(str(r.pid) for r in self.ranks[:8]) + ("..." if len(self.ranks) > 8 else "")
-        return (f"--job {self.id}: {self.how}, {len(self.ranks)} rank(s), pids {pids}"
-                + (f": {cmd[:100]}" if cmd else ""))
+        also = [a for a in self.aliases if a != self.id]
+        return (f"--job {self.id}: {self.how}"
+                + (f" (also --job {' or '.join(also)})" if also else "")
+                + f", {len(self.ranks)} rank(s), pids {pids}" + (f": {cmd[:100]}" if cmd else ""))
 
     def expected(self) -> list[str]:
         """Ranks that should run here: 0..WORLD_SIZE-1 when every rank is on this node."""
@@ -163,11 +171,22 @@ def find_jobs(ctx: ProbeContext | None = None, scope: Mapping[str, str] | None =
     for pid in sorted(ranked | slurm):
         env = envs.get(pid, {})
         job_id, how = _job_of(table.ancestors(pid), env, agents, pid)
-        job = jobs.setdefault(job_id, Job(job_id, how))
+        job = jobs.setdefault(job_id, Job(job_id, how, aliases=_aliases(env)))
         job.ranks.append(rank_of(pid, env, " ".join(table.cmd.get(pid, [])), errors.get(pid, "")))
     for job in jobs.values():
         job.ranks.sort(key=lambda r: (int(r.rank) if r.rank.isdigit() else 1 << 30, r.pid))
     return sorted(jobs.values(), key=lambda j: j.id)
+
+
+def _aliases(env: Mapping[str, str]) -> list[str]:
+    out = []
+    if env.get("MASTER_PORT"):
+        out.append(f"{env.get('MASTER_ADDR', '')}:{env['MASTER_PORT']}")
+    if env.get("TORCHELASTIC_RUN_ID", "none") != "none":  # torchrun's default rdzv id names nothing
+        out.append(env["TORCHELASTIC_RUN_ID"])
+    if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
+        out.append(f"{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}")
+    return out
 
 
 def _job_of(ancestors: list[int], env: Mapping[str, str], agents: set[int],
@@ -178,7 +197,7 @@ def _job_of(ancestors: list[int], env: Mapping[str, str], agents: set[int],
     if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
         step = f"{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
         return step, f"Slurm step {step}"
-    if env.get("TORCHELASTIC_RUN_ID"):
+    if env.get("TORCHELASTIC_RUN_ID", "none") != "none":
         return env["TORCHELASTIC_RUN_ID"], f"elastic run {env['TORCHELASTIC_RUN_ID']}"
     if env.get("MASTER_PORT"):
         addr = f"{env.get('MASTER_ADDR', '')}:{env['MASTER_PORT']}"

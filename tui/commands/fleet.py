@@ -86,6 +86,7 @@ examples:
   distdoctor fleet stacks --via ssh --hosts 'node[01-16]' --native
   distdoctor fleet stacks --via kubectl --selector job-name=train --namespace ml
   distdoctor fleet stacks --via pdsh --hostfile hosts.txt --json | jq .odd
+  distdoctor fleet stacks --via ssh --hosts 'node[01-04]' --job 10.0.0.1:29500
 
 exit codes: 0 every rank in the same place and every host answered,
             1 odd ranks found or some hosts failed, 2 bad usage or no host answered
@@ -140,6 +141,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              epilog=STACKS_EPILOG, formatter_class=raw)
     _reach(stk)
     stk.add_argument("--native", action="store_true", help="include C/C++ frames (py-spy --native)")
+    stk.add_argument("--job", metavar="ID", help="the job on every node when nodes run several: "
+                     "its MASTER_ADDR:PORT, rendezvous id or Slurm step (default: auto)")
     add_common(stk)
     stk.set_defaults(func=run_stacks)
 
@@ -205,6 +208,8 @@ def _options(args: argparse.Namespace, action: str = "collect") -> Any:
     if args.via == "local" and action == "collect":
         python = interpreter(python)
     extra = ("--native",) if getattr(args, "native", False) else ()
+    if getattr(args, "job", None):
+        extra += ("--job", args.job)
     return FanoutOptions(via=args.via, hosts=hosts, timeout=args.timeout,
                          concurrency=args.concurrency, python=python, distdoctor=args.distdoctor,
                          action=action, extra=extra, selector=args.selector or "",

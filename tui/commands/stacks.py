@@ -25,6 +25,7 @@ lists the candidates when there are several. Inside a Slurm job (as under
 examples:
   distdoctor stacks                          the one job on this node
   distdoctor stacks --job 4242               one of the jobs `--job auto` listed
+  distdoctor stacks --job 10.0.0.1:29500     the job whose MASTER_ADDR:PORT is this
   distdoctor stacks --pid 4242 4243 --native with C/C++ frames (NCCL, Gloo)
   distdoctor stacks --json | jq '.odd'
   distdoctor fleet stacks --via srun         every node of this Slurm allocation
@@ -43,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--pid", type=_pid, nargs="+", action="extend", metavar="PID",
                        help="the ranks' process ids")
     which.add_argument("--job", default="auto", metavar="auto|ID",
-                       help="`auto` (default): the one job on this node; or an ID it listed")
+                       help="`auto` (default): the one job on this node; or an ID it listed "
+                            "(MASTER_ADDR:PORT names a job on every node)")
     parser.add_argument("--native", action="store_true",
                         help="include C/C++ frames (py-spy --native)")
     parser.add_argument("--timeout", type=_seconds, default=None, metavar="S",
@@ -81,17 +83,22 @@ def _pick(args: argparse.Namespace) -> tuple[list[Any], list[str], str]:
         return stacks.ranks_for_pids(args.pid), [], "--pid"
     jobs = stacks.find_jobs()
     if args.job != "auto":
-        chosen = [j for j in jobs if j.id == args.job]
+        chosen = [j for j in jobs if j.matches(args.job)]
         if not chosen:
             known = ", ".join(j.id for j in jobs) or "none found"
             raise UsageError(f"--job {args.job}: no such job on this node (jobs: {known})")
+        if len(chosen) > 1:
+            ids = ", ".join(j.id for j in chosen)
+            raise UsageError(f"--job {args.job} names {len(chosen)} jobs here ({ids}); pick one by its id")
         job = chosen[0]
     elif not jobs:
         raise UsageError(NO_JOB)
     elif len(jobs) > 1:
         for j in jobs:
             print(f"  {j.describe()}", file=sys.stderr)
-        raise UsageError(f"{len(jobs)} jobs on this node, pick one with --job ID (listed above)")
+        ids = ", ".join(j.id for j in jobs)
+        raise UsageError(f"{len(jobs)} jobs on this node ({ids}), pick one with --job ID "
+                         "(listed above)")
     else:
         job = jobs[0]
     return job.ranks, job.expected(), job.describe()
