@@ -389,8 +389,8 @@ class Collector:
             if "step" not in low and "iter" not in low and "batch" not in low:
                 continue
             m = x.PROGRESS.search(t)
-            if not m:
-                continue
+            if not m or ("Error" in t or "Exception" in t) and x.exception(t) is not None:
+                continue  # an exception's message ("bad batch at step 5") is not progress
             if self.file is not None:
                 self.file_progress.setdefault(self.file.name, n)
             w = x.who(t)

@@ -31,6 +31,12 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         if waiters:
             why += f"; rank {_names(waiters)} {'was' if len(waiters) == 1 else 'were'} left waiting"
         return {"ranks": [first.rank], "role": "crashed", "why": why}
+    late = _late(waiters)
+    if late:
+        timed = [rl for rl in waiters if rl.end.kind == "timeout"]
+        return {"ranks": [rl.rank for rl in late], "role": "stuck",
+                "why": f"rank {_names(late)} lost its peer only after rank {_names(timed)} had timed out "
+                       f"waiting: {'it was' if len(late) == 1 else 'they were'} the late one"}
     if waiters:
         seqs = {rl.rank: rl.last_collective.get("seq") for rl in waiters
                 if rl.last_collective and rl.last_collective.get("seq") is not None}
@@ -70,6 +76,27 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
 
 def _earliest_exit(exited: list[RankLine]) -> RankLine:
     return min(exited, key=lambda rl: rl.end.hit.order if rl.end.hit else (1 << 30, 0))
+
+
+def _late(waiters: list[RankLine]) -> list[RankLine]:
+    """Ranks that lost their peer after another rank timed out: the waiter gave up and exited, so
+    the connection of the rank it waited for closed. Order by clock when both lines have one of
+    the same kind, else by reading order within one file."""
+    timed = [rl for rl in waiters if rl.end.kind == "timeout" and rl.end.hit is not None]
+    lost = [rl for rl in waiters if rl.end.kind == "lost-peer" and rl.end.hit is not None]
+    out = []
+    for rl in lost:
+        h = rl.end.hit
+        for t in timed:
+            th = t.end.hit
+            if h.ts and th.ts and h.ts[0] == th.ts[0]:  # type: ignore[union-attr]
+                after = h.ts[1] > th.ts[1]  # type: ignore[union-attr]
+            else:
+                after = h.file == th.file and h.line > th.line  # type: ignore[union-attr]
+            if after:
+                out.append(rl)
+                break
+    return out
 
 
 def _odd_facts(view: View) -> dict[str, Any] | None:

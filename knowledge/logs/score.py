@@ -8,7 +8,7 @@ from ..model import KnowledgeBase
 from . import extract as x
 from .collect import Hit
 from .report import CauseScore, Evidence
-from .timeline import RankLine
+from .timeline import RankLine, exceptions_unranked
 from .view import View
 
 BASES = ("evidence", "facts", "prior")  # strongest first: failure lines, what the logs show, the symptom
@@ -121,6 +121,16 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
         return  # the exit lines are the launcher stopping the ranks that waited for the stuck one
     crashes = sorted(view.crashes, key=lambda h: (view.rank(h) is None, h.order))
     if not crashed and not crashes:
+        lost = [rl for rl in lines.values() if rl.end.kind == "lost-peer"]
+        unranked = [e for e in exceptions_unranked(view) if not _signed(view, e.hit)]
+        if lost and not any(rl.end.kind == "timeout" for rl in lines.values()):
+            # a closed connection: the peer's process is gone, whoever it was
+            s.add("rank-crash-deadlock", 2.0, f"rank {span([rl.rank for rl in lost])} lost its peer: the "
+                  "process on the other end exited", [rl.end.hit for rl in lost[:2] if rl.end.hit is not None])
+        elif unranked:
+            e = unranked[0]
+            s.add("rank-crash-deadlock", 1.0, f"a process raised {e.type}: whichever rank it was, the others "
+                  "are left waiting for it", [e.hit])
         return
     waiters = [rl for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")]
     hits = []
@@ -148,6 +158,13 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
               f"rank {who['ranks'][0]} crashed: the other ranks are left waiting for it", hits[:3])  # type: ignore[index]
     elif kind == "hang":
         s.add("rank-crash-deadlock", 1.5, "a process crashed and the job hung: the others wait for it", crashes[:3])
+
+
+def _signed(view: View, hit: Hit) -> bool:
+    """Whether a failure signature already names the cause of this line (an NCCL error, an OOM):
+    then the line is that cause's evidence, not a generic crash."""
+    return any(h.file == hit.file and h.line == hit.line and "context" not in view.sigs[sid].tags
+               for sid, hs in view.col.hits.items() for h in hs)
 
 
 def _timeout_hits(view: View) -> list[Hit]:
@@ -225,12 +242,15 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
     stuck = who is not None and who["role"] in ("stuck", "slow")
     if not explained:
         hits = _timeout_hits(view)[:2] + [rl.end.hit for rl in lost[:2] if rl.end.hit is not None]
+        # a lost peer alone is a crash on the other end (rank-crash-deadlock), not a timeout
+        only_lost = bool(lost) and not view.timeouts and not view.unranked and all(
+            rl.end.kind != "timeout" for rl in lines.values())
         if stuck and who["ranks"] == ["0"]:  # type: ignore[index]
             s.add("rank0-overload", 4.0, "rank 0 is the one rank that never reached the collective: "
                   "the rank that does extra work (eval, saving, logging)", hits[:1], "facts")
         if stuck:
             s.add("collective-timeout", 3.0, f"rank {span(who['ranks'])} {who['role']}: {who['why']}", hits)  # type: ignore[index]
-        else:
+        elif not only_lost:
             s.add("collective-timeout", 1.0, "collectives timed out with no crashed rank in sight", hits)
     elif view.crashes or (who and who["role"] == "crashed"):
         s.against["collective-timeout"].append("a rank crashed first: the timeouts are its consequence")
