@@ -15,11 +15,12 @@ from typing import Any
 
 from .reader import Entry, RankDump
 
-# ops whose inputs (or outputs) may legitimately differ in size across ranks (fr_trace's list)
+# ops whose inputs (or outputs) may legitimately differ in size across ranks: fr_trace's list
+# (all_to_all and scatter inputs, all_to_all and gather outputs) plus the uneven-split variants
 _VARIABLE_IN = {"all_to_all", "all_to_all_single", "all_to_all_v_single", "scatter",
-                "all_gather_v", "reduce_scatter_v", "gather"}
+                "all_gather_v", "reduce_scatter_v"}
 _VARIABLE_OUT = {"all_to_all", "all_to_all_single", "all_to_all_v_single", "gather",
-                 "all_gather_v", "reduce_scatter_v", "scatter"}
+                 "all_gather_v", "reduce_scatter_v"}
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,8 @@ def _odd_out(values: dict[int, Any]) -> tuple[tuple[int, ...], tuple[int, ...], 
 
 
 def _vs_first(values: dict[int, Any]) -> tuple[int, ...]:
-    """fr_trace's reading: every rank that differs from the first (lowest) rank."""
+    """fr_trace's way of reading, with the lowest rank as the reference (fr_trace itself takes
+    whichever dump it read first): every rank that differs from it."""
     ref = values[min(values)]
     return tuple(sorted(r for r, v in values.items() if v != ref))
 
