@@ -305,3 +305,12 @@ def test_find_jobs_on_a_recorded_proc_tree(tmp_path: Path) -> None:
     assert "301" in jobs["300"].ranks[0].env_error
     # inside Slurm job 77 (srun --overlap), only that job's processes count
     assert [j.id for j in find_jobs(ctx, scope={"SLURM_JOB_ID": "77"})] == ["77.0"]
+
+
+def test_evidence_is_read_by_the_verdict_engine() -> None:
+    from distdoctor.knowledge.verdict import culprit, rank_causes
+
+    evidence = as_evidence(analyse(recorded("collective")))
+    ranked = rank_causes(extra=evidence)
+    assert ranked[0].id == "asymmetric-collective"
+    assert culprit(None, evidence)["ranks"] == ["1"]

@@ -177,12 +177,15 @@ def render(result: dict[str, Any], found: str = "") -> str:
 
 def _next_steps(result: dict[str, Any]) -> list[str]:
     odd = [o for o in result["odd"] if not o["where"].startswith(("not running", "not dumped"))]
-    pids = {r["rank"]: r["pid"] for r in result["ranks"]}
+    by_rank = {r["rank"]: r for r in result["ranks"]}
     steps = []
     if odd:
-        pid = pids.get(odd[0]["rank"])
-        steps.append(f"  py-spy dump --pid {pid} --locals      the odd rank, with its variables")
-        steps.append(f"  distdoctor stacks --pid {pid} --native   its C/C++ frames too")
+        rank = by_rank[odd[0]["rank"]]
+        pid = rank["pid"]
+        # across nodes, the pid means something only on its host
+        on = f" (on {rank['host']})" if len({r["host"] for r in result["ranks"]}) > 1 else ""
+        steps.append(f"  py-spy dump --pid {pid} --locals      the odd rank, with its variables{on}")
+        steps.append(f"  distdoctor stacks --pid {pid} --native   its C/C++ frames too{on}")
     if any(r["frames"] for r in result["ranks"]):
         steps.append("  distdoctor stacks --json > stacks.json    keep this for the incident")
     return ["", "next:"] + steps if steps else []
