@@ -73,7 +73,7 @@ def per_rank_resume(script: Script) -> list[Finding]:
 
 
 def _reads_step(script: Script, names: set[str]) -> bool:
-    for node in ast.walk(script.tree):
+    for node in script.nodes:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in names:
             key = node.slice
             if isinstance(key, ast.Constant) and isinstance(key.value, str) and STEP_KEY.search(key.value):

@@ -6,7 +6,7 @@ import ast
 import re
 from typing import Iterator
 
-from .check_sync import rank_ifs
+from .check_sync import in_rank_branch
 from .model import Script, dotted
 from .rules import Finding, finding
 
@@ -38,14 +38,13 @@ def _false(node: ast.AST | None) -> bool:
 
 def _rank_only(script: Script, node: ast.AST) -> bool:
     """Inside a rank branch, or inside a function only called from rank branches."""
-    branches = list(rank_ifs(script))
-    if any(node in ast.walk(b) for b in branches):
+    if in_rank_branch(script, node):
         return True
     fn = script.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     if fn is None:
         return False
     sites = [c for c in script.calls() if script.local_callee(c) == fn.name]  # type: ignore[attr-defined]
-    return bool(sites) and all(any(s in ast.walk(b) for b in branches) for s in sites)
+    return bool(sites) and all(in_rank_branch(script, s) for s in sites)
 
 
 def dataloader_without_sampler(script: Script) -> list[Finding]:
@@ -99,7 +98,7 @@ def _iterable_dataset(script: Script, data: ast.AST) -> bool:
     text = ast.unparse(data)
     if "split_dataset_by_node" in text or "streaming" in text:
         return True
-    classes = {n.name for n in ast.walk(script.tree) if isinstance(n, ast.ClassDef)
+    classes = {n.name for n in script.nodes if isinstance(n, ast.ClassDef)
                and any("IterableDataset" in dotted(b) for b in n.bases)}
     return any(c in text for c in classes)
 
@@ -110,7 +109,7 @@ def _loader_names(script: Script) -> dict[str, ast.AST]:
                  for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None
                  and any(script.calls_named(LOADER, r.value))}
     names: dict[str, ast.AST] = {}
-    for node in ast.walk(script.tree):
+    for node in script.nodes:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             q = script.qualname(node.value.func)
             if re.search(LOADER, q) or script.local_callee(node.value) in factories:
@@ -138,7 +137,7 @@ def accelerate_unprepared(script: Script) -> list[Finding]:
     # an eval/test loader left out runs the full set on every process: redundant, not wrong
     out = [finding(script.path, node, "DD503", name) for name, node in loaders.items()
            if name not in prepared and not EVAL_DATA.search(name)]
-    for node in ast.walk(script.tree):
+    for node in script.nodes:
         if not isinstance(node, ast.If):
             continue
         arms = [list(_prepares(script, ast.Module(body=arm, type_ignores=[]))) for arm in (node.body, node.orelse)]

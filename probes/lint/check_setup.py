@@ -24,7 +24,7 @@ def spawn_under_torchrun(script: Script) -> list[Finding]:
     unless the spawn sits behind a check of those variables (one launcher or the other)."""
     if not any(script.calls_named(INIT)):
         return []
-    reads = any(_reads_torchrun_env(n) for n in ast.walk(script.tree)
+    reads = any(_reads_torchrun_env(n) for n in script.nodes
                 if isinstance(n, (ast.Subscript, ast.Call, ast.Compare)) and env_key(n) in TORCHRUN_ENV
                 and not isinstance(getattr(n, "ctx", None), ast.Store))
     if not reads:
@@ -71,7 +71,7 @@ def _guarded(script: Script) -> bool:
     if any("crash_guard" in q for q in script.aliases.values()) or \
             any(dotted(c.func).endswith("crash_guard") for c in script.calls()):
         return True
-    for node in ast.walk(script.tree):
+    for node in script.nodes:
         blocks = []
         if isinstance(node, ast.Try):
             blocks = [*node.finalbody, *[s for h in node.handlers for s in h.body]]
@@ -83,7 +83,7 @@ def _guarded(script: Script) -> bool:
 
 def _handlers(script: Script) -> list[ast.AST]:
     """Except blocks and the functions registered as signal or atexit handlers."""
-    out: list[ast.AST] = [n for n in ast.walk(script.tree) if isinstance(n, ast.ExceptHandler)]
+    out: list[ast.AST] = [n for n in script.nodes if isinstance(n, ast.ExceptHandler)]
     for call in script.calls_named(r"^signal\.signal$|^atexit\.register$|sys\.excepthook"):
         for arg in call.args:
             if isinstance(arg, ast.Name) and arg.id in script.functions:
@@ -107,7 +107,7 @@ def exits(script: Script) -> list[Finding]:
             if destroyed_at is None or destroyed_at > call.lineno:
                 out.append(finding(script.path, call, "DD902", "os._exit()"))
     if inits and not _guarded(script):
-        daemon_set = {dotted(t.value) for n in ast.walk(script.tree) if isinstance(n, ast.Assign)
+        daemon_set = {dotted(t.value) for n in script.nodes if isinstance(n, ast.Assign)
                       for t in n.targets if isinstance(t, ast.Attribute) and t.attr == "daemon"}
         for call in script.calls_named(r"^threading\.Thread$"):
             daemon = next((k.value for k in call.keywords if k.arg == "daemon"), None)

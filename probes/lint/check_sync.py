@@ -16,10 +16,22 @@ HEAVY_CALL = re.compile(r"(^|[._])(evaluate\w*|validat\w*|export\w*|convert\w*|t
 DATA_ITER = re.compile(r"(loader|dataset|data|batches|_dl|dl|shards?|files|records|samples|examples)\b", re.I)
 
 
-def rank_ifs(script: Script) -> Iterator[ast.If]:
-    for node in ast.walk(script.tree):
-        if isinstance(node, ast.If) and script.rank_dependent(node.test):
-            yield node
+def rank_ifs(script: Script) -> list[ast.If]:
+    """Every `if` whose condition differs between ranks (computed once per script)."""
+    if "rank_ifs" not in script.memo:
+        script.memo["rank_ifs"] = [n for n in script.nodes
+                                   if isinstance(n, ast.If) and script.rank_dependent(n.test)]
+    return script.memo["rank_ifs"]
+
+
+def in_rank_branch(script: Script, node: ast.AST) -> bool:
+    ids = {id(b) for b in rank_ifs(script)}
+    cur = script.parents.get(node)
+    while cur is not None:
+        if id(cur) in ids:
+            return True
+        cur = script.parents.get(cur)
+    return False
 
 
 def rank_zero_functions(script: Script) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -123,7 +135,7 @@ def collective_over_uneven_data(script: Script) -> list[Finding]:
     """DD201: a loop over data that differs per rank (no DistributedSampler), with collectives in it."""
     uses_ddp = any("DistributedDataParallel" in q or q.endswith(".DDP") for q in script.aliases.values())
     out: list[Finding] = []
-    for loop in ast.walk(script.tree):
+    for loop in script.nodes:
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
         data = _loop_iterable(loop.iter)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 # torch.distributed calls every rank of the group must make
 DIST_COLLECTIVES = frozenset((
@@ -90,6 +90,12 @@ class Script:
     per_rank_names: set[str] = field(default_factory=set)
     collective_funcs: dict[str, ast.Call] = field(default_factory=dict)
     fsdp: bool = False
+    # walked once: every rule asks for calls and assignments many times
+    all_calls: list[ast.Call] = field(default_factory=list)
+    assigns: list[tuple[list[str], ast.AST]] = field(default_factory=list)
+    memo: dict[str, Any] = field(default_factory=dict)
+    nodes: list[ast.AST] = field(default_factory=list)
+    _qualnames: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, path: str, text: str) -> "Script":
@@ -100,19 +106,25 @@ class Script:
     # ---- names -------------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str:
         """The dotted name with its first part resolved through the imports (dist -> torch.distributed)."""
+        known = self._qualnames.get(id(node))
+        if known is not None:
+            return known
         name = dotted(node)
-        if not name:
-            return ""
         head, _, rest = name.partition(".")
         base = self.aliases.get(head.replace("()", ""), head)
-        return f"{base}.{rest}" if rest else base
+        result = (f"{base}.{rest}" if rest else base) if name else ""
+        self._qualnames[id(node)] = result
+        return result
 
     def uses(self, pattern: str) -> bool:
         """Does any imported module or name match `pattern` (a regex on the qualified name)?"""
         return any(re.search(pattern, q) for q in self.aliases.values())
 
     def calls(self, root: ast.AST | None = None) -> Iterator[ast.Call]:
-        for node in ast.walk(root or self.tree):
+        if root is None or root is self.tree:
+            yield from self.all_calls
+            return
+        for node in ast.walk(root):
             if isinstance(node, ast.Call):
                 yield node
 
@@ -127,7 +139,7 @@ class Script:
         """Is this single node a rank (a rank name, a rank-zero helper, get_rank(), $RANK)?"""
         names = self.rank_names if names is None else names
         if isinstance(node, ast.Name):
-            return node.id in names or bool(RANK_NAME.match(node.id))
+            return (node.id in names or bool(RANK_NAME.match(node.id))) and not self._loop_var(node)
         if isinstance(node, ast.Attribute):
             return node.attr in RANK_ATTRS
         if isinstance(node, ast.Call):
@@ -137,6 +149,15 @@ class Script:
                 return True
         # `"RANK" in os.environ` asks how the job was launched: the same answer on every rank
         return not isinstance(node, ast.Compare) and env_key(node) in RANK_ENV
+
+    def _loop_var(self, name: ast.Name) -> bool:
+        """`for rank in range(world)`: a loop over every rank, the same on each process."""
+        fn = self.function_of(name)
+        key = f"loopvars:{id(fn)}"
+        if key not in self.memo:
+            self.memo[key] = {n for node in self.walk_local(fn) if isinstance(node, (ast.For, ast.comprehension))
+                              for n in _bound(node.target)}
+        return name.id in self.memo[key]
 
     def rank_dependent(self, expr: ast.AST) -> bool:
         """Does a branch condition differ between ranks? `local_rank == -1` and `rank is None` ask
@@ -294,10 +315,10 @@ class Script:
 
     # ---- indexing ----------------------------------------------------------------------------
     def _index(self) -> None:
-        for node in ast.walk(self.tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
-            if isinstance(node, ast.Import):
+        for node in self._walk_once():
+            if isinstance(node, ast.Call):
+                self.all_calls.append(node)
+            elif isinstance(node, ast.Import):
                 for a in node.names:
                     self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
             elif isinstance(node, ast.ImportFrom) and node.module:
@@ -305,12 +326,37 @@ class Script:
                     self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, []).append(node)
+        self.assigns = list(self._walk_assignments())
         self.fsdp = self.uses(r"FullyShardedDataParallel|fully_shard|\.FSDP$")
         self._taint()
         self._collective_functions()
 
-    def _assignments(self) -> Iterator[tuple[list[str], ast.AST]]:
-        for node in ast.walk(self.tree):
+    def _walk_once(self) -> list[ast.AST]:
+        """Every node, parents recorded on the way (one pass instead of ast.walk + iter_child_nodes)."""
+        nodes: list[ast.AST] = []
+        stack: list[ast.AST] = [self.tree]
+        parents = self.parents
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if isinstance(value, ast.AST):
+                    parents[value] = node
+                    stack.append(value)
+                elif isinstance(value, list):
+                    for item in value:
+                        if isinstance(item, ast.AST):
+                            parents[item] = node
+                            stack.append(item)
+        self.nodes = nodes
+        return nodes
+
+    def _assignments(self) -> list[tuple[list[str], ast.AST]]:
+        return self.assigns
+
+    def _walk_assignments(self) -> Iterator[tuple[list[str], ast.AST]]:
+        for node in self.nodes:
             if isinstance(node, ast.Assign):
                 yield [n for t in node.targets for n in _bound(t)], node.value
             elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
@@ -321,7 +367,7 @@ class Script:
     def _taint(self) -> None:
         """Names that hold a rank (for branch conditions: only through comparisons and arithmetic)
         and names whose value differs by rank (for paths and datasets: through any expression)."""
-        assigns = list(self._assignments())
+        assigns = self.assigns
         for _ in range(6):
             before = (len(self.rank_names), len(self.per_rank_names))
             for targets, value in assigns:
@@ -347,22 +393,29 @@ class Script:
         return isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)) and self.is_rank_ref(value)
 
     def _collective_functions(self) -> None:
-        for _ in range(6):
+        """Local functions that make a collective, directly or through other local functions."""
+        direct: dict[str, ast.Call] = {}
+        callees: dict[str, list[str]] = {}
+        for name, defs in self.functions.items():
+            for fn in defs:
+                for node in self.walk_local(fn):
+                    if not isinstance(node, ast.Call):
+                        continue
+                    if self.collective(node):
+                        direct.setdefault(name, node)
+                    elif (callee := self.local_callee(node)) is not None:
+                        callees.setdefault(name, []).append(callee)
+        found = dict(direct)
+        changed = True
+        while changed:
             changed = False
-            for name, defs in self.functions.items():
-                if name in self.collective_funcs:
-                    continue
-                for fn in defs:
-                    found = next(iter(self.collectives_in(fn)), None)
-                    if found:
-                        call = found[0]
-                        callee = self.local_callee(call)
-                        self.collective_funcs[name] = self.collective_funcs[callee] if (
-                            callee and not self.collective(call)) else call
+            for name, called in callees.items():
+                if name not in found:
+                    hit = next((found[c] for c in called if c in found), None)
+                    if hit is not None:
+                        found[name] = hit
                         changed = True
-                        break
-            if not changed:
-                break
+        self.collective_funcs = found
 
 
 def _bound(target: ast.AST) -> list[str]:
