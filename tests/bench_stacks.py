@@ -1,7 +1,7 @@
 """Benchmark: `distdoctor stacks` against a bare `py-spy dump --pid` loop over the same ranks
 (goal: at most 1.2x the bare loop).
 
-Run: python tests/bench_stacks.py [--nproc N] [--runs R]
+Run: python tests/bench_stacks.py [--nproc N] [--runs R]   (N: 8 by default, one 8-GPU node)
 A real hung Gloo job (torchrun, N ranks, rank 1 asleep while the others wait in all_reduce) is
 started in a temporary folder; then, R times each, alternating: the bare loop (one `py-spy dump
 --pid P` after the other, what an engineer types), and `distdoctor stacks --job AGENT --json`
@@ -75,7 +75,7 @@ def stacks(agent: int, env: dict[str, str]) -> tuple[float, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nproc", type=int, default=4)
+    parser.add_argument("--nproc", type=int, default=8, help="ranks (default 8: one 8-GPU node)")
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     pyspy = find_pyspy()

@@ -22,6 +22,10 @@ step's tasks. `--job auto` (the default) takes the one job on this node and
 lists the candidates when there are several. Inside a Slurm job (as under
 `srun --overlap`), only that job's processes are considered.
 
+--json prints {"ranks": [{"rank", "pid", "host", "where", "frames"}],
+"groups": [{"ranks", "where", "frames"}], "odd": [{"rank", "where", "why"}],
+"culprit", "summary", "job"}; frames are innermost first, as py-spy prints them.
+
 examples:
   distdoctor stacks                          the one job on this node
   distdoctor stacks --job 4242               one of the jobs `--job auto` listed
