@@ -15,6 +15,8 @@ import pytest
 from distdoctor.probes.repro.proctree import free_port
 from distdoctor.tui.cli import main
 
+from test_stacks_real import skip_if_refused
+
 RANK = """import sys, time
 
 def wait_for_peers():
@@ -51,8 +53,10 @@ def ranks(tmp_path: Path):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "distdoctor.tui.cli", "stacks", *args],
+    proc = subprocess.run([sys.executable, "-m", "distdoctor.tui.cli", "stacks", *args],
                           capture_output=True, text=True, timeout=120)
+    skip_if_refused(proc)
+    return proc
 
 
 def test_odd_rank_text_json_and_session(ranks) -> None:
