@@ -7,6 +7,7 @@ import sys
 
 from ..cli import UsageError
 from . import common
+from .exitcodes import USAGE, problem_if
 
 KIND = "lint"
 DESCRIPTION = """\
@@ -72,5 +73,5 @@ def run(args: argparse.Namespace) -> int:
     for line in result.errors:
         print(f"distdoctor: error: {line}", file=sys.stderr)
     if result.errors:
-        return 2
-    return 1 if result.findings else 0
+        return USAGE  # some input could not be read: its findings are missing from the result
+    return problem_if(bool(result.findings))
