@@ -33,9 +33,10 @@ def test_bad_inputs_are_skipped_and_listed(tmp_path: Path) -> None:
     (tmp_path / "empty.log").write_bytes(b"")
     rep = analyse([str(tmp_path), str(tmp_path / "missing.log")], KB)
     why = reasons(rep)
-    assert rep.files_read == 1
+    # Latin-1 text is text: read with U+FFFD for the bad bytes, and a note says so
+    assert rep.files_read == 2 and "latin1.log" not in why
+    assert any("latin1.log" in n and "UTF-8" in n for n in rep.notes)
     assert "binary" in why["binary.bin"]
-    assert "UTF-8" in why["latin1.log"]
     assert why["empty.log"] == "empty file"
     assert "No such file" in why["missing.log"]
     assert [c.id for c in rep.causes][:1] == ["cuda-oom"]
@@ -165,7 +166,8 @@ def test_stdin(tmp_path: Path) -> None:
 def test_sniff_accepts_a_multibyte_char_cut_by_the_window() -> None:
     text = ("é" * (sources.SNIFF // 2)).encode()[: sources.SNIFF - 1]
     assert sources.sniff(text) == ""
-    assert "UTF-8" in sources.sniff(b"ok\n\xff\xfe bad\n")
+    assert sources.sniff(b"ok\n\xff\xfe bad\n") == ""  # one bad byte is not a binary file
+    assert "UTF-8" in sources.not_utf8(b"ok\n\xff\xfe bad\n")
 
 
 def test_fifo_loop_and_broken_gzip_are_skipped_without_blocking(tmp_path: Path) -> None:

@@ -27,14 +27,21 @@ class TopologyInputError(ValueError):
 
 
 def read_input(path: str | Path) -> str:
-    """The text of a file (or '-' for stdin); binary, unreadable and non-regular files (FIFOs,
-    devices) and a closed stdin are TopologyInputErrors."""
+    """The text of a file (or '-' for stdin), at most MAX_BYTES of it (see read_bounded)."""
+    return read_bounded(path)[0]
+
+
+def read_bounded(path: str | Path) -> tuple[str, str]:
+    """(text, note): the text of a file (or '-' for stdin) up to MAX_BYTES, cut at a line end,
+    and a note saying how much was left unread ('' when it was all read). Binary, unreadable and
+    non-regular files (FIFOs, devices) and a closed stdin are TopologyInputErrors."""
     name = str(path)
+    total: int | None = None
     try:
         if name == "-":
             if sys.stdin is None:  # started with stdin closed (`<&-`)
                 raise TopologyInputError("- reads standard input, which is closed here")
-            data = sys.stdin.buffer.read(MAX_BYTES)
+            data = sys.stdin.buffer.read(MAX_BYTES + 1)
         else:
             mode = os.stat(path).st_mode
             # a FIFO would block the read and a device (/dev/zero) never ends: regular files only
@@ -42,7 +49,8 @@ def read_input(path: str | Path) -> str:
                 raise TopologyInputError(f"{name}: not a regular file (FIFO, device or socket); "
                                          "save the output to a file, or pipe it to --input -")
             with open(path, "rb") as fh:
-                data = fh.read(MAX_BYTES)
+                total = os.fstat(fh.fileno()).st_size
+                data = fh.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise TopologyInputError(f"{name}: no such file") from None
     except IsADirectoryError:
@@ -51,7 +59,16 @@ def read_input(path: str | Path) -> str:
         raise TopologyInputError(f"{name}: cannot read ({exc.strerror or exc})") from None
     if looks_binary(data[:8192]):
         raise TopologyInputError(f"{name}: binary data, not a topology file ({WHAT})")
-    return data.decode("utf-8", "replace")
+    note = ""
+    if len(data) > MAX_BYTES:
+        data = data[:MAX_BYTES]
+        cut = data.rfind(b"\n")
+        data = data[:cut + 1] if cut > 0 else data  # no half line at the end
+        of = f" of {total >> 20} MiB" if total else " (standard input holds more)"
+        note = (f"Read only the first {len(data) >> 20} MiB{of}: topology output is a few KiB. "
+                f"For a big NCCL log, keep the NCCL lines first: grep -e 'NCCL INFO' -e '^ *[+]' -e "
+                f"'/' LOG | grep -v opCount | distdoctor topo --input -")
+    return data.decode("utf-8", "replace"), note
 
 
 def looks_binary(head: bytes) -> bool:
@@ -103,6 +120,9 @@ def why_nothing(blocks: list, parts: list[Topology], text: str) -> str:
         return (f"truncated `nvidia-smi topo -m` output: the header names {len(gpus)} GPU(s) "
                 f"({gpus[0]}..{gpus[-1]}) but no matrix row follows")
     if XML_MARK.search(text):
+        skipped = [n for p in parts for n in p.notes if n.startswith(("Skipped", "Read only"))]
+        if skipped:
+            return f"NCCL topology XML with no usable GPU: {skipped[0].rstrip('.')}"
         return "NCCL topology XML that describes no GPU (cut short before the first <pci>/<gpu>?)"
     if any(p.sources == ["nccl-info"] for p in parts):
         return ("NCCL lines that name no GPU: rerun with NCCL_DEBUG=INFO and keep the "
@@ -111,4 +131,13 @@ def why_nothing(blocks: list, parts: list[Topology], text: str) -> str:
 
 
 def load_topology(path: str | Path) -> Topology:
-    return parse_text(read_input(path), str(path))
+    text, note = read_bounded(path)
+    try:
+        topo = parse_text(text, str(path))
+    except TopologyInputError as exc:
+        if note:  # nothing in the part read: say that the rest was not read
+            raise TopologyInputError(f"{exc} ({note.split(':')[0]})") from None
+        raise
+    if note:
+        topo.note(note)
+    return topo

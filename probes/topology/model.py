@@ -80,12 +80,19 @@ def short_bus(bus: str) -> str:
 
 def cpus_from_mask(mask: str) -> str:
     """NCCL/sysfs hex mask '00000000,0000ffff,ffffffff' -> '0-47'."""
+    digits = mask.replace(",", "")
+    if len(digits) > MAX_MASK_DIGITS:  # past 16384 CPUs: damage, and int() of it is slow
+        return ""
     try:
-        value = int(mask.replace(",", ""), 16)
+        value = int(digits, 16)
     except ValueError:
         return ""
-    bits = [i for i in range(value.bit_length()) if value >> i & 1]
+    # one pass over the binary digits: shifting a big int per bit would be quadratic
+    bits = [i for i, bit in enumerate(reversed(bin(value)[2:])) if bit == "1"]
     return cpu_ranges(bits)
+
+
+MAX_MASK_DIGITS = 4096
 
 
 def cpu_ranges(cpus: list[int]) -> str:

@@ -31,6 +31,11 @@ SWITCH_ENV = re.compile(r"(NCCL_P2P_DISABLE|NCCL_P2P_LEVEL|NCCL_SHM_DISABLE|NCCL
                         r" set by environment to (\S+?)\.?$")
 VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
 DUMP_HINT = re.compile(r"^\s*(?:\+ |(?:CPU|GPU|NET|NIC)/)|=== System")
+# Bounds no real node comes near (NVL72 racks have 72 GPUs, across trays): a hostile or damaged
+# log past them costs linear time and memory, and what is left out is said in a note.
+MAX_DEV = 1023      # a CUDA device ordinal above this is damage, not a device
+MAX_GPUS = 256      # distinct GPUs kept
+MAX_RECS = 8192     # distinct GPU mentions kept
 
 
 def parse_bracket(value: str) -> tuple[int | None, str]:
@@ -63,6 +68,7 @@ class LogScan:
     nvls: bool = False
     net_transports: set[str] = field(default_factory=set)
     lines: int = 0
+    skipped: list[str] = field(default_factory=list)  # damaged mentions left out, with the reason
 
 
 def parse_nccl_log(text: str) -> Topology:
@@ -70,6 +76,9 @@ def parse_nccl_log(text: str) -> Topology:
     scan = LogScan()
     dump = DumpReader()
     for line in text.splitlines():
+        if " opCount " in line:  # COLL-subsystem lines (one per collective): never topology
+            scan.lines += 1
+            continue
         m = PREFIX.search(line) if "NCCL " in line else None
         if m is None:
             bare(topo, scan, line)
@@ -94,9 +103,10 @@ def bare(topo: Topology, scan: LogScan, line: str) -> None:
     """Lines without the host:pid:tid prefix: nccl-tests' device list and the version banner."""
     m = TESTS_RANK.search(line) if "Rank" in line else None
     if m:
-        raw = m.group(4)
-        bus = norm_bus_id(f"{int(raw, 16):02x}:00.0") if raw.lower().startswith("0x") else norm_bus_id(
-            raw if raw.count(".") else raw + ".0")
+        bus = tests_bus(m.group(4))
+        if bus is None:
+            scan.skipped.append(f"nccl-tests device line with bus id {m.group(4)!r} (not a bus id)")
+            return
         scan.recs.append(Rec(m.group(2), dev=int(m.group(3)), bus=bus, rank=int(m.group(1)),
                              name=m.group(5).strip()))
         scan.lines += 1
@@ -104,6 +114,21 @@ def bare(topo: Topology, scan: LogScan, line: str) -> None:
     m = VERSION.search(line)
     if m:
         topo.note(f"NCCL {m.group(1)}.")
+
+
+def tests_bus(raw: str) -> str | None:
+    """nccl-tests' bracket: '0x1b' (a bus number) or '0000:1b:00' / '1b:00.0'; None when damaged
+    ('0x', '0x03:', a stray colon)."""
+    if raw.lower().startswith("0x"):
+        digits = raw[2:]
+        if not digits or len(digits) > 2 or any(c not in "0123456789abcdefABCDEF" for c in digits):
+            return None
+        return norm_bus_id(f"{int(digits, 16):02x}:00.0")
+    bus = norm_bus_id(raw if raw.count(".") else raw + ".0")
+    return bus if BUS_ID.match(bus) else None
+
+
+BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 def info_line(topo: Topology, scan: LogScan, host: str, rest: str) -> None:
@@ -187,6 +212,7 @@ class Identities:
 
     def __init__(self) -> None:
         self.gpus: list[Rec] = []
+        self.dropped = 0  # mentions of GPUs past MAX_GPUS
 
     def find(self, rec: Rec) -> Rec | None:
         for gpu in self.gpus:
@@ -203,9 +229,12 @@ class Identities:
             return same[0] if len(same) == 1 else None
         return None
 
-    def add(self, rec: Rec) -> Rec:
+    def add(self, rec: Rec) -> Rec | None:
         old = self.find(rec)
         if old is None:
+            if len(self.gpus) >= MAX_GPUS:
+                self.dropped += 1
+                return None
             self.gpus.append(Rec(rec.host, rec.dev, rec.bus, rec.rank, rec.name, rec.cpus))
             return self.gpus[-1]
         for name in ("dev", "bus", "rank", "name", "cpus"):
@@ -214,7 +243,30 @@ class Identities:
         return old
 
 
+def sane(scan: LogScan) -> None:
+    """Drop mentions no real GPU makes (a device ordinal past MAX_DEV), fold repeats, and cap
+    what is kept; each drop is a skipped entry with its reason."""
+    def ok(rec: Rec) -> bool:
+        if rec.dev is not None and not 0 <= rec.dev <= MAX_DEV:
+            scan.skipped.append(f"device number {rec.dev} (above {MAX_DEV}: not a device ordinal)")
+            return False
+        return True
+
+    unique = {(r.host, r.dev, r.bus, r.rank, r.name, r.cpus): r for r in scan.recs if ok(r)}
+    scan.recs = list(unique.values())
+    if len(scan.recs) > MAX_RECS:
+        scan.skipped.append(f"{len(scan.recs) - MAX_RECS} GPU mention(s) past the first {MAX_RECS}")
+        scan.recs = scan.recs[:MAX_RECS]
+    scan.transports = [t for t in scan.transports if ok(t[0]) and ok(t[1])]
+    scan.disabled = [d for d in scan.disabled if ok(d[0]) and ok(d[1])]
+    scan.nic_distance = [d for d in scan.nic_distance if ok(d[0])]
+    for hint in [h for h in scan.hints if not 0 <= h[1] <= MAX_DEV]:
+        del scan.hints[hint]
+        scan.skipped.append(f"line prefix device [{hint[1]}] (above {MAX_DEV})")
+
+
 def resolve(topo: Topology, scan: LogScan, dump: DumpReader) -> None:
+    sane(scan)
     ids = Identities()
     for rec in sorted(scan.recs, key=lambda r: r.dev is None):
         ids.add(rec)
@@ -237,6 +289,13 @@ def resolve(topo: Topology, scan: LogScan, dump: DumpReader) -> None:
         if gpu is not None:
             topo.set_link(keys[id(gpu)], nic, code)
     summarise(topo, scan, dump)
+    if ids.dropped:
+        scan.skipped.append(f"{ids.dropped} mention(s) of GPUs past the first {MAX_GPUS}")
+    if scan.skipped:
+        shown = "; ".join(dict.fromkeys(scan.skipped[:3]))
+        more = f" and {len(scan.skipped) - 3} more" if len(scan.skipped) > 3 else ""
+        topo.note(f"Skipped {len(scan.skipped)} damaged or out-of-range entr{'y' if len(scan.skipped) == 1 else 'ies'}: "
+                  f"{shown}{more}.")
 
 
 def gpu_key(rec: Rec, multi: bool) -> str:

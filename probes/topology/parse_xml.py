@@ -1,5 +1,9 @@
 """NCCL topology XML (NCCL_TOPO_DUMP_FILE output or a hand-written NCCL_TOPO_FILE), read tag by tag
-with regular expressions so that a file cut off anywhere still yields what came before the cut."""
+with regular expressions so that a file cut off anywhere still yields what came before the cut.
+
+Not an XML parser on purpose: entities are never expanded (a DOCTYPE is noted and ignored),
+nesting past MAX_DEPTH and devices past MAX_DEVICES are skipped with a note, so time and memory
+stay linear in the input whatever it holds."""
 from __future__ import annotations
 
 import re
@@ -14,6 +18,16 @@ ATTR = re.compile(r"([\w:.-]+)\s*=\s*\"([^\"]*)\"")
 NVSWITCH_CLASS = "0x0680"
 BRIDGE_CLASS = "0x0604"
 NIC_CLASSES = ("0x0200", "0x0207", "0x0280")
+# Real dumps nest 6-10 deep (system/cpu/pci switches/pci/gpu/nvlink) and hold at most a few dozen
+# devices; past these bounds an input is damaged or hostile, and what is skipped is said.
+MAX_DEPTH = 64
+MAX_DEVICES = 128  # GPUs, NICs and switches, each (a node has at most a few dozen)
+MAX_ELEMENTS = 50_000  # a dump holds hundreds of elements; past this the rest is not read
+DOCTYPE = re.compile(r"<!DOCTYPE|<!ENTITY", re.I)
+
+
+BUS_ID = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+MAX_DEV = 1023  # a CUDA device ordinal above this is damage
 
 
 def is_gpu_class(cls: str, vendor: str) -> bool:
@@ -36,6 +50,7 @@ class Frame:
 class XmlScan:
     """Everything gathered in one pass over the tags, before GPU keys are decided."""
 
+    skipped: dict[str, int] = field(default_factory=dict)    # reason -> how many elements
     gpu_bus: dict[str, dict] = field(default_factory=dict)   # bus -> {parent, numa, dev, rank, sm}
     nvlinks: list[tuple[str, str, int, str]] = field(default_factory=list)  # src bus, target, n, tclass
     nets: list[tuple[str, str, str, int | None]] = field(default_factory=list)  # name, bus, parent, numa
@@ -50,12 +65,27 @@ def parse_xml(text: str) -> Topology:
     topo = Topology(sources=["nccl-xml"])
     scan = XmlScan()
     stack: list[Frame] = []
-    for m in TAG.finditer(text):
+    deeper = 0  # open elements past MAX_DEPTH, not pushed: their closing tags only count down
+    if DOCTYPE.search(text[:1 << 16]):
+        topo.note("The XML declares a DOCTYPE or entities: ignored, never expanded.")
+    for n, m in enumerate(TAG.finditer(text)):
+        if n >= MAX_ELEMENTS:
+            topo.note(f"Read only the first {MAX_ELEMENTS} XML elements (ending at byte {m.start()} of "
+                      f"{len(text)}): a real topology dump holds a few hundred.")
+            break
         closing, tag, attr_text, self_closing = m.group(1), m.group(2).lower(), m.group(3), m.group(4)
         if closing:
-            while stack and stack.pop().tag != tag:
-                pass
+            if deeper:
+                deeper -= 1
+                continue
+            if any(f.tag == tag for f in stack):  # a stray closing tag must not empty the stack
+                while stack and stack.pop().tag != tag:
+                    pass
             scan.closed = scan.closed or tag == "system"
+            continue
+        if len(stack) >= MAX_DEPTH:
+            skip(scan, f"<{tag[:20]}> nested deeper than {MAX_DEPTH} levels")
+            deeper += not self_closing
             continue
         attrs = {k.lower(): v for k, v in ATTR.findall(attr_text)}
         frame = open_element(topo, scan, stack, tag, attrs)
@@ -64,7 +94,23 @@ def parse_xml(text: str) -> Topology:
     finish(topo, scan)
     if not scan.closed and topo.gpus:
         topo.note("The XML ends before </system> (cut short): read what is there.")
+    for reason, count in list(scan.skipped.items())[:4]:
+        topo.note(f"Skipped {count} element(s): {reason}.")
+    if len(scan.skipped) > 4:
+        topo.note(f"Skipped elements for {len(scan.skipped) - 4} more reason(s).")
     return topo
+
+
+def skip(scan: XmlScan, reason: str) -> None:
+    scan.skipped[reason] = scan.skipped.get(reason, 0) + 1
+
+
+def full(scan: XmlScan, table: dict | list, what: str) -> bool:
+    """Whether a device table is at its bound (the element is then skipped, with a note)."""
+    if len(table) < MAX_DEVICES:
+        return False
+    skip(scan, f"{what} past the first {MAX_DEVICES}")
+    return True
 
 
 def parent_key(stack: list[Frame]) -> str:
@@ -84,7 +130,11 @@ def current_numa(stack: list[Frame]) -> int | None:
 def open_element(topo: Topology, scan: XmlScan, stack: list[Frame], tag: str,
                  attrs: dict[str, str]) -> Frame | None:
     if tag == "cpu":
-        numa = int(attrs["numaid"]) if attrs.get("numaid", "").lstrip("-").isdigit() else len(topo.numa)
+        raw = attrs.get("numaid", "")
+        digits = raw[1:] if raw.startswith("-") else raw
+        numa = int(raw) if digits.isascii() and digits.isdigit() and len(digits) <= 4 else len(topo.numa)
+        if numa not in topo.numa and full(scan, topo.numa, "<cpu> elements"):
+            return Frame(tag)
         topo.numa[numa] = cpus_from_mask(attrs.get("affinity", ""))
         topo.cpu_vendor = topo.cpu_vendor or attrs.get("vendor", "")
         return Frame(tag, key=f"NUMA{numa}", numa=numa)
@@ -92,13 +142,23 @@ def open_element(topo: Topology, scan: XmlScan, stack: list[Frame], tag: str,
         bus = norm_bus_id(attrs.get("busid", ""))
         cls, vendor = attrs.get("class", ""), attrs.get("vendor", "")
         parent = parent_key(stack)
+        if not BUS_ID.match(bus):
+            # '0x', '0x03:', 'dev...': not a PCI address; its children still hang off the parent
+            skip(scan, f"<pci> with a malformed busid ({bus[:24]!r})")
+            return Frame(tag)
         if is_gpu_class(cls, vendor):
+            if bus not in scan.gpu_bus and full(scan, scan.gpu_bus, "GPUs"):
+                return Frame(tag)
             scan.gpu_bus.setdefault(bus, {"parent": parent, "numa": current_numa(stack)})
             return Frame(tag, key=f"BUS@{bus}", bus=bus)
         if cls.lower().startswith(NIC_CLASSES):
+            if bus not in scan.nic_bus and full(scan, scan.nic_bus, "NICs"):
+                return Frame(tag)
             scan.nic_bus[bus] = (parent, current_numa(stack))
             return Frame(tag, key=f"BUS@{bus}", bus=bus)
         key = f"PCI@{short_bus(bus)}"
+        if key not in topo.switches and full(scan, topo.switches, "PCI switches"):
+            return Frame(tag)
         topo.switches[key] = "nvswitch" if cls.lower().startswith(NVSWITCH_CLASS) else "pcie"
         if parent:
             topo.parents[key] = parent
@@ -106,18 +166,31 @@ def open_element(topo: Topology, scan: XmlScan, stack: list[Frame], tag: str,
     if tag == "gpu":
         scan.saw_gpu_element = True
         bus = next((f.bus for f in reversed(stack) if f.bus), "")
+        if bus not in scan.gpu_bus and full(scan, scan.gpu_bus, "GPUs"):
+            return Frame(tag)
         info = scan.gpu_bus.setdefault(bus, {"parent": parent_key(stack), "numa": current_numa(stack)})
         for name in ("dev", "rank", "sm"):
-            if attrs.get(name, "").isdigit():
-                info[name] = int(attrs[name])
+            value = attrs.get(name, "")
+            if value.isascii() and value.isdigit() and len(value) <= 6:
+                if name == "dev" and int(value) > MAX_DEV:
+                    skip(scan, f"<gpu dev> above {MAX_DEV} (not a device ordinal)")
+                    continue
+                info[name] = int(value)
+            elif value:
+                skip(scan, f"<gpu {name}> that is not a small number ({value[:16]!r})")
         return Frame(tag, bus=bus)
     if tag == "nvlink":
         src = next((f.bus for f in reversed(stack) if f.tag == "gpu"), "")
-        count = int(attrs["count"]) if attrs.get("count", "").isdigit() else 1
+        if full(scan, scan.nvlinks, "NVLink elements"):
+            return None
+        raw_count = attrs.get("count", "")
+        count = int(raw_count) if raw_count.isascii() and raw_count.isdigit() and len(raw_count) <= 3 else 1
         scan.nvlinks.append((src, norm_bus_id(attrs.get("target", "")), count,
                              attrs.get("tclass", "").lower()))
         return None
     if tag == "net":
+        if full(scan, scan.nets, "<net> elements"):
+            return None
         bus = next((f.bus for f in reversed(stack) if f.bus), "")
         parent = parent_key(stack)
         scan.nets.append((attrs.get("name") or f"net{len(scan.nets)}", bus, parent, current_numa(stack)))

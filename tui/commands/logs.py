@@ -28,6 +28,10 @@ examples:
   kubectl logs pod/trainer-0 | distdoctor logs -   standard input
   distdoctor logs ./job-1234/ --session inc-42     add the result to a session
 
+bounds: a compressed file or standard input is read up to --max-bytes (default
+1G); a compressed file that expands more than 100x stops after 8M, with a note
+(a decompression bomb); `**` never follows a link to a directory.
+
 exit codes: 0 no failure in the logs (context leads may be listed), 1 a cause
             was found, 2 nothing readable was given, or bad usage
 """
@@ -44,13 +48,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "hang-init); shifts the ranking the way the guide does")
     parser.add_argument("--top", type=int, default=5, metavar="N",
                         help="show the N best causes (default 5; --json always has all)")
+    parser.add_argument("--max-bytes", metavar="SIZE", dest="max_bytes",
+                        help="read at most SIZE bytes of each compressed file or of standard input "
+                             "(e.g. 500M, 4G; default 1G, and a compressed file that expands more "
+                             "than 100x stops after 8M); plain files are read whole")
     common.add_common(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from distdoctor.knowledge.logs import analyse
+    from distdoctor.knowledge.logs.bounds import limits, parse_size
 
+    try:
+        max_bytes = parse_size(args.max_bytes) if args.max_bytes is not None else None
+    except ValueError as exc:
+        raise UsageError(f"--max-bytes: {exc}") from None
     kb = common.knowledge(args)
     if args.symptom and args.symptom not in kb.symptoms and args.symptom not in ("hang", "error"):
         known = ", ".join(sorted(kb.symptoms)) or "hang, error"
@@ -66,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("- reads standard input, which is a terminal here: pipe a log in, "
                          "e.g. kubectl logs pod/trainer-0 | distdoctor logs -")
     with common.still_waiting(f"still reading the logs ({', '.join(args.paths)[:60]})"):
-        report = analyse(args.paths, kb, symptom=args.symptom)
+        with limits(max_bytes, on_wait=lambda msg: print(f"distdoctor: {msg}", file=sys.stderr, flush=True)):
+            report = analyse(args.paths, kb, symptom=args.symptom)
     data = report.to_dict()
     if report.nothing_readable():
         raise UsageError(report.nothing_readable())
