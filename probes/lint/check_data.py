@@ -14,8 +14,8 @@ LOADER = r"(^|\.)DataLoader$"
 EVAL_DATA = re.compile(r"val|eval|test|dev\b|valid", re.I)
 SEEDS = (r"^torch\.manual_seed$|^torch\.cuda\.manual_seed(_all)?$|^random\.seed$|^numpy\.random\.seed$|"
          r"(^|\.)set_seed$|(^|\.)seed_everything$")
-RANDOM_AUG = re.compile(r"(^|\.)(Random(?!\w*Sampler$)[A-Z]\w*|RandAugment|TrivialAugmentWide|AutoAugment|AugMix|ColorJitter|"
-                        r"GaussianBlur|ElasticTransform)$")
+RANDOM_AUG = re.compile(r"(^|\.)(Random(?!\w*Sampler$)[A-Z]\w*|RandAugment|TrivialAugmentWide|AutoAugment|"
+                        r"AugMix|ColorJitter|GaussianBlur|ElasticTransform)$")
 RANDOM_DRAW = re.compile(r"^(random\.(random|randint|uniform|choice|shuffle|sample)|numpy\.random\.\w+|"
                          r"torch\.(rand|randn|randint|randperm|bernoulli))$")
 
