@@ -191,9 +191,9 @@ async def test_error_path_with_pasted_line_learn_mode_and_jumps(tmp_path: Path) 
         assert "The line matches:" in screen_text(app)
         await pilot.press("escape")
         app.set_focus(app.screen.query_one("#sub"))
-        await pilot.press("enter")  # the first error sub-symptom: unhandled system error
+        await pilot.press("enter")  # the first error sub-symptom: a worker crashed or raised
         await pilot.pause()
-        assert latest(app, "err", "classify")["sub"] == "error-unhandled"
+        assert latest(app, "err", "classify")["sub"] == "error-worker-raised"
 
         await pilot.press("2")
         text = screen_text(app)

@@ -5,7 +5,7 @@ from typing import Any, Iterable
 
 from rich.table import Table
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
@@ -42,6 +42,29 @@ def suspects_table(kb: Any, rows: list[dict[str, Any]], pasted: list[dict[str, A
     return table
 
 
+class PasteInput(Input):
+    """The paste box: a multi-line paste (a whole traceback) is kept whole in `full` and matched
+    at once; the field shows its last line, where a traceback names the error, and a count."""
+
+    full = ""
+
+    def _on_paste(self, event: events.Paste) -> None:
+        lines = [ln for ln in event.text.splitlines() if ln.strip()]
+        if len(lines) < 2:  # Input's own handler (Textual runs it next) inserts the one line
+            self.full = ""
+            return
+        event.prevent_default()
+        event.stop()
+        self.full = event.text
+        self.value = f"{lines[-1].strip()}  (+{len(lines) - 1} lines pasted)"
+        self.post_message(self.Submitted(self, self.value))
+
+    def _on_key(self, event: events.Key) -> None:
+        # Input's own handler runs next and edits the one line shown: the hidden paste is dropped
+        if event.is_printable or event.key in ("backspace", "delete"):
+            self.full = ""
+
+
 class ClassifyScreen(StepScreen):
     """Two questions from the knowledge base's symptoms, and a paste box for an error line."""
 
@@ -55,7 +78,8 @@ class ClassifyScreen(StepScreen):
                            for s in tops), id="kind")
         yield Plain("", id="sub-label", classes="heading")
         yield OptionList(id="sub")
-        yield Input(placeholder="or paste an error line here and press Enter", id="paste")
+        yield PasteInput(placeholder="or paste an error line (or a whole traceback) here and press Enter",
+                         id="paste")
         yield Plain("", id="paste-result")
         yield Plain("Suspects, most likely first", classes="heading", id="suspects-heading")
         yield Plain(id="suspects")
@@ -135,7 +159,7 @@ class ClassifyScreen(StepScreen):
 
     @on(Input.Submitted, "#paste")
     def _pasted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
+        text = (self.query_one("#paste", PasteInput).full or event.value).strip()
         if not text:
             return
         self.query_one("#paste-result", Static).update("Matching the line against the log signatures...")
@@ -163,12 +187,15 @@ class ClassifyScreen(StepScreen):
             result.update(Text(message.error, style="bold"))
             flow.paste_causes = []
         else:
-            causes = (message.report or {}).get("causes") or []
-            flow.paste_causes = [{"id": c["id"], "score": c.get("score", 0),
+            report = message.report or {}
+            causes = [c for c in report.get("causes") or [] if c.get("basis", "evidence") != "prior"]
+            flow.paste_causes = [{"id": c["id"], "score": c.get("score", 0), "basis": c.get("basis", "evidence"),
                                   "evidence": c.get("evidence", [])} for c in causes]
             if causes:
                 titles = ", ".join(self._title(c["id"]) for c in causes[:3])
-                result.update(f"The line matches: {titles}")
+                who = (report.get("verdict") or {}).get("culprit")
+                named = f" (rank {', '.join(who['ranks'])} {who['role']})" if who else ""
+                result.update(f"The line matches: {titles}{named}")
             else:
                 result.update("The line matches no known signature; choose the symptom above.")
         self._record_classify()
