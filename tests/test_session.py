@@ -241,12 +241,17 @@ def test_a_file_where_the_sessions_folder_belongs_is_named(tmp_path: Path) -> No
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
     log = tmp_path / "rank0.log"
     log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
-    for argv in (["sessions"], ["logs", str(log), "--session", "s1"]):
-        out = subprocess.run([str(DISTDOCTOR), *argv], capture_output=True, text=True, env=env,
-                             timeout=60)
-        assert out.returncode == 2, argv
-        assert out.stderr == (f"distdoctor: error: {tmp_path / 'distdoctor' / 'sessions'} is not a "
-                              "folder: move it away, or set XDG_STATE_HOME to another place\n")
+    why = (f"{tmp_path / 'distdoctor' / 'sessions'} is not a folder: move it away, or set "
+           "XDG_STATE_HOME to another place\n")
+    out = subprocess.run([str(DISTDOCTOR), "sessions"], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert out.returncode == 2 and out.stderr == f"distdoctor: error: {why}"
+    # an analysis keeps its result and exit code; the session's problem is one line after it
+    # (issue 16)
+    out = subprocess.run([str(DISTDOCTOR), "logs", str(log), "--session", "s1"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 1 and "out of memory" in out.stdout.lower()
+    assert out.stderr == f"distdoctor: the result was not saved to session s1: {why}"
 
 
 def test_the_writer_reports_a_failure_and_keeps_writing(tmp_path: Path) -> None:
