@@ -144,8 +144,11 @@ def find_jobs(ctx: ProbeContext | None = None, scope: Mapping[str, str] | None =
     mine = {os.getpid(), *table.ancestors(os.getpid())}
     envs: dict[int, dict[str, str]] = {}
     errors: dict[int, str] = {}
+    agents = {pid for pid, cmd in table.cmd.items() if pid not in mine and is_launcher(cmd)}
+    under_agent = {c for a in agents for c in table.children(a)}
     for pid in table.ppid:
-        if pid in mine:
+        # py-spy reads Python processes only: other environments are not worth a read
+        if pid in mine or not (_is_python(table.cmd.get(pid, [])) or pid in under_agent):
             continue
         try:
             envs[pid] = read_environ(ctx, pid)
@@ -155,7 +158,6 @@ def find_jobs(ctx: ProbeContext | None = None, scope: Mapping[str, str] | None =
     if slurm_job:
         envs = {pid: env for pid, env in envs.items() if env.get("SLURM_JOB_ID") == slurm_job}
     ranked = {pid for pid, env in envs.items() if "RANK" in env or "LOCAL_RANK" in env}
-    agents = {pid for pid, cmd in table.cmd.items() if pid not in mine and is_launcher(cmd)}
     # a launcher's child is a rank even when its environment cannot be read (another user's job)
     for agent in agents:
         ranked.update(c for c in table.children(agent)
