@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from .check_sync import rank_ifs
 from .model import TORCHRUN_ENV, Script, dotted, env_key
 from .rules import Finding, finding
 
@@ -101,9 +102,10 @@ def exits(script: Script) -> list[Finding]:
     out = []
     if inits and not any(script.calls_named(DESTROY)):
         out.append(finding(script.path, inits[0], "DD901", dotted(inits[0].func)))
-    for handler in _handlers(script):
-        destroyed_at = min((c.lineno for c in script.calls_named(DESTROY, handler)), default=None)
-        for call in script.calls_named(r"^os\._exit$", handler):
+    # crash handlers, and rank branches (one rank vanishing mid-training is the same for its peers)
+    for block in [*_handlers(script), *rank_ifs(script)]:
+        destroyed_at = min((c.lineno for c in script.calls_named(DESTROY, block)), default=None)
+        for call in script.calls_named(r"^os\._exit$", block):
             if destroyed_at is None or destroyed_at > call.lineno:
                 out.append(finding(script.path, call, "DD902", "os._exit()"))
     if inits and not _guarded(script):

@@ -139,7 +139,7 @@ def collective_over_uneven_data(script: Script) -> list[Finding]:
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
         data = _loop_iterable(loop.iter)
-        if not (script.per_rank(data) and _data_like(script, data)) or _joined(script, loop):
+        if not _uneven(script, data) or _joined(script, loop):
             continue
         found = [c for s in loop.body for c in script.collectives_in(s)]
         if not found and uses_ddp:
@@ -150,20 +150,35 @@ def collective_over_uneven_data(script: Script) -> list[Finding]:
     return out
 
 
-def _data_like(script: Script, data: ast.AST) -> bool:
-    """Is this iterable a DataLoader or a slice of data, not a plain range or a dict?"""
-    if isinstance(data, ast.Subscript):
-        return True
-    if isinstance(data, ast.Call):  # a call with the rank in it yields data only if named so
-        return bool(DATA_ITER.search(dotted(data.func).rsplit(".", 1)[-1]))
-    name = dotted(data)
+def _uneven(script: Script, data: ast.AST) -> bool:
+    """Can this iterable hold a different number of items on each rank? A DataLoader, dataset or
+    slice whose value comes from the rank, without a DistributedSampler evening it out."""
     if isinstance(data, ast.Name):
-        if isinstance(script.value_of(data), ast.Subscript):
-            return True  # files[rank::world]: a slice of a list, sized by the rank
-        for targets, value in script._assignments():
-            if data.id in targets and isinstance(value, ast.Call) and "DistributedSampler" in ast.unparse(value):
-                return False
-    return bool(DATA_ITER.search(name))
+        values = [v for targets, v in script._assignments() if data.id in targets]
+        named = bool(DATA_ITER.search(data.id))
+        return any((named or isinstance(v, ast.Subscript)) and script.per_rank(v) and not _even(script, v)
+                   for v in values)
+    if isinstance(data, ast.Subscript):
+        return script.per_rank(data) and not _even(script, data)
+    if isinstance(data, ast.Call):  # a call with the rank in it yields data only if named so
+        return bool(DATA_ITER.search(dotted(data.func).rsplit(".", 1)[-1])) and script.per_rank(data) \
+            and not _even(script, data)
+    return False
+
+
+def _even(script: Script, value: ast.AST) -> bool:
+    """Does a DistributedSampler give every rank the same count (inline, through `sampler=` or in
+    the local function that builds the loader)?"""
+    if "DistributedSampler" in ast.unparse(value):
+        return True
+    if not isinstance(value, ast.Call):
+        return False
+    for kw in value.keywords:
+        if kw.arg in ("sampler", "batch_sampler") and isinstance(kw.value, ast.Name):
+            if any(kw.value.id in t and "DistributedSampler" in ast.unparse(v) for t, v in script._assignments()):
+                return True
+    callee = script.local_callee(value)
+    return bool(callee) and any("DistributedSampler" in ast.unparse(fn) for fn in script.functions[callee])
 
 
 def _heavy(script: Script, stmts: list[ast.stmt], depth: int = 0) -> str | None:
@@ -222,9 +237,21 @@ def rank0_heavy_work(script: Script) -> list[Finding]:
         if not heavy or any(next(script.collectives_in(s), None) for s in node.body):
             continue  # a collective in the branch is DD101's finding, not this one
         fn = script.function_of(node)
-        in_loop = script.enclosing(node, (ast.For, ast.While, ast.AsyncFor)) is not None
         hook = isinstance(script.parents.get(fn), ast.ClassDef)
-        later = any(c for s in script.following(node) for c in script.collectives_in(s))
-        if in_loop or hook or later:
+        # between collectives: here, or where the function holding this branch is called
+        sites: list[ast.AST] = [node]
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            sites += [c for c in script.calls() if script.local_callee(c) == fn.name]
+        if hook or any(_between_collectives(script, site) for site in sites):
             out.append(finding(script.path, node, "DD801", heavy))
     return out
+
+
+def _between_collectives(script: Script, node: ast.AST) -> bool:
+    """Inside a loop of its function, or followed by a collective in it."""
+    if script.enclosing(node, (ast.For, ast.While, ast.AsyncFor)) is not None:
+        return True
+    stmt = node
+    while not isinstance(stmt, ast.stmt) and stmt is not None:
+        stmt = script.parents.get(stmt)
+    return stmt is not None and any(next(script.collectives_in(s), None) for s in script.following(stmt))

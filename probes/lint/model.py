@@ -125,25 +125,31 @@ class Script:
 
     def per_rank(self, expr: ast.AST) -> bool:
         """Does a value differ between ranks (a path or dataset built from the rank, or from a
-        value unique to each process: a temporary folder, a uuid, the pid)?"""
-        for node in ast.walk(expr):
-            if isinstance(node, ast.Call) and PER_PROCESS.search(self.qualname(node.func) or "x"):
+        value unique to each process: a temporary folder, a uuid, the pid)? A local function
+        called with the rank counts only if its body uses the rank."""
+        if isinstance(expr, ast.Call):
+            name = self.qualname(expr.func) or "x"
+            if PER_PROCESS.search(name):
                 return True
-            if isinstance(node, ast.Call) and NO_TAINT_CALLS.search(self.qualname(node.func) or "x"):
-                if node is expr:
-                    return False
-                continue
-            if self.is_rank_ref(node, self.per_rank_names) and not self._under_no_taint(node, expr):
+            if self.is_rank_ref(expr, self.per_rank_names):
                 return True
-        return False
+            if NO_TAINT_CALLS.search(name):
+                return False
+            callee = self.local_callee(expr)
+            if callee is not None:
+                passed = any(self.per_rank(a) for a in [*expr.args, *(k.value for k in expr.keywords)])
+                return (passed and self._uses_rank(callee)) or self.per_rank(expr.func)
+        elif self.is_rank_ref(expr, self.per_rank_names):
+            return True
+        return any(self.per_rank(child) for child in ast.iter_child_nodes(expr))
 
-    def _under_no_taint(self, node: ast.AST, top: ast.AST) -> bool:
-        cur = self.parents.get(node)
-        while cur is not None and cur is not top:
-            if isinstance(cur, ast.Call) and NO_TAINT_CALLS.search(self.qualname(cur.func) or "x"):
-                return True
-            cur = self.parents.get(cur)
-        return False
+    def _uses_rank(self, callee: str) -> bool:
+        """Does a local function read a rank (a parameter named so, get_rank(), $RANK) anywhere?"""
+        key = f"uses_rank:{callee}"
+        if key not in self.memo:
+            self.memo[key] = any(self.is_rank_ref(n, set()) for fn in self.functions[callee]
+                                 for n in self.walk_local(fn) if not isinstance(n, ast.arg))
+        return bool(self.memo[key])
 
     def value_of(self, name: ast.Name) -> ast.AST | None:
         """The value last assigned to `name` before its use in the same block or an enclosing one
@@ -276,16 +282,16 @@ class Script:
         while stack:
             node = stack.pop()
             nodes.append(node)
+            children: list[ast.AST] = []
             for name in node._fields:
                 value = getattr(node, name, None)
                 if isinstance(value, ast.AST):
-                    parents[value] = node
-                    stack.append(value)
+                    children.append(value)
                 elif isinstance(value, list):
-                    for item in value:
-                        if isinstance(item, ast.AST):
-                            parents[item] = node
-                            stack.append(item)
+                    children.extend(item for item in value if isinstance(item, ast.AST))
+            for child in children:
+                parents[child] = node
+            stack.extend(reversed(children))  # popped in source order: "the first X" is the first written
         self.nodes = nodes
         return nodes
 
