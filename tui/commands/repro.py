@@ -29,7 +29,9 @@ limits: --nproc at most one per GPU (nccl) or 4 per CPU core (gloo);
         --timeout above 0 and at most a week.
 
 exit codes: 0 the repro passed, 1 it failed (error or hang),
-            2 bad input (no torch there, bad --env, unwritable --run-dir, ...)
+            2 bad input (no torch there, bad --env, unwritable --run-dir, ...),
+            130/143/129 stopped by Ctrl-C, SIGTERM or a closed terminal (SIGHUP): the
+            run's processes are killed and checked gone first, its port freed
 """
 REPRO_DESCRIPTION = """\
 Minimal repro: the smallest job that still fails. Runs a small self-contained
@@ -50,7 +52,8 @@ examples:
 
 exit codes: 0 the baseline passes (nothing to bisect); 1 the baseline failed
             (a problem found), whether a switch then fixed it or none helped;
-            2 bad input.
+            2 bad input; 130/143/129 stopped by Ctrl-C, SIGTERM or SIGHUP (the
+            running job is killed and checked gone first).
 """
 BISECT_DESCRIPTION = """\
 One-switch bisection on the minimal repro: a baseline run, then each switch
