@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from ..runner import CommandResult, Runner, SubprocessRunner
 from .hosts import safe_name
-from .schema import SCHEMA_ID, json_cut_short, validate_snapshot
+from .schema import NUMBER_HOOKS, SCHEMA_ID, bounds_problem, json_cut_short, validate_snapshot
 
 VIAS = ("srun", "ssh", "pdsh", "kubectl", "local")
 ACTIONS = ("collect", "stacks")
@@ -85,7 +85,9 @@ def parse_output(text: str) -> tuple[dict[str, Any] | None, str]:
     if not text:
         return None, "no output"
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, **NUMBER_HOOKS)
+    except RecursionError:
+        return None, "bad output: JSON nested deeper than the parser's stack allows"
     except json.JSONDecodeError as exc:
         start = text.find("\n{")
         if start >= 0:  # a login banner or a shell rc file printed something first
@@ -94,6 +96,10 @@ def parse_output(text: str) -> tuple[dict[str, Any] | None, str]:
             return None, "bad output: the JSON is cut short"
         first = text.splitlines()[0][:120]
         return None, f"bad output, not a snapshot: {first!r}"
+    # the whole document, raw probe outputs included: no number Python cannot use, no deep nesting
+    bad = bounds_problem(doc, max_str=1 << 24, max_items=1 << 20, max_depth=64)
+    if bad:
+        return None, f"bad output: {bad}"
     if is_stacks_doc(doc):
         return doc, ""
     if isinstance(doc, dict) and doc.get("schema") not in (None, SCHEMA_ID):

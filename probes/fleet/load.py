@@ -14,8 +14,8 @@ import re
 import stat
 from typing import Any, Iterable, Iterator
 
-from .schema import (SCHEMA_ID, SCHEMA_RE, SCHEMA_VERSION, SNAPSHOT_SCHEMA, json_cut_short,
-                     validate)
+from .schema import (NUMBER_HOOKS, SCHEMA_ID, SCHEMA_RE, SCHEMA_VERSION, SNAPSHOT_SCHEMA,
+                     bounds_problem, json_cut_short, validate)
 
 _SUMMARY_SCHEMA = SNAPSHOT_SCHEMA["properties"]["summary"]
 HEAD_BYTES = 8192
@@ -28,7 +28,9 @@ _HEAD = re.compile(
     rb'\s*,\s*"summary"\s*:\s*')
 _SCHEMA_BYTES = SCHEMA_ID.encode()
 _TRAILER = re.compile(rb'"end"\s*:\s*"' + re.escape(SCHEMA_ID.encode()) + rb'"\s*\}\s*\Z')
-_DECODER = json.JSONDecoder()
+_DECODER = json.JSONDecoder(**NUMBER_HOOKS)
+# compare() reads these summary members; anything else in a summary is left out by name
+_KNOWN = frozenset(_SUMMARY_SCHEMA["properties"])
 
 
 def snapshot_files(paths: Iterable[str | os.PathLike[str]],
@@ -115,14 +117,15 @@ def _fast_record(head: bytes, file: str, cache: dict[str, dict[str, Any]]) -> di
     try:
         summary, end = _DECODER.raw_decode(text)
         host = json.loads(raw_host) if b"\\" in raw_host else raw_host[1:-1].decode()
-    except ValueError:  # JSONDecodeError, UnicodeDecodeError, an integer past int's digit limit
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, nesting past the stack
         return None  # the summary does not fit in the head, or the whole-file path names the problem
     key = text[:end]
     fields = cache.get(key)
     if fields is None:
-        if validate(summary, _SUMMARY_SCHEMA, "$.summary"):
+        fields, problem = _summary_fields(summary)
+        if problem:
             return None  # the whole-file path names the problem
-        fields = cache[key] = summary
+        cache[key] = fields
     if not isinstance(host, str) or not host:
         return None
     return {"node": host, "file": file, "fields": fields}
@@ -133,7 +136,9 @@ def parse_record(data: bytes, file: str) -> tuple[dict[str, Any] | None, str]:
     if not data.strip():
         return None, "empty file"
     try:
-        doc = json.loads(data)
+        doc = json.loads(data, **NUMBER_HOOKS)
+    except RecursionError:
+        return None, "not a usable JSON document: nested deeper than the parser's stack allows"
     except UnicodeDecodeError:
         return None, "not JSON text (binary data?)"
     except json.JSONDecodeError as exc:
@@ -160,10 +165,26 @@ def record_of(doc: Any, file: str = "") -> tuple[dict[str, Any] | None, str]:
     host, summary = doc.get("host"), doc.get("summary")
     if not isinstance(host, str) or not host:
         return None, "invalid snapshot: no host"
-    problems = validate(summary, _SUMMARY_SCHEMA, "$.summary")
-    if problems:
-        return None, f"invalid snapshot: {problems[0]}"
-    return {"node": host, "file": file, "fields": summary}, ""
+    if len(host) > 255:
+        return None, f"invalid snapshot: a host name of {len(host)} characters"
+    fields, problem = _summary_fields(summary)
+    if problem:
+        return None, f"invalid snapshot: {problem}"
+    return {"node": host, "file": file, "fields": fields}, ""
+
+
+def _summary_fields(summary: Any) -> tuple[dict[str, Any], str]:
+    """The summary members compare() reads, and the first problem with them ('' when none).
+    Members outside the schema are left out unread, whatever they hold (deep, huge)."""
+    if not isinstance(summary, dict):
+        problems = validate(summary, _SUMMARY_SCHEMA, "$.summary")
+        return {}, problems[0] if problems else "$.summary: expected object"
+    fields = {k: v for k, v in summary.items() if k in _KNOWN}
+    problem = bounds_problem(fields, "$.summary")
+    if not problem:
+        problems = validate(fields, _SUMMARY_SCHEMA, "$.summary")
+        problem = problems[0] if problems else ""
+    return fields, problem
 
 
 def load_snapshots(paths: Iterable[str | os.PathLike[str]]

@@ -1,6 +1,7 @@
 """The snapshot document's schema as a Python dict, and a small validator for it (no dependencies)."""
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -95,6 +96,63 @@ def _type_ok(value: Any, name: str) -> bool:
     if name in ("integer", "number") and isinstance(value, bool):
         return False
     return isinstance(value, _TYPES[name])
+
+
+# Bounds on what a snapshot may hold: a summary is a dozen short strings and small integers.
+MAX_DEPTH = 16          # containers inside containers
+MAX_INT = (1 << 63) - 1  # larger integers are not counts or sizes of anything real
+MAX_STR = 4096          # characters in one string
+MAX_ITEMS = 4096        # members of one object or array
+
+
+class OutOfRange:
+    """A JSON number kept as its text because it is no usable value (too many digits, inf, NaN):
+    the bounds check names it instead of Python failing on it later."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"{self.text[:20]}..." if len(self.text) > 20 else self.text
+
+
+def _parse_int(text: str) -> Any:
+    # checked before int(): a 5000-digit literal is a ValueError there, a 4000-digit one is slow
+    return int(text) if len(text.lstrip("-")) <= 19 and abs(int(text)) <= MAX_INT else OutOfRange(text)
+
+
+def _parse_float(text: str) -> Any:
+    value = float(text)
+    return value if math.isfinite(value) else OutOfRange(text)
+
+
+# json.loads(..., **NUMBER_HOOKS): huge integers, inf and NaN become OutOfRange markers
+NUMBER_HOOKS: dict[str, Any] = {"parse_int": _parse_int, "parse_float": _parse_float,
+                                "parse_constant": OutOfRange}
+
+
+def bounds_problem(doc: Any, path: str = "$", *, max_str: int = MAX_STR, max_items: int = MAX_ITEMS,
+                   max_depth: int = MAX_DEPTH) -> str:
+    """The first place where `doc` passes the bounds above, as "PATH: what" ('' when none).
+    Iterative, so a deep document cannot exhaust the stack here."""
+    todo: list[tuple[Any, str, int]] = [(doc, path, 0)]
+    while todo:
+        value, where, depth = todo.pop()
+        if isinstance(value, OutOfRange):
+            digits = len(value.text.lstrip("-"))
+            return f"{where}: number out of range ({digits} characters: {value!r})"
+        if isinstance(value, str) and len(value) > max_str:
+            return f"{where}: string of {len(value)} characters (at most {max_str})"
+        if isinstance(value, (dict, list)):
+            if depth >= max_depth:
+                return f"{where}: nested more than {max_depth} levels deep"
+            if len(value) > max_items:
+                return f"{where}: {len(value)} members (at most {max_items})"
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                label = f"{where}.{str(key)[:40]}" if isinstance(value, dict) else f"{where}[{key}]"
+                todo.append((item, label, depth + 1))
+    return ""
 
 
 def validate(doc: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
