@@ -412,7 +412,9 @@ FREE_TEXT = ["ssh: connect to host node-42 port 22: No route to host",
 KEPT = ["c10d::ProcessGroupNCCL on 0000:07:00.0", "rank0.log:12 step 10 cuda:0",
         "NCCL version 2.21.5+cuda12.4", "from torch.distributed.elastic import api",
         "from transformers.models.llama import x", "on node 0 with 2 ranks", "DGX A100 on x86_64",
-        "File \"/usr/lib/python3.11/threading.py\", line 1045", "the host was unreachable"]
+        "File \"/usr/lib/python3.11/threading.py\", line 1045", "the host was unreachable",
+        "NCCL INFO NET/Socket : Using [0]ens1f0:127.0.0.1<0>", "listening on enp1s0 and bond0",
+        "rank 1 on eth0 via mlx5_0:1"]
 
 
 def test_hosts_only_in_free_text_are_learnt_and_replaced_everywhere(tmp_path) -> None:

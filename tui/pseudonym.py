@@ -39,7 +39,7 @@ _HOST_PROSE = [
     re.compile(r"(?i)\b(?:connect(?:ing|ed|ion)?\s+(?:to|from)|resolve(?:\s+host(?:name)?)?|"
                r"unknown\s+host|unreachable\s+host|no\s+route\s+to\s+host|ssh(?:ing)?(?:\s+to)?|"
                r"host(?:name)?|node|server|peer|on|from)\s+['\"]?([A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)*)"),
-    re.compile(r"(?<![\w.:/-])([A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)*):\d{2,5}(?![\d:])"),
+    re.compile(r"(?<![\w.:/-])([A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)*):\d{2,5}(?![\d.:])"),
 ]
 # A host name from prose must look like a machine: a digit, or a dot between words, and not a
 # file ("rank0.log:12"), a device ("cuda:0") or a rank.
@@ -50,6 +50,9 @@ _NOT_HOST_PREFIX = re.compile(r"(?i)^(?:rank|local_?rank|cuda|gpu_?id|device|eth
                               r"python|torch|nccl|cu|sha|md)\d*$")
 _TLDS = frozenset({"com", "net", "org", "io", "ai", "local", "internal", "lan", "corp", "example",
                    "edu", "gov", "cluster", "cloud", "localdomain", "intra", "priv", "home"})
+# Network interfaces are diagnostic content (nic-selection evidence), never hosts.
+_IFACE = re.compile(r"(?i)^(?:en[ospx]\d\w*|en\d+|eth\w*|bond\d+|docker\d+|virbr\d+|br-?\w+|"
+                    r"veth\w*|wl\w*|vlan\d+|tun\d+|tap\d+|ib\w*|mlx\w*|hfi\w*|lo)$")
 # Learnt host names that give their scheme away: letters, then a number (node-17, gpu-b-07).
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z_-]*?[A-Za-z_-])(\d{1,6})([A-Za-z-]*)$")
 _NAME = r"['\"]?([A-Za-z_][\w.-]{0,31})"
@@ -345,7 +348,7 @@ def _machine_like(name: str) -> bool:
     """A word from prose that can only be a machine's name: it holds a digit or is dotted, and
     is neither a file, an address, a version nor a device or rank."""
     name = name.rstrip(".")
-    if len(name) < 3 or _FILE_EXT.search(name) or _is_address(name):
+    if len(name) < 3 or _FILE_EXT.search(name) or _is_address(name) or _IFACE.match(name):
         return False
     if _NOT_HOST_PREFIX.match(name.split(".", 1)[0]) or re.fullmatch(r"[\d.]+|v?\d+(?:\.\d+)*\w*", name):
         return False
