@@ -133,3 +133,29 @@ def test_preflight_duplicate_local_rank_and_a_good_start(tmp_path: Path) -> None
     for rc, log, _ in good:
         assert rc == 0 and "PREFLIGHT-OK" in log and "ranks=[0, 1]" in log, log[-2000:]
         assert "[distdoctor.guard] preflight: host=" in log and "world_size=2 device=cpu" in log
+
+
+NCCL_JOB = PREFLIGHT_JOB.replace("import torch\n", "import torch\ntorch.cuda.set_device(0)\n")
+
+
+@pytest.mark.gpu
+def test_preflight_on_nccl_reports_two_ranks_on_one_gpu(tmp_path: Path) -> None:
+    """Both ranks on cuda:0 (LOCAL_RANK copy-pasted): the rank table travels over a side Gloo
+    group, so preflight names the shared GPU instead of failing inside NCCL."""
+    results = launch(tmp_path, NCCL_JOB.replace("preflight(timeout=", "preflight(backend='nccl', timeout="),
+                     [(0, 0), (1, 0)], 2)
+    for rc, log, _ in results:
+        assert rc == 3 and "cuda:0 is used by 2 ranks" in log, log[-2000:]
+
+
+@pytest.mark.gpu
+def test_crash_guard_dumps_the_nccl_flight_recorder(tmp_path: Path) -> None:
+    job = CRASH_JOB.replace('"gloo"', '"nccl"').replace("torch.ones(4)", "torch.ones(4, device='cuda')")
+    job = job.replace("import torch, torch.distributed as dist\n",
+                      "import torch, torch.distributed as dist\ntorch.cuda.set_device(0)\n")
+    job = job.replace("rank == 1 and step == 3", "step == 3")
+    results = launch(tmp_path, job, [(0, 0)], 1, {"TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "fr_rank_"),
+                                                  "TORCH_FR_BUFFER_SIZE": "100"})
+    rc, log, _ = results[0]
+    assert rc == 1 and "rank 0 crashed at step 3" in log, log[-2000:]
+    assert b"all_reduce" in (tmp_path / "fr_rank_0.json").read_bytes()

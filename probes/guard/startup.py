@@ -69,19 +69,23 @@ def _my_info(dist: Any, torch: Any) -> dict[str, Any]:
 
 
 def _gather(dist: Any, torch: Any, info: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
+    """All-gather the rank details on CPU over Gloo: on an NCCL job a side Gloo group, so that two
+    ranks on one GPU (the very fault to report) cannot break the exchange that reports it."""
+    group = None
+    if str(dist.get_backend()) != "gloo":
+        group = dist.new_group(backend="gloo", timeout=_timedelta(timeout))
     raw = json.dumps(info).encode()[:INFO_BYTES]
-    device = info["device"] if info["device"].startswith("cuda") else "cpu"
-    mine = torch.zeros(INFO_BYTES, dtype=torch.uint8, device=device)
-    mine[:len(raw)] = torch.tensor(list(raw), dtype=torch.uint8, device=device)
+    mine = torch.zeros(INFO_BYTES, dtype=torch.uint8)
+    mine[:len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
     every = [torch.zeros_like(mine) for _ in range(info["world_size"])]
-    work = dist.all_gather(every, mine, async_op=True)
+    work = dist.all_gather(every, mine, group=group, async_op=True)
     try:
         work.wait(timeout=_timedelta(timeout))
     except Exception as exc:
         raise PreflightError(f"preflight: rank {info['rank']}: the all_gather of rank details did not "
                              f"complete within {timeout:g}s ({type(exc).__name__}): a rank is missing, "
                              f"stuck or died. {EXPLAIN}") from exc
-    return [json.loads(bytes(t.cpu().tolist()).rstrip(b"\0").decode()) for t in every]
+    return [json.loads(bytes(t.tolist()).rstrip(b"\0").decode()) for t in every]
 
 
 def problems(table: list[dict[str, Any]], world_size: int) -> list[str]:
