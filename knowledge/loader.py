@@ -15,6 +15,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from . import regex_guard
 from .model import (
     STATUSES, Cause, Check, Fix, Harmless, KnowledgeBase, Signature, Step, Switch, Symptom,
 )
@@ -29,6 +30,9 @@ SIGNATURE_TAGS = ("failure", "crash", "wait", "consequence", "context", "tail", 
                   "launcher", "spawn", "main-work")
 MAX_WEIGHT = 100.0  # a signature weight or symptom prior; scores must stay finite numbers
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+# A knowledge file is a few dozen KiB and nests 5 deep ([[cause]] -> fixes -> fix table).
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 8
 
 
 class KnowledgeError(Exception):
@@ -57,12 +61,7 @@ def _read_dir(directory: Path, raw: _Raw, origin: str = "") -> None:
         raise KnowledgeError(str(directory), "-", what + origin)
     # regular files only: a FIFO or device named *.toml would block the read or never end
     for path in sorted(p for p in directory.glob("*.toml") if p.is_file()):
-        try:
-            doc = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise KnowledgeError(str(path), "-", f"unreadable: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise KnowledgeError(str(path), "-", f"invalid TOML: {exc}") from None
+        doc = _read_toml(path)
         raw.sources.append(str(path))
         for key, value in doc.items():
             if key == "meta":
@@ -79,6 +78,45 @@ def _read_dir(directory: Path, raw: _Raw, origin: str = "") -> None:
                 if not isinstance(entry_id, str) or not ID_RE.match(entry_id):
                     raise KnowledgeError(str(path), f"{key}[{n}].id", "missing or malformed id")
                 raw.tables[key][entry_id] = (str(path), entry)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """One knowledge file, size- and depth-limited; every failure is a one-line KnowledgeError."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise KnowledgeError(str(path), "-", f"too big for a knowledge file ({size} bytes; at most "
+                                 f"{MAX_FILE_BYTES >> 20} MiB)")
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KnowledgeError(str(path), "-", f"unreadable: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise KnowledgeError(str(path), "-", f"invalid TOML: {exc}") from None
+    except RecursionError:
+        raise KnowledgeError(str(path), "-", "invalid TOML: nested deeper than the parser's stack "
+                             f"allows (a knowledge file nests at most {MAX_DEPTH} levels)") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise KnowledgeError(str(path), "-", f"invalid TOML: {str(exc).split(';')[0]}") from None
+    where = _too_deep(doc)
+    if where:
+        raise KnowledgeError(str(path), where, f"nested more than {MAX_DEPTH} levels deep")
+    return doc
+
+
+def _too_deep(doc: Any) -> str:
+    """The key path of the first value nested past MAX_DEPTH ('' when none); iterative."""
+    todo: list[tuple[Any, str, int]] = [(doc, "", 0)]
+    while todo:
+        value, where, depth = todo.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                return where or "-"
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                name = f"{where}[{key}]" if isinstance(value, list) else \
+                    (f"{where}.{key}" if where else str(key))
+                todo.append((item, name[:200], depth + 1))
+    return ""
 
 
 def _build(kind: str, cls: type, file: str, entry: dict[str, Any],
@@ -130,7 +168,12 @@ def _strings(items: Any) -> tuple[str, ...]:
 
 
 def _regex(pattern: str) -> str:
+    """A pattern that compiles and has no catastrophic-backtracking shape (the timed check
+    runs later, for overlay patterns only: the packaged ones are tested)."""
+    if not isinstance(pattern, str):
+        raise ValueError("must be a string")
     re.compile(pattern)
+    regex_guard.check(pattern, timed=False)
     return pattern
 
 
@@ -187,7 +230,32 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
     )
     validate(kb, lambda kind, entry_id: files.get((kind, entry_id), "?"), tree=tree,
              patterns=patterns)
+    if patterns:
+        _time_overlay_patterns(kb, files, base)
     return kb
+
+
+def _time_overlay_patterns(kb: KnowledgeBase, files: dict[tuple[str, str], str], base: Path) -> None:
+    """Run every overlay pattern (signatures, harmless lines, `matches` checks) against strings
+    built to make it backtrack, under a time budget; the packaged ones are tested instead."""
+    base_dir = str(base.resolve())
+    tables = (("signature", kb.signatures, "pattern"), ("harmless", kb.harmless, "pattern"),
+              ("check", kb.checks, "value"))
+    for kind, table, attr in tables:
+        for entry_id, entry in table.items():
+            file = files.get((kind, entry_id), "?")
+            if os.path.dirname(os.path.abspath(file)).startswith(base_dir):
+                continue
+            if kind == "check" and getattr(entry, "op", "") != "matches":
+                continue
+            pattern = getattr(entry, attr)
+            try:
+                if not isinstance(pattern, str):
+                    raise ValueError("must be a string (a regular expression)")
+                re.compile(pattern)
+                regex_guard.check(pattern, timed=True)
+            except (ValueError, re.error) as exc:
+                raise KnowledgeError(file, f"{kind}.{entry_id}.{attr}", str(exc)) from None
 
 
 def _need_weight(weight: float, file: str, key: str) -> None:
