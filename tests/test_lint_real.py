@@ -1,5 +1,5 @@
 """`distdoctor lint` on real cases: the recorded repro scripts of ../shared/fixtures/recorded and
-scripts written from real threads in ../shared/fixtures/logs; the rule that fires must point at
+scripts written from real threads in ../shared/fixtures/logs*; the rule that fires must point at
 the cause the case's label gives."""
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ FROM_LOGS = {
     "040-hf-trainer-resume-divergent-tmp-output-dir": ("case_logs040_resume_tmpdir.py", "DD703"),
     "041-lightning-save-checkpoint-rank0-only-barrier": ("case_logs041_save_checkpoint_rank0.py", "DD101"),
     "049-sdscripts-latent-caching-exceeds-30min-watchdog": ("case_logs049_cache_latents_rank0.py", "DD801"),
+    "043-torchtitan-validation-steps-uneven-batches-hang": ("case_logs043_validation_shards.py", "DD201"),
+}
+FROM_BATCH2 = {
+    "223-transformers-fsdp-peft-save-state-dict-rank0-allgather": ("case_batch2_223_fsdp_save_rank0.py", "DD101"),
 }
 
 
@@ -46,10 +50,11 @@ def test_recorded_repro_script(case: str) -> None:
     assert hits[0].cause_id == label["primary"]
 
 
-@pytest.mark.parametrize("case", sorted(FROM_LOGS))
+@pytest.mark.parametrize("case", sorted(FROM_LOGS) + sorted(FROM_BATCH2))
 def test_script_written_from_a_real_thread(case: str) -> None:
-    label = json.loads((shared_fixtures("logs") / case / "label.json").read_text())
-    name, rule = FROM_LOGS[case]
+    batch = "logs" if case in FROM_LOGS else "logs-batch2"
+    label = json.loads((shared_fixtures(batch) / case / "label.json").read_text())
+    name, rule = {**FROM_LOGS, **FROM_BATCH2}[case]
     found = lint_paths([str(FIXTURES / name)]).findings
     assert [f.rule for f in found] == [rule]
     assert found[0].cause_id in [label["primary"], *label.get("also", [])]

@@ -190,6 +190,8 @@ class Script:
                 return dotted(call.func)
             if attr in ("state_dict", "full_optim_state_dict") and self.fsdp and re.search(r"model", receiver):
                 return dotted(call.func) + " (FSDP all-gather)"
+            if attr == "save_pretrained" and self.fsdp and not any(k.arg == "state_dict" for k in call.keywords):
+                return dotted(call.func) + " (its state_dict() is an FSDP all-gather)"
             if attr in ("log", "log_dict") and any(
                     k.arg == "sync_dist" and not (isinstance(k.value, ast.Constant) and not k.value.value)
                     for k in call.keywords):

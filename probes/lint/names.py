@@ -26,7 +26,7 @@ RANK_ATTRS = frozenset((
     "is_local_main_process", "is_world_process_zero", "is_local_process_zero", "process_index",
     "local_process_index", "should_save", "is_master", "master_process", "is_last_process",
     "is_rank_zero", "is_main"))
-RANK_NAME = re.compile(r"^(local_|global_|world_|node_|my_|ddp_|ddp_local_)?rank$|^is_(main|master)(_process)?$"
+RANK_NAME = re.compile(r"^(local_|global_|world_|node_|my_|ddp_|ddp_local_|dp_|tp_|pp_)?rank$|^is_(main|master)(_process)?$"
                        r"|^(master|main)_process$|^is_rank_?(zero|0)$|^is_(global|local)_zero$")
 RANK_ENV = frozenset(("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "SLURM_PROCID", "SLURM_LOCALID",
                       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK"))
