@@ -166,15 +166,12 @@ def _topology(topo: dict[str, Any] | None, check: dict[str, Any] | None) -> dict
     if not facts:
         return None
     text, note = None, ""
+    from distdoctor.probes.topology import draw_text
+
     try:
-        from distdoctor.probes.topology import draw_text
-    except ImportError:
-        note = "no text drawing available in this build"
-    else:
-        try:
-            text = draw_text(facts)
-        except Exception as exc:  # a drawing bug must not lose the whole report
-            note = f"text drawing failed: {type(exc).__name__}: {exc}"
+        text = draw_text(facts)
+    except Exception as exc:  # a drawing bug must not lose the whole report
+        note = f"text drawing failed: {type(exc).__name__}: {exc}"
     return {"text": text, "note": note, "facts": facts,
             "summary": {k: facts.get(k) for k in ("source", "p2p", "nvlink") if k in facts},
             "advice": [_d(a).get("text") or str(a) for a in _l(facts.get("advice"))]}

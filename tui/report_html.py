@@ -48,10 +48,8 @@ def _svg(facts: Any) -> tuple[str, str]:
     """(svg, note): the picture from distdoctor.probes.topology.to_svg, or why there is none."""
     if not isinstance(facts, dict) or not facts:
         return "", ""
-    try:
-        from distdoctor.probes.topology import to_svg
-    except ImportError:
-        return "", "no picture available in this build"
+    from distdoctor.probes.topology import to_svg
+
     try:
         svg = to_svg(facts)
     except Exception as exc:  # a drawing bug must not lose the whole report

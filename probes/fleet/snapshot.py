@@ -20,11 +20,8 @@ class SnapshotError(Exception):
 
 def registry_probes() -> Mapping[str, Probe]:
     """The registered probes, imported only when a snapshot is taken."""
-    try:
-        from ..registry import PROBES
-    except ImportError as exc:
-        raise SnapshotError(f"the probe registry distdoctor.probes.registry cannot be imported "
-                            f"({exc}); this distdoctor install is incomplete") from None
+    from ..registry import PROBES
+
     return PROBES
 
 
@@ -75,9 +72,6 @@ def snapshot(ctx: ProbeContext, kb: Any = None, *, probes: Mapping[str, Probe] |
 
 
 def _findings(kb: Any, results: Mapping[str, ProbeResult], notes: list[str]) -> list[dict[str, Any]]:
-    try:
-        from distdoctor.knowledge.evaluate import evaluate
-    except ImportError as exc:
-        notes.append(f"findings left out: distdoctor.knowledge.evaluate cannot be imported ({exc})")
-        return []
+    from distdoctor.knowledge.evaluate import evaluate
+
     return [jsonable(f.to_dict()) for f in evaluate(kb, results)]

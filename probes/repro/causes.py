@@ -16,10 +16,8 @@ def match_causes(text: str, kb: KnowledgeBase | None, *, name: str = "<text>",
     if kb is None:
         from ...knowledge import load_knowledge
         kb = load_knowledge()
-    try:
-        from ...knowledge.logs import analyse_text
-    except ImportError:  # the log analyser is optional here: fall back to the raw signatures
-        return scan_signatures(text, kb, name=name)
+    from ...knowledge.logs import analyse_text
+
     report = analyse_text(text, kb, name=name, symptom=symptom)
     causes = []
     # leads rest on context lines only; in a repro the commonest is the banner of the torchrun
