@@ -41,6 +41,7 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 MiB = 1024 * 1024
+KILL_WAIT_S = 5.0  # how long a SIGKILLed child may take to be reaped before we give up on it
 _CHUNK = 64 * 1024
 
 
@@ -81,6 +82,7 @@ class SubprocessRunner:
         except OSError as exc:
             return CommandResult(argv, None, "", "", 0.0, f"{argv[0]}: {exc.strerror or exc}")
         out, err = bytearray(), bytearray()
+        error = "interrupted"
         try:
             error = self._collect(proc, argv[0], start + timeout, timeout, out, err)
         finally:
@@ -88,7 +90,13 @@ class SubprocessRunner:
             # Its pipes are not read to EOF: a process that left the group could hold them open.
             if proc.returncode is None:
                 kill_group(proc)
-                proc.wait()
+                try:
+                    # bounded: a child in uninterruptible sleep (a hung NFS or GPU driver call)
+                    # does not die on SIGKILL until the kernel lets it; we must not hang with it
+                    proc.wait(timeout=KILL_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    error = (f"{error}; pid {proc.pid} did not exit {KILL_WAIT_S:g}s after SIGKILL "
+                             "(stuck in the kernel?): left behind")
             proc.stdout.close()
             proc.stderr.close()
         return CommandResult(argv, None if error else proc.returncode, _decode(out), _decode(err),
