@@ -167,11 +167,8 @@ class ClassifyScreen(StepScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="paste", description="match pasted line")
     def analyse_paste(self, text: str) -> None:
-        try:
-            from distdoctor.knowledge.logs import analyse_text
-        except ImportError as exc:
-            self.post_message(LogsAnalysed([], None, f"log analysis not available: {exc}", pasted=text))
-            return
+        from distdoctor.knowledge.logs import analyse_text
+
         try:
             report = analyse_text(text, self.dd.kb, symptom=self.dd.flow.symptom)
         except (ValueError, OSError) as exc:
