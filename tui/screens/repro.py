@@ -111,11 +111,8 @@ class RunScreen(StepScreen):
 
     def _show_plan(self) -> None:
         plan = self.query_one("#plan", Static)
-        try:
-            from distdoctor.probes.repro import plan as make_plan
-        except ImportError as exc:
-            plan.update(Text(f"repro not available: {exc}", style="bold"))
-            return
+        from distdoctor.probes.repro import plan as make_plan
+
         lines = self.plan_lines(make_plan(self.options(), self.dd.kb))
         self.query_one("#plan-heading", Static).update("What would run, and why")
         plan.update("\n".join(f"- {line}" for line in lines))
@@ -148,14 +145,11 @@ class RunScreen(StepScreen):
         if self.cancel is not None:
             self.notify(f"the {self.what} is already running (x stops it)")
             return
-        try:
-            from distdoctor.probes.repro import validate
+        from distdoctor.probes.repro import validate
 
+        try:
             opts = self.options()
             validate(opts)
-        except ImportError as exc:
-            self.notify(f"repro not available: {exc}", severity="error")
-            return
         except ValueError as exc:  # ReproInputError is a ValueError
             self.notify(str(exc), severity="error")
             return
