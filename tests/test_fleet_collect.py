@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from distdoctor.probes.base import ProbeContext, ProbeResult
-from distdoctor.probes.fleet import SCHEMA_ID, SnapshotError, snapshot, validate_snapshot
+from distdoctor.probes.fleet import SCHEMA_ID, snapshot, validate_snapshot
 from distdoctor.probes.fleet.schema import PROBE_NAMES
 from fleet_gen import NODE_FACTS, fake_probes
 
