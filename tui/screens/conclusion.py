@@ -112,12 +112,9 @@ class ConclusionScreen(StepScreen):
 
     def switches(self) -> list[dict[str, str]]:
         """The switches to remove afterwards, as the report lists them."""
-        try:
-            from ..report import latest
-            from ..report_conclusion import switches_to_remove
-        except ImportError as exc:
-            self.log.warning(f"report helpers not available: {exc}")
-            return []
+        from ..report import latest
+        from ..report_conclusion import switches_to_remove
+
         return switches_to_remove(record_view(self.dd.flow), self.dd.kb, latest)
 
     def _explain(self, index: int) -> None:
@@ -173,11 +170,7 @@ class ConclusionScreen(StepScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="export", description="export report")
     def export(self, path: str, fmt: str) -> None:
-        try:
-            from ..report import RENDERERS, build_report
-        except ImportError as exc:
-            self.post_message(Exported(path, f"report not available: {exc}"))
-            return
+        from ..report import RENDERERS, build_report
         from ..session import SessionError
 
         if not self.dd.saver.flush(timeout=SAVE_WAIT_S):
