@@ -95,15 +95,11 @@ class EnvironmentScreen(StepScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="probes", description="environment probes")
     def sweep(self) -> None:
         worker = get_current_worker()
-        try:
-            from distdoctor.probes.sweep import run_sweep
+        from distdoctor.probes.sweep import run_sweep
 
-            probes = self.dd.probes
-            if probes is None:
-                from distdoctor.probes.registry import PROBES as probes
-        except ImportError as exc:
-            self.post_message(SweepDone([], {}, {}, 0.0, f"probes not available: {exc}"))
-            return
+        probes = self.dd.probes
+        if probes is None:
+            from distdoctor.probes.registry import PROBES as probes
         self.post_message(SweepStarted(list(probes)))
         start = time.monotonic()
 
@@ -116,12 +112,8 @@ class EnvironmentScreen(StepScreen):
             return
         facts = {name: dict(r.facts) for name, r in results.items()}
         statuses = {name: r.status for name, r in results.items()}
-        try:
-            from distdoctor.knowledge.evaluate import evaluate
-        except ImportError as exc:
-            self.post_message(SweepDone([], facts, statuses, time.monotonic() - start,
-                                        f"evaluation not available: {exc}"))
-            return
+        from distdoctor.knowledge.evaluate import evaluate
+
         findings = [f.to_dict() for f in evaluate(self.dd.kb, results)]
         self.post_message(SweepDone(findings, facts, statuses, time.monotonic() - start))
 
