@@ -112,11 +112,8 @@ class LogViewerScreen(ModalScreen[None]):
                 return
             self.post_message(ContextRead(lines))
             return
-        try:
-            from distdoctor.knowledge.logs import read_context
-        except ImportError as exc:
-            self.post_message(ContextRead([], f"log viewer not available: {exc}"))
-            return
+        from distdoctor.knowledge.logs import read_context
+
         first = max(1, self.line - self.context)
         try:
             lines = read_context(self.path, self.line, self.context, self.context)
