@@ -30,10 +30,8 @@ def topology_text(facts: dict[str, Any], width: int, status: str = "", reason: s
                         + "\nOn a node without an NVIDIA driver there are no GPUs to show.")
         return Text("No topology facts yet: the 'topology' probe has not run (r on the "
                     "Environment step runs it).")
-    try:
-        from distdoctor.probes.topology import draw_text
-    except ImportError as exc:
-        return Text(f"topology view not available: {exc}")
+    from distdoctor.probes.topology import draw_text
+
     try:
         return Text(draw_text(facts, width=width), no_wrap=True)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -101,11 +99,8 @@ class FleetScreen(ModalScreen[None]):
         if not os.path.exists(paths[0]):  # here, not in the UI: a hung network mount blocks a stat
             self.post_message(FleetCompared(None, paths, f"no such file or folder: {typed}"))
             return
-        try:
-            from distdoctor.probes.fleet import compare, load_snapshots
-        except ImportError as exc:
-            self.post_message(FleetCompared(None, paths, f"fleet view not available: {exc}"))
-            return
+        from distdoctor.probes.fleet import compare, load_snapshots
+
         records, skipped = load_snapshots(paths)
         if not records:
             reasons = "; ".join(f"{s.get('file')}: {s.get('reason')}" for s in skipped[:3])
@@ -123,10 +118,7 @@ class FleetScreen(ModalScreen[None]):
         self._show(message.result)
 
     def _show(self, result: dict[str, Any]) -> None:
-        try:
-            from distdoctor.probes.fleet.compare import label, show
-        except ImportError:  # a recorded fleet event shown by a build without the fleet view
-            label, show = str, (lambda _field, value: str(value))  # noqa: E731
+        from distdoctor.probes.fleet.compare import label, show
 
         outliers = result.get("outliers") or []
         skipped = result.get("skipped") or []
