@@ -123,11 +123,8 @@ class LogsScreen(StepScreen):
             self.post_message(LogsAnalysed(paths, None, f"ERROR no such file or folder: {missing[0]}",
                                            missing=True))
             return
-        try:
-            from distdoctor.knowledge.logs import analyse
-        except ImportError as exc:
-            self.post_message(LogsAnalysed(paths, None, f"log analysis not available: {exc}"))
-            return
+        from distdoctor.knowledge.logs import analyse
+
         try:
             report = analyse(paths, self.dd.kb, symptom=self.dd.flow.symptom)
         except (OSError, ValueError) as exc:
