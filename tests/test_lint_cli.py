@@ -72,6 +72,10 @@ def test_unreadable_inputs_exit_2(tmp_path: Path) -> None:
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe")
     res = run(str(binary))
     assert res.returncode == 2 and "cannot lint (not UTF-8 text)" in res.stderr
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+    res = run(str(fifo))
+    assert res.returncode == 2 and "pipe.py: not a regular file" in res.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     res = run(str(empty))

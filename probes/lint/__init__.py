@@ -20,6 +20,7 @@ CHECKS: tuple[Callable[[Script], list[Finding]], ...] = (
     check_data.accelerate_unprepared, check_data.lightning_sampler_off, check_data.seeds,
     check_ckpt.rank0_save_read, check_ckpt.rank0_load_no_broadcast, check_ckpt.per_rank_resume,
     check_sync.rank0_heavy_work, check_setup.exits)
+MAX_BYTES = 16 << 20
 SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", ".git", ".venv", "venv", ".tox"}
 
 
@@ -66,8 +67,10 @@ def python_files(paths: Iterable[str]) -> tuple[list[Path], list[str]]:
             if not found:
                 errors.append(f"{raw}: no *.py files in this folder")
             files.extend(found)
-        elif path.exists():
+        elif path.is_file():
             files.append(path)
+        elif path.exists():  # a FIFO or a device would block or never end
+            errors.append(f"{raw}: not a regular file")
         else:
             errors.append(f"{raw}: no such file or folder")
     return files, errors
@@ -80,6 +83,8 @@ def lint_paths(paths: Iterable[str]) -> LintResult:
     result = LintResult(errors=errors)
     for path in files:
         try:
+            if path.stat().st_size > MAX_BYTES:
+                raise ValueError(f"larger than {MAX_BYTES >> 20} MiB: not a training script")
             text = path.read_bytes().decode("utf-8")
             if "\x00" in text:
                 raise ValueError("binary file")
