@@ -198,7 +198,7 @@ class Collector:
         f = self.file
         assert f is not None
         key = who.rank or who.proc or "?"
-        if " ids" in text or "indices" in text or "idx" in text or "Ids" in text:
+        if "ids" in text or "indices" in text:
             m = x.SAMPLE_IDS.search(text)
             if m and who.rank is not None and m.group("ids").count(",") >= 1:
                 ids = " ".join(m.group("ids").split())

@@ -26,9 +26,9 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("x-frame", r'distributed_c10d\.py", line'),
     ("x-call", r"torch\.distributed\.\w+\("),
     ("x-traceback", r"Traceback \(most recent call last\)"),
-    ("x-exception", r"Error|Exception|Interrupt|Failure"),
-    ("x-spawn-exit", r"[Pp]rocess \d+ terminated with"),
-    ("x-sample-ids", r"(?:sample|example|batch|item|cut)s? ?(?:ids?|indices|idx)"),
+    ("x-exception", r"Error: |Exception: |KeyboardInterrupt|Failure: "),
+    ("x-spawn-exit", r"terminated with (?:the following error|exit code|signal)"),
+    ("x-sample-ids", r"ids \[|ids: \[|ids=\[|indices \[|indices: \[|indices=\["),
 )
 
 

@@ -217,7 +217,7 @@ def phase(text: str) -> str | None:
 
 
 # What a rank says it is reading: `first sample ids [56, 264, 149]`, `batch indices: [3, 7]`.
-SAMPLE_IDS = re.compile(r"(?:sample|example|batch|item|cut)s? ?(?:ids?|indices|idx)\s*[:=]?\s*\[(?P<ids>[^\]]{3,400})\]")
+SAMPLE_IDS = re.compile(r"(?:sample|example|batch|item|cut)s? ?(?:ids|indices)(?: |: |=)\[(?P<ids>[^\]]{3,400})\]")
 
 # mp.spawn's parent reports a worker by its process index, the first argument of the worker
 # function (the rank in most scripts): `-- Process 1 terminated with the following error:` before

@@ -19,24 +19,29 @@ _SEP = "\x00"  # marks a break between literal runs inside one alternative
 _MAX_ALTS = 64  # cross products above this collapse to "unknown" (still correct, just less selective)
 MIN_RUN = 3
 
-# Shapes of the high-volume lines of a healthy job (NCCL INFO chatter, progress lines). An anchor
-# that occurs in them would make nearly every line a candidate, so the cover never picks one.
-NOISE_SAMPLES = (
-    "node017:40123:40175 [3] NCCL INFO AllReduce: opCount 1a2 sendbuff 0x7f1c00000000 recvbuff "
-    "0x7f1c00000000 count 1048576 datatype 7 op 0 root 0 comm 0x55810000 [nranks=256] stream 0x5581",
-    "node017:40123:40175 [3] NCCL INFO Channel 00/0 : 3[3] -> 4[4] via P2P/CUMEM/read",
-    "node017:40123:40175 [7] NCCL INFO Channel 01/0 : 7[7] -> 8[0] [send] via NET/IB/0/GDRDMA",
-    "node017:40123:40175 [7] NCCL INFO Channel 01/0 : 15[7] -> 7[7] [receive] via NET/Socket/1",
-    "node017:40123:40175 [2] NCCL INFO Channel 02/0 : 2[2] -> 3[3] via SHM/direct/direct",
-    "node017:40123:40175 [2] NCCL INFO Channel 02/24 :    0   1   2   3   4   5   6   7",
-    "node017:40123:40175 [2] NCCL INFO comm 0x5581 rank 2 nranks 8 cudaDev 2 busId 3b000 - Init COMPLETE",
-    "node017:40123:40175 [3] NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
-    "node017:40123:40175 [3] NCCL INFO Trees [0] 4/-1/-1->3->2 [1] 4/-1/-1->3->2",
-    "node017:40123:40175 [3] NCCL INFO threadThresholds 8/8/64 | 128/8/64 | 512 | 512",
-    "node017:40123:40175 [3] NCCL INFO 32 coll channels, 32 collnet channels, 0 nvls channels, "
+# Shapes of the high-volume lines of a healthy job (NCCL INFO chatter, progress lines), written
+# from their formats (NCCL's enqueue.cc INFO(NCCL_COLL, "%s: opCount %lx sendbuff ...") for every
+# collective name, init.cc, channel.cc; torchtitan, Lightning, HF Trainer and Megatron progress
+# lines). An anchor that occurs in them would make nearly every line a candidate, so the cover
+# never picks one.
+_NCCL_OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "Send", "Recv", "AllToAll")
+NOISE_SAMPLES = tuple(
+    f"node01:40123:40175 [3] NCCL INFO {op}: opCount 1a2 sendbuff 0x7f1c00000000 recvbuff "
+    "0x7f1c00000000 count 1048576 datatype 7 op 0 root 0 comm 0x55810000 [nranks=256] stream 0x5581"
+    for op in _NCCL_OPS) + (
+    "node01:40123:40175 [3] NCCL INFO Channel 00/0 : 3[3] -> 4[4] via P2P/CUMEM/read",
+    "node01:40123:40175 [7] NCCL INFO Channel 01/0 : 7[7] -> 8[0] [send] via NET/IB/0/GDRDMA",
+    "node01:40123:40175 [7] NCCL INFO Channel 01/0 : 15[7] -> 7[7] [receive] via NET/Socket/1",
+    "node01:40123:40175 [2] NCCL INFO Channel 02/0 : 2[2] -> 3[3] via SHM/direct/direct",
+    "node01:40123:40175 [2] NCCL INFO Channel 02/24 :    0   1   2   3   4   5   6   7",
+    "node01:40123:40175 [2] NCCL INFO comm 0x5581 rank 2 nranks 8 cudaDev 2 busId 3b000 - Init COMPLETE",
+    "node01:40123:40175 [3] NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
+    "node01:40123:40175 [3] NCCL INFO Trees [0] 4/-1/-1->3->2 [1] 4/-1/-1->3->2",
+    "node01:40123:40175 [3] NCCL INFO threadThresholds 8/8/64 | 128/8/64 | 512 | 512",
+    "node01:40123:40175 [3] NCCL INFO 32 coll channels, 32 collnet channels, 0 nvls channels, "
     "32 p2p channels, 32 p2p channels per peer",
-    "node017:40123:40175 [3] NCCL INFO P2P Chunksize set to 524288",
-    "[rank3]:[titan] 2025-08-21 11:19:52,968 - root - INFO - step: 120  loss: 2.3412  "
+    "node01:40123:40175 [3] NCCL INFO P2P Chunksize set to 524288",
+    "[rank3]:[titan] 2026-01-01 00:00:00,000 - root - INFO - step: 120  loss: 2.3412  "
     "memory: 61.23GiB(77.45%)  tps: 2,817  tflops: 312.40  mfu: 31.58%",
     "Epoch 1:  42%|████▏     | 420/1000 [03:12<04:25,  2.18it/s, loss=0.123, v_num=0]",
     "{'loss': 1.2345, 'grad_norm': 0.98, 'learning_rate': 1e-05, 'epoch': 0.42}",
@@ -189,11 +194,32 @@ def plan(items: tuple[Anchored, ...], freq: tuple[tuple[str, float], ...] | None
                     best = root_cover.setdefault(ch, {}).get(idx)
                     if best is None or len(lit) > len(best):
                         root_cover[ch][idx] = lit
+    best: tuple[float, list[str], dict[str, set[str]]] | None = None
+    banned: set[str] = set()
+    for _ in range(4):  # greedy, then again without its costliest root while that helps
+        cost, literals, roots = _cover(universe, literal_cover, root_cover, freqs, banned)
+        if best is not None and cost >= best[0]:
+            break
+        best = (cost, literals, roots)
+        if not roots:
+            break
+        banned.add(max(roots, key=lambda ch: _root_cost(ch, freqs)))
+    assert best is not None
+    _cost, literals, roots = best
+    root_groups = tuple(sorted((ch, _prefix_free(lits)) for ch, lits in roots.items()))
+    return Plan(tuple(sorted(set(literals), key=lambda g: (-len(g), g))), root_groups)
+
+
+def _cover(universe: list[tuple[str, ...]], literal_cover: dict[str, set[int]],
+           root_cover: dict[str, dict[int, str]], freqs: dict[str, float],
+           banned: set[str]) -> tuple[float, list[str], dict[str, set[str]]]:
+    """One weighted greedy set cover; returns its estimated cost per GB, literals and roots."""
     heap: list[tuple[float, int, str, str]] = []
     for gram, cov in literal_cover.items():
         heap.append((-len(cov) / _literal_cost(gram), -len(gram), "lit", gram))
     for ch, cov2 in root_cover.items():
-        heap.append((-len(cov2) / _root_cost(ch, freqs), 0, "root", ch))
+        if ch not in banned:
+            heap.append((-len(cov2) / _root_cost(ch, freqs), 0, "root", ch))
     heapq.heapify(heap)
     uncovered = set(range(len(universe)))
     literals: list[str] = []
@@ -218,8 +244,8 @@ def plan(items: tuple[Anchored, ...], freq: tuple[tuple[str, float], ...] | None
         uncovered -= covered
     for idx in uncovered:  # every run is noise-like: fall back to the longest one
         literals.append(max(universe[idx], key=len))
-    root_groups = tuple(sorted((ch, _prefix_free(lits)) for ch, lits in roots.items()))
-    return Plan(tuple(sorted(set(literals), key=lambda g: (-len(g), g))), root_groups)
+    cost = sum(_literal_cost(g) for g in set(literals)) + sum(_root_cost(ch, freqs) for ch in roots)
+    return cost, literals, roots
 
 
 def _rooted(run: str, pos: int, noise: str) -> str:
