@@ -5,6 +5,7 @@ import gc
 import importlib
 import threading
 from functools import partial
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from textual import work
@@ -157,6 +158,34 @@ class DistDoctorApp(App[int]):
         self.flow.apply(kind, data)
         self.saver.append(self.flow.session_id, kind, data)
         self.refresh_chrome()
+
+    def copy_text(self, text: str, what: str) -> None:
+        """Put `text` on the clipboard by the route that works here (OSC 52, wrapped for tmux's
+        passthrough when needed), keep it in a file too, and say which happened: a copy tmux
+        drops must not read as "copied"."""
+        from . import clipboard
+
+        if getattr(self, "_clip_route", None) is None:
+            self._clip_route = clipboard.route()
+        route = self._clip_route
+        name = f"{self.flow.session_id}-{what.replace(' ', '-')}.txt"
+        try:
+            path: Any = clipboard.save(self.store.directory.parent / "copied", name, text)
+        except OSError as exc:
+            path = None
+            where = f"could not keep them in a file either ({exc.strerror or exc})"
+        else:
+            home = str(Path.home())
+            path = "~" + str(path)[len(home):] if str(path).startswith(home + "/") else str(path)
+            where = f"also in {path}"
+        self._clipboard = text  # what Textual's own copy keeps, for paste inside the app
+        if route.mode != "none" and self._driver is not None:
+            self._driver.write(clipboard.osc52(text, route.mode))
+        if route.mode == "none":
+            self.notify(f"Not copied: {route.why}. The {what} are in {path}" if path else
+                        f"Not copied: {route.why}; {where}", severity="warning", timeout=20)
+        else:
+            self.notify(f"{what.capitalize()} sent to the clipboard by {route.why}; {where}", timeout=12)
 
     def on_session_not_saved(self, message: SessionNotSaved) -> None:
         self.notify(f"session not saved: {message.error}", severity="error", timeout=10)

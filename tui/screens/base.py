@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
+from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import Header, Input, OptionList
+from textual.widgets import DataTable, Header, Input, OptionList
 from textual.worker import Worker, WorkerState
 
 from ..widgets import KeyBar, LearnPanel, NextAction, StepNav
@@ -28,6 +29,9 @@ class StepScreen(Screen[None]):
     FIRST_FOCUS = "#main > OptionList, #main > DataTable"
     BINDINGS = [Binding("escape", "leave_field", "Leave field", show=False)]
     running: str = ""  # what a worker of this screen is doing now, for the next-action panel
+    # lists/tables whose highlighted row has its result below the table (a finding's what/why/
+    # fix): that row goes to the top of the view, leaving the rest of the screen to the result
+    RESULT_BELOW: frozenset[str] = frozenset()
 
     def __init__(self, step_id: str) -> None:
         super().__init__(name=step_id, id=f"step-{step_id}")
@@ -61,7 +65,14 @@ class StepScreen(Screen[None]):
         self.sub_title = f"session {self.dd.flow.session_id}"
         if step:
             self.query_one(LearnPanel).show_step(step)
+        # content that arrives or grows above the focused list (the learn text, a status line)
+        # pushes its highlight down: follow it (see keep_highlight_in_view)
+        self.watch(self.query_one("#main"), "virtual_size", self._main_resized, init=False)
         self.refresh_chrome()
+
+    def _main_resized(self) -> None:
+        if isinstance(self.focused, (OptionList, DataTable)):
+            self.call_after_refresh(self.keep_highlight_in_view, self.focused)
 
     def on_screen_resume(self) -> None:
         if self.focused is None:
@@ -108,6 +119,62 @@ class StepScreen(Screen[None]):
         self.running = what
         self.refresh_chrome()
 
+    # --- the highlighted choice stays on screen ----------------------------------------------
+    # A list or table inside the scrolling #main keeps its own highlight in view, but not itself:
+    # at 80x24 with the learn text above it, the highlight sat below the fold. Each focus and
+    # highlight change scrolls #main just enough to show the highlighted row (a whole list of
+    # choices when it fits), so the step's top lines stay where they are when nothing moves.
+    @on(events.DescendantFocus)
+    def show_focus(self, event: events.DescendantFocus | None = None) -> None:
+        """The next-action box's title says which box has the keys and where Tab goes."""
+        if not self.is_mounted:
+            return
+        focused = self.focused
+        chain = [w for w in self.focus_chain if w is not None]
+        title = ""
+        if focused in chain and len(chain) > 1:
+            after = chain[(chain.index(focused) + 1) % len(chain)]
+            title = f"▶ {focus_name(focused)} · tab: {focus_name(after)}"
+        self.query_one(NextAction).border_title = title
+
+    @on(events.DescendantFocus)
+    @on(OptionList.OptionHighlighted)
+    @on(DataTable.RowHighlighted)
+    @on(DataTable.CellHighlighted)
+    def _highlight_moved(self, event: events.Event) -> None:
+        widget = getattr(event, "widget", None) or getattr(event, "control", None)
+        if isinstance(widget, (OptionList, DataTable)) and widget.id != "nav":
+            self.call_after_refresh(self.keep_highlight_in_view, widget)
+
+    def keep_highlight_in_view(self, widget: Widget) -> None:
+        """Scroll #main so that `widget`'s highlighted row (or, for a list of choices that fits,
+        the whole list) is inside the visible part of #main."""
+        try:
+            main = self.query_one("#main")
+        except Exception:  # noqa: BLE001 - a screen without #main (none today) has nothing to do
+            return
+        if not widget.is_mounted or main not in widget.ancestors or widget is not self.focused:
+            return
+        row = highlighted_row(widget)
+        if row is None:
+            return
+        y, height = row
+        # the row in #main's scrollable space: the widget's place in it (virtual regions, so a
+        # widget scrolled out of sight counts too), its border, the row inside its own viewport
+        base = 0
+        node: Widget | None = widget
+        while node is not None and node is not main:
+            base += node.virtual_region.y
+            node = node.parent if isinstance(node.parent, Widget) else None
+        top = base + widget.gutter.top + y - int(widget.scroll_offset.y)
+        if isinstance(widget, OptionList) and widget.outer_size.height <= main.content_region.height:
+            top, height = base, widget.outer_size.height
+        at_top = widget.id in self.RESULT_BELOW
+        if at_top and isinstance(widget, DataTable) and widget.show_header:
+            top, height = top - widget.header_height, height + widget.header_height  # names kept
+        main.scroll_to_region(Region(0, top, 1, max(1, height)), animate=False, immediate=True,
+                              top=at_top)
+
     @on(OptionList.OptionSelected, "#nav")
     def _jump(self, event: OptionList.OptionSelected) -> None:
         event.stop()
@@ -121,3 +188,41 @@ class GenericStepScreen(StepScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.query_one(LearnPanel).add_class("always")
+
+
+FOCUS_NAMES = {"nav": "steps", "kind": "symptom", "sub": "where", "paste": "paste field",
+               "path": "logs path", "causes": "causes", "evidence": "evidence lines",
+               "findings": "findings", "runs": "runs", "ranking": "causes",
+               "export-path": "export path", "fleet-path": "snapshots path", "outliers": "outliers",
+               "python": "python", "nproc": "processes", "timeout": "timeout",
+               "drill-choices": "drills"}
+
+
+def focus_name(widget: Widget) -> str:
+    """A box's name in the focus line: its id in words, or its kind."""
+    name = FOCUS_NAMES.get(widget.id or "")
+    if name:
+        return name
+    if widget.id:
+        return widget.id.replace("-", " ")
+    label = getattr(widget, "label", None)  # a button says what it does
+    return str(label) if label is not None else type(widget).__name__.lower()
+
+
+def highlighted_row(widget: Widget) -> tuple[int, int] | None:
+    """(y, height) of the highlighted row inside the widget's content (scrolling included), or
+    None when nothing is highlighted. Uses Textual's row bookkeeping (pinned version)."""
+    if isinstance(widget, OptionList):
+        if widget.highlighted is None:
+            return None
+        widget._update_lines()  # noqa: SLF001 - the line map of each option, as scroll_to_highlight uses
+        try:
+            return widget._index_to_line[widget.highlighted], widget._heights[widget.highlighted]  # noqa: SLF001
+        except (KeyError, IndexError, AttributeError):
+            return None
+    if isinstance(widget, DataTable):
+        if not widget.row_count or not widget.show_cursor:
+            return None
+        region = widget._get_row_region(widget.cursor_row)  # noqa: SLF001 - header included in y
+        return region.y, region.height
+    return None

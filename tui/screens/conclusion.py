@@ -44,6 +44,7 @@ class ConclusionScreen(StepScreen):
     """Ranks on every visit (the evidence may have grown); records the conclusion when it changes."""
 
     BINDINGS = [Binding("c", "copy_fix", "Copy fix"), Binding("e", "export", "Export report")]
+    RESULT_BELOW = frozenset({"ranking"})  # the highlighted cause's why, under the table
 
     def compose_step(self) -> Iterable[Widget]:
         yield Plain("", id="verdict", classes="first")
@@ -146,8 +147,7 @@ class ConclusionScreen(StepScreen):
         if cause is None or not cause.fixes:
             self.notify("No fix lines to copy for this cause.")
             return
-        self.app.copy_to_clipboard("\n".join(line for f in cause.fixes for line in f.copy_lines("")))
-        self.notify("Fix lines copied (your terminal must allow OSC 52 clipboard access).")
+        self.dd.copy_text("\n".join(line for f in cause.fixes for line in f.copy_lines("")), "fix lines")
 
     # --- export -----------------------------------------------------------------------------
     @on(Input.Submitted, "#export-path")

@@ -52,6 +52,7 @@ class EnvironmentScreen(StepScreen):
         Binding("a", "toggle_ok", "Show OK"),
     ]
     show_ok = False  # OK findings are many and say nothing to act on: listed on request
+    RESULT_BELOW = frozenset({"findings"})  # the highlighted finding's what / why / fix
 
     def compose_step(self) -> Iterable[Widget]:
         with Horizontal(classes="row"):

@@ -24,8 +24,11 @@ TABLE_ROWS = 12  # app.tcss: the max-height of a DataTable in a step
 def short_names(paths: Iterable[str]) -> dict[str, str]:
     """A name per log file that tells them apart: the file name when that is unique, else the
     path below the folder they share (a folder of runs often holds many `log.txt`)."""
+    from distdoctor.knowledge.logs.timeline import short
+
     paths = sorted(set(paths))
-    names = {p: os.path.basename(p) for p in paths}
+    # torchrun's --log-dir holds one folder per rank: `1/stderr.log`, as the CLI names them
+    names = {p: short(p) for p in paths}
     if len(set(names.values())) == len(names):
         return names
     try:
@@ -74,7 +77,8 @@ class LogsScreen(StepScreen):
         self.query_one("#causes", DataTable).add_columns("#", "Basis", "Lines", "Cause")
         self.query_one("#evidence", DataTable).add_columns("#", "Where", "Line")
         self._evidence: list[tuple[str, int]] = []
-        self._first_evidence: dict[int, int] = {}  # cause row -> its first evidence row
+        self._first_evidence: dict[int, int | None] = {}  # cause row -> its first evidence row
+        self._no_lines: dict[int, str] = {}  # cause row -> why it has none
         self._reveal = False  # scroll the diagnosis into view when the tables are laid out
         self.watch(self.query_one("#causes"), "virtual_size", self._causes_sized, init=False)
         flow = self.dd.flow
@@ -85,8 +89,7 @@ class LogsScreen(StepScreen):
 
     # --- actions ----------------------------------------------------------------------------
     def action_copy(self) -> None:
-        self.app.copy_to_clipboard(self.launcher.text)
-        self.notify("Logging lines copied (your terminal must allow OSC 52 clipboard access).")
+        self.dd.copy_text(self.launcher.text, "logging lines")
 
     def action_focus_path(self) -> None:
         self.query_one("#path", Input).focus()
@@ -207,6 +210,7 @@ class LogsScreen(StepScreen):
         evidence.clear()
         self._evidence = []
         self._first_evidence = {}
+        self._no_lines = {}
         for n, cause in enumerate(causes, 1):
             known = kb.causes.get(cause.get("id"))
             # one line can match several signatures of the same cause: list it once
@@ -218,7 +222,8 @@ class LogsScreen(StepScreen):
             table.add_row(str(n), str(cause.get("basis") or ("facts" if cause.get("lead") else "evidence")),
                           str(len(lines)), title,
                           key=str(n - 1))
-            self._first_evidence[n - 1] = len(self._evidence)
+            self._first_evidence[n - 1] = len(self._evidence) if lines else None
+            self._no_lines[n - 1] = no_lines_reason(cause, title)
             for ev in lines:
                 file = str(ev.get("file", "?"))
                 where = f"{names.get(file, os.path.basename(file))}:{ev.get('line', '?')}"
@@ -229,8 +234,11 @@ class LogsScreen(StepScreen):
     @on(DataTable.RowSelected, "#causes")
     def _to_evidence(self, event: DataTable.RowSelected) -> None:
         """Enter on a cause: its evidence lines, ready for Enter to open one."""
-        row = self._first_evidence.get(int(event.row_key.value or 0))
+        key = int(event.row_key.value or 0)
+        row = self._first_evidence.get(key)
         if row is None or row >= len(self._evidence):
+            # Enter that did nothing looked broken: say why this cause has no lines
+            self.notify(self._no_lines.get(key) or "No log lines for this cause.", timeout=12)
             return
         evidence = self.query_one("#evidence", DataTable)
         evidence.move_cursor(row=row)
@@ -244,3 +252,17 @@ class LogsScreen(StepScreen):
         if 0 <= index < len(self._evidence):
             path, line = self._evidence[index]
             self.app.push_screen(LogViewerScreen(path, line))
+
+
+def no_lines_reason(cause: dict[str, Any], title: str) -> str:
+    """Why a cause has no log lines to show: its basis says what it rests on instead."""
+    basis = str(cause.get("basis") or "")
+    reasons = "; ".join(str(r) for r in cause.get("reasons") or [] if r)
+    if basis == "prior":
+        why = ("it is listed because of the symptom you chose (basis: prior); nothing in these "
+               "logs shows it. The Environment, Repro and Bisect steps can confirm or rule it out.")
+    elif basis == "facts":
+        why = "it rests on what the logs show about the setup (basis: facts), not on a failure line"
+    else:
+        why = f"basis: {basis or 'unknown'}"
+    return f"No log lines for '{title}': {why}" + (f" ({reasons})." if reasons else "")

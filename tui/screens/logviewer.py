@@ -69,7 +69,10 @@ class LogViewerScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="modal-box", id="context-box") as box:
-            box.border_title = f"{self.path}:{self.line}" if self.line else f"{self.path} (end)"
+            title = f"{self.path}:{self.line}" if self.line else f"{self.path} (end)"
+            # the end of a long path says which file (`.../1/stderr.log:6`): cut the start
+            room = max(24, min(100, self.app.size.width * 9 // 10) - 8)
+            box.border_title = title if len(title) <= room else "…" + title[-(room - 1):]
             # three parts, so the marked line can be scrolled to however the lines above wrap
             yield Plain("Reading...", id="context")
             yield Plain("", id="context-target")

@@ -88,7 +88,11 @@ class FleetScreen(ModalScreen[None]):
     @on(Button.Pressed, "#compare")
     def _compare(self) -> None:
         path = self.query_one("#fleet-path", Input).value.strip()
-        if not path:
+        if not path:  # Enter that did nothing looked broken: say what to type
+            self.query_one("#fleet-status", Static).update(Text.assemble(
+                ("Type a path first: ", "bold"), "a folder of snapshots or one snapshot file, e.g. "
+                "./snapshots/ . Make them on each node with `distdoctor collect -o snapshots/$(hostname).json`, "
+                "or all at once with `distdoctor fleet collect --via ssh --hostfile hosts.txt -o snapshots/`."))
             return
         self.query_one("#fleet-status", Static).update("Comparing...")
         self.compare(path)
