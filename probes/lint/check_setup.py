@@ -14,6 +14,7 @@ SPAWN = r"^(torch\.)?multiprocessing\.(spawn|start_processes|Process)$|\.Process
 
 
 def _reads_torchrun_env(node: ast.AST) -> bool:
+    """Does this code read (not set) one of the variables torchrun sets?"""
     for sub in ast.walk(node):
         if env_key(sub) in TORCHRUN_ENV and not isinstance(getattr(sub, "ctx", None), ast.Store):
             return True
@@ -25,10 +26,7 @@ def spawn_under_torchrun(script: Script) -> list[Finding]:
     unless the spawn sits behind a check of those variables (one launcher or the other)."""
     if not any(script.calls_named(INIT)):
         return []
-    reads = any(_reads_torchrun_env(n) for n in script.nodes
-                if isinstance(n, (ast.Subscript, ast.Call, ast.Compare)) and env_key(n) in TORCHRUN_ENV
-                and not isinstance(getattr(n, "ctx", None), ast.Store))
-    if not reads:
+    if not _reads_torchrun_env(script.tree):
         return []
     out = []
     for call in script.calls_named(SPAWN):
