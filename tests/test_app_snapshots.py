@@ -68,17 +68,6 @@ def test_logs_error_missing_path(app, snap_compare) -> None:
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def has_log_analysis() -> bool:
-    try:
-        from distdoctor.knowledge.logs import analyse, read_context  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_logs = pytest.mark.skipif(not has_log_analysis(), reason="log analysis not in this build yet")
-
-
 async def logs_loaded(pilot) -> None:
     await classified(pilot)
     await pilot.press("n", "f")
@@ -88,7 +77,6 @@ async def logs_loaded(pilot) -> None:
     await pilot.press("escape")
 
 
-@needs_logs
 def test_logs_diagnosis(app, snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(LOGS)
 
@@ -99,7 +87,6 @@ def test_logs_diagnosis(app, snap_compare, monkeypatch: pytest.MonkeyPatch) -> N
     assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
 
 
-@needs_logs
 def test_log_viewer(app, snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(LOGS)
 
