@@ -115,9 +115,17 @@ def test_findings_come_with_a_knowledge_base() -> None:
     from distdoctor.knowledge import load_knowledge
 
     facts = {k: dict(v) for k, v in NODE_FACTS.items()}
+    # the judged facts the shm probe derives: too small (a failure), not nearly full (an ok)
+    facts["shm"].update(too_small=True, low_free=False, size_human="64 MiB", free_human="60 MiB",
+                        min_size_human="1 GiB", runtime="docker", fix="docker run --shm-size=16g ...")
     doc = snapshot(ProbeContext(), load_knowledge(use_env=False), probes=fake_probes(facts))
     assert validate_snapshot(doc) == []
-    assert isinstance(doc["findings"], list)
+    by_check = {f["check"]: f for f in doc["findings"]}
+    # an empty list would pass a type check: the checks that apply must be there, judged
+    assert by_check["shm-too-small"]["status"] == "fail"
+    assert by_check["shm-too-small"]["cause_ids"] == ["shm-insufficient"]
+    assert "64 MiB" in by_check["shm-too-small"]["title"]
+    assert by_check["shm-nearly-full"]["status"] == "ok"
     assert all({"probe", "check", "status"} <= set(f) for f in doc["findings"])
 
 
