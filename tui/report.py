@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .redact import redact, redact_text, walk
+from .report_causes import annotate, split
 from .report_conclusion import conclude, switches_to_remove
 from .report_html import render_html
 from .report_md import render_markdown
@@ -97,7 +98,7 @@ def _step_summary(kind: str, data: Any) -> str:
         return f"{d.get('question', '?')} -> {d.get('answer', '?')}"
     if kind == "logs":
         causes = [c for c in _l(d.get("causes")) if isinstance(c, dict)]
-        top = f"; top cause {causes[0].get('id')} (score {causes[0].get('score')})" if causes else \
+        top = f"; top cause {causes[0].get('id')} (basis {causes[0].get('basis') or 'evidence'})" if causes else \
             "; no known cause matched"
         return f"{d.get('files_read', '?')} file(s) read{top}"
     if kind == "check":
@@ -198,6 +199,11 @@ def build_report(record: Mapping[str, Any], kb: Any, *, redact: bool = True,
     check, logs, topo = latest(source, "check"), latest(source, "logs"), latest(source, "topo")
     repro, bisect, fleet = latest(source, "repro"), latest(source, "bisect"), latest(source, "fleet")
     conclusion = conclude(source, kb, latest)
+    # each cause with its basis and evidence; the ones resting on neither are "also considered"
+    annotate(_l(conclusion["conclusion"].get("causes")), _findings(check), _evidence(logs))
+    shown = {c["id"] for c in split(_l(conclusion["conclusion"].get("causes")))[0]}
+    conclusion["fixes"] = [f for f in conclusion["fixes"]  # no fix for a cause nothing points at
+                           if f.get("cause") in shown or f.get("title") == "From the bisection"]
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "title": f"distdoctor report: session {source.get('id', '?')}",

@@ -87,7 +87,7 @@ def _combine(record: Mapping[str, Any], kb: Any) -> list[dict[str, Any]]:
     from .ranking import rank_session
     from .state import Flow
 
-    return [{"id": r.id, "score": r.score, "why": list(r.reasons)}
+    return [{"id": r.id, "score": r.score, "basis": r.basis, "why": list(r.reasons)}
             for r in rank_session(kb, Flow.from_record(record))]
 
 
@@ -111,7 +111,7 @@ def conclude(record: Mapping[str, Any], kb: Any, latest: Latest) -> dict[str, An
         for c in _l(event.get("causes")):
             c = _d(c) if not isinstance(c, str) else {"id": c}
             reason = c.get("why")
-            causes.append({"id": str(c.get("id", "?")), "score": c.get("score"),
+            causes.append({"id": str(c.get("id", "?")), "score": c.get("score"), "basis": c.get("basis"),
                            "why": reason if isinstance(reason, list) else [str(reason)] if reason else []})
     else:
         causes = _combine(record, kb)

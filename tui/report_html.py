@@ -5,6 +5,8 @@ import re
 from html import escape
 from typing import Any, Iterable, Mapping, Sequence
 
+from .report_causes import basis_words, split
+
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:72rem;margin:2rem auto;
 padding:0 1rem;color:#1b1f24;background:#fff}
@@ -13,7 +15,7 @@ h3{font-size:1.05rem}
 table{border-collapse:collapse;margin:.5rem 0;width:100%}
 th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top}
 th{background:#f6f8fa}
-td{overflow-wrap:anywhere}
+td{overflow-wrap:break-word}
 pre{background:#f6f8fa;padding:.6rem;overflow-x:auto;font:13px/1.35 ui-monospace,Menlo,Consolas,monospace}
 code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.92em}
 .status{font-weight:700;padding:0 .35rem;border-radius:.2rem;white-space:nowrap}
@@ -22,7 +24,10 @@ code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.92em}
 .note{border-left:4px solid #7d4e00;padding:.2rem .8rem;background:#fff8c5}
 .warning{border:2px solid #a40e26;background:#ffebe9;padding:.5rem 1rem;font-weight:700}
 .meta td:first-child{width:12rem;color:#57606a}
-.topo svg{max-width:100%;height:auto}
+.topo-pic{overflow-x:auto}.topo-pic svg{max-width:none;height:auto}
+.basis{color:#57606a;font-size:.92em;white-space:nowrap}
+details.facts h3{font-size:1rem;margin:.8rem 0 .2rem}
+summary{cursor:pointer;font-weight:600}
 ol li{margin:.3rem 0}
 """
 
@@ -78,9 +83,25 @@ def status(word: Any) -> str:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], raw_cols: Sequence[int] = ()) -> str:
     head = "".join(f"<th>{e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c if i in raw_cols else e(c)}</td>" for i, c in enumerate(row))
+    body = "".join("<tr>" + "".join(f"<td>{c if i in raw_cols else wrap(c)}</td>" for i, c in enumerate(row))
                    + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_BREAK_AFTER = re.compile(r"([/_.:=,;\\-]+)(?=\w)")
+LONG = 24  # a token this long gets break points after its separators
+
+
+def wrap(value: Any) -> str:
+    """Escaped text whose long tokens (paths, NCCL_* names, versions, hashes) may break after a
+    separator (<wbr>), so a narrow column wraps at `/` or `_` rather than mid-word."""
+    out = []
+    for token in re.split(r"(\s+)", "" if value is None else str(value)):
+        if len(token) >= LONG and not token.isspace():
+            out.append("<wbr>".join(escape(part) for part in _BREAK_AFTER.sub("\\1\0", token).split("\0")))
+        else:
+            out.append(escape(token))
+    return "".join(out)
 
 
 def pre(text: Any) -> str:
@@ -161,13 +182,26 @@ def _conclusion(r: Mapping[str, Any]) -> str:
         out += f"<p>Causes {e(source)}, most likely first:</p>"
         if c.get("note"):
             out += f'<p class="note">{e(c["note"])}</p>'
+        main, considered = split(causes)
         out += "<ol>"
-        for cause in causes:
-            score = f" (score {e(cause['score'])})" if cause.get("score") is not None else ""
-            why = "".join(f"<li>{e(w)}</li>" for w in _l(cause.get("why")))
-            out += (f"<li><strong><code>{e(cause.get('id'))}</code></strong> {e(cause.get('title'))}"
-                    f"{score}" + (f"<ul>{why}</ul>" if why else "") + "</li>")
+        for cause in main:
+            items = [f"<li><code>{wrap(line)}</code></li>" for line in _l(cause.get("evidence_lines"))]
+            more = int(cause.get("evidence_count") or 0) - len(_l(cause.get("evidence_lines")))
+            if more > 0:
+                items.append(f"<li>and {more} more line(s): see Log evidence</li>")
+            items += [f"<li>check: {wrap(c)}</li>" for c in _l(cause.get("checks"))]
+            if _l(cause.get("reasons")):
+                items.append(f"<li>why: {wrap('; '.join(_l(cause.get('reasons'))))}</li>")
+            out += (f"<li><strong><code>{e(cause.get('id'))}</code></strong> {e(cause.get('title'))} "
+                    f'<span class="basis">basis: {e(basis_words(cause))}</span>'
+                    + (f"<ul>{''.join(items)}</ul>" if items else "") + "</li>")
         out += "</ol>"
+        if considered:
+            out += (f"<details><summary>Also considered: {len(considered)} cause(s) with neither "
+                    "evidence nor a failed check</summary><ul>" + "".join(
+                        f"<li><code>{e(c.get('id'))}</code> {e(c.get('title'))} (basis: {e(c.get('basis'))})"
+                        + (f": {wrap('; '.join(_l(c.get('reasons'))))}" if _l(c.get("reasons")) else "")
+                        + "</li>" for c in considered) + "</ul></details>")
     fixes = _l(r.get("fixes"))
     if fixes:
         out += "<h2>Fixes</h2>"
@@ -203,8 +237,8 @@ def _findings(r: Mapping[str, Any]) -> str:
     if findings:
         out += "<h2>Findings</h2>" + table(
             ["status", "finding", "detail", "causes", "fix"],
-            [[status(f.get("status")), e(f.get("title")), e(f.get("detail")),
-              e(", ".join(map(str, _l(f.get("cause_ids"))))), e(f.get("fix"))] for f in findings],
+            [[status(f.get("status")), wrap(f.get("title")), wrap(f.get("detail")),
+              wrap(", ".join(map(str, _l(f.get("cause_ids"))))), wrap(f.get("fix"))] for f in findings],
             raw_cols=range(5))
     evidence = _l(r.get("evidence"))
     if evidence:
@@ -223,11 +257,18 @@ def _findings(r: Mapping[str, Any]) -> str:
 
 
 def _environment(r: Mapping[str, Any]) -> str:
+    """The raw facts, folded (a reader opens them when a finding needs checking), by probe."""
     rows = _l(r.get("environment"))
     if not rows:
         return ""
-    return "<h2>Environment</h2>" + table(["probe", "fact", "value"],
-                                          [[x.get("group"), x.get("name"), x.get("value")] for x in rows])
+    groups: dict[str, list[Any]] = {}
+    for x in rows:
+        groups.setdefault(str(x.get("group")), []).append([e(x.get("name")), wrap(x.get("value"))])
+    out = (f'<h2>Environment facts</h2><details class="facts"><summary>{len(rows)} facts from '
+           f"{len(groups)} probes: {e(', '.join(groups))}</summary>")
+    for group, facts in groups.items():
+        out += f"<h3>{e(group)}</h3>" + table(["fact", "value"], facts, raw_cols=(0, 1))
+    return out + "</details>"
 
 
 def _topology(r: Mapping[str, Any]) -> str:
@@ -240,7 +281,12 @@ def _topology(r: Mapping[str, Any]) -> str:
         out += "<p>" + ", ".join(f"{e(k)}: <strong>{e(v)}</strong>" for k, v in summary.items()) + "</p>"
     svg, note = _svg(t.get("facts"))
     if svg:
-        out += svg
+        # drawn a third larger than its own size so its 10-11px labels read at 100% zoom; a
+        # narrow window scrolls it sideways rather than shrinking the text again
+        m = re.search(r'\bwidth="(\d+)"', svg)
+        if m:
+            svg = svg.replace("<svg ", f'<svg style="width:{int(m.group(1)) * 4 // 3}px" ', 1)
+        out += f'<div class="topo-pic">{svg}</div>'
     elif t.get("text"):
         out += pre(t["text"])
     for text in (note, t.get("note") if not t.get("text") else ""):

@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from .report_causes import basis_words, split
+
 # Backticks stay: the knowledge base's prose uses them for commands, and a stray one only
 # changes how text looks, never what it says.
 _ESCAPE = re.compile(r"([\\|<*])")
@@ -110,11 +112,26 @@ def _conclusion(r: Mapping[str, Any]) -> list[str]:
     out.append(f"Causes {source}, most likely first:\n")
     if c.get("note"):
         out.append(f"> {esc(c['note'])}\n")
-    for n, cause in enumerate(causes, 1):
-        score = f" (score {cause['score']})" if cause.get("score") is not None else ""
-        out.append(f"{n}. **`{esc(cause.get('id'))}`** {esc(cause.get('title'))}{score}")
-        out += [f"   - {esc(w)}" for w in _l(cause.get("why"))]
+    main, considered = split(causes)
+    for n, cause in enumerate(main, 1):
+        out.append(f"{n}. **`{esc(cause.get('id'))}`** {esc(cause.get('title'))} (basis: {esc(basis_words(cause))})")
+        # a code span shows a log line as it is (backslash escapes do not apply inside one)
+        out += ["   - `" + str(line).replace("`", "'").replace("\n", " ") + "`"
+                for line in _l(cause.get("evidence_lines"))]
+        more = int(cause.get("evidence_count") or 0) - len(_l(cause.get("evidence_lines")))
+        if more > 0:
+            out.append(f"   - and {more} more line(s): see Log evidence")
+        out += [f"   - check: {esc(c)}" for c in _l(cause.get("checks"))]
+        if _l(cause.get("reasons")):
+            out.append(f"   - why: {esc('; '.join(_l(cause.get('reasons'))))}")
     out.append("")
+    if considered:
+        out.append("<details><summary>Also considered: "
+                   f"{len(considered)} cause(s) with neither evidence nor a failed check</summary>\n")
+        out += [f"- `{esc(c.get('id'))}` {esc(c.get('title'))} (basis: {esc(c.get('basis'))})"
+                + (f": {esc('; '.join(_l(c.get('reasons'))))}" if _l(c.get("reasons")) else "")
+                for c in considered]
+        out.append("\n</details>\n")
     if _l(r.get("fixes")):
         out.append("## Fixes\n")
         for fix in _l(r.get("fixes")):
@@ -188,11 +205,19 @@ def _findings(r: Mapping[str, Any]) -> list[str]:
 
 
 def _environment(r: Mapping[str, Any]) -> list[str]:
+    """The raw facts, folded (a reader opens them when a finding needs checking), by probe."""
     rows = _l(r.get("environment"))
     if not rows:
         return []
-    return ["## Environment\n", table(["probe", "fact", "value"],
-                                      [[e.get("group"), e.get("name"), e.get("value")] for e in rows])]
+    groups: dict[str, list[Any]] = {}
+    for e in rows:
+        groups.setdefault(str(e.get("group")), []).append([e.get("name"), e.get("value")])
+    out = ["## Environment facts\n",
+           f"<details><summary>{len(rows)} facts from {len(groups)} probes: "
+           f"{esc(', '.join(groups))}</summary>\n"]
+    for group, facts in groups.items():
+        out += [f"**{esc(group)}**\n", table(["fact", "value"], facts)]
+    return out + ["</details>\n"]
 
 
 def _topology(r: Mapping[str, Any]) -> list[str]:

@@ -8,7 +8,7 @@ from typing import Any
 from .model import P2P_BAD, P2P_GOOD
 
 FILL = {"good": "#c8e6c9", "bad": "#ffcdd2", "unknown": "#eeeeee", "self": "#9e9e9e", "none": "#ffffff"}
-PANEL_W, GPU_H, ROW_H = 270, 28, 36
+PANEL_W, GPU_H, ROW_H = 330, 28, 36  # wide enough for three NIC names uncut
 
 
 def escape(body: str) -> str:
@@ -50,7 +50,7 @@ def panels(facts: dict[str, Any], x0: float, y0: float, per_row: int) -> tuple[l
         if group.get("cpus"):
             title += f" · CPUs {group['cpus']}"
         out.append(rect(x, y, PANEL_W, height, "#fafafa", "#9e9e9e", 6))
-        out.append(text(x + 10, y + 19, title[:34], 12, "bold"))
+        out.append(text(x + 10, y + 19, title[:44], 12, "bold"))
         for j, key in enumerate(group["gpus"]):
             gpu = gpus[key]
             gy = y + 30 + j * ROW_H
@@ -60,8 +60,8 @@ def panels(facts: dict[str, Any], x0: float, y0: float, per_row: int) -> tuple[l
                 nics = ", ".join(gpu["nearest_nics"][:3]) + ("…" if len(gpu["nearest_nics"]) > 3 else "")
                 out.append(f'<line x1="{x + 114:.0f}" y1="{gy + 14:.0f}" x2="{x + 140:.0f}" y2="{gy + 14:.0f}" '
                            'stroke="#4682b4" stroke-dasharray="3 2"/>')
-                out.append(text(x + 144, gy + 12, gpu["nic_link"] or "", 9, fill="#4682b4"))
-                out.append(text(x + 144, gy + 24, nics[:20], 10))
+                out.append(text(x + 144, gy + 12, gpu["nic_link"] or "", 10, fill="#4682b4"))
+                out.append(text(x + 144, gy + 25, nics, 11))  # whole names: a cut one names no device
         bottom = max(bottom, y + height)
         width = max(width, x + PANEL_W - x0)
     return out, width, bottom
