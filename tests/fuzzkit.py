@@ -54,3 +54,24 @@ def mutate(data: str, rng: random.Random, rounds: int | None = None) -> str:
         else:  # replace a hex bus id part
             out = out[:pos] + rng.choice(["0x", "0x03:", "dev", ":", ".", "0000:", "-"]) + out[pos:]
     return out
+
+
+JSON_HOSTILE = [
+    "[" * 3000, "{\"a\":" * 3000, "9" * 5000, "1e999", "-1e999", "NaN", "Infinity", "-Infinity",
+    "\"\\ud800\"", "\"\\u0000\"", "null", "true", "[]", "{}", "\"x\" * 9", "18446744073709551616",
+    "-9223372036854775809", "0.1e-99999", "\"" + "x" * 70000 + "\"", ",", ":", "\"switches\":",
+    "{\"summary\":" * 40, "\"gpu_count\":" + "9" * 30,
+]
+
+
+def mutate_json(data: str, rng: random.Random) -> str:
+    """A damaged JSON document: the text edits of mutate() plus JSON's own hostile pieces
+    spliced in at a random place (often inside the summary, which is read first)."""
+    out = data
+    for _ in range(rng.randint(1, 4)):
+        if rng.random() < 0.5:
+            out = mutate(out, rng, rounds=1)
+        else:
+            pos = rng.randrange(len(out) + 1)
+            out = out[:pos] + rng.choice(JSON_HOSTILE) + out[pos:]
+    return out

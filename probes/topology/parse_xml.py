@@ -166,6 +166,9 @@ def open_element(topo: Topology, scan: XmlScan, stack: list[Frame], tag: str,
     if tag == "gpu":
         scan.saw_gpu_element = True
         bus = next((f.bus for f in reversed(stack) if f.bus), "")
+        if not bus:  # under a <pci> whose busid was malformed (skipped): no key to file it under
+            skip(scan, "<gpu> outside a <pci> with a valid busid")
+            return Frame(tag)
         if bus not in scan.gpu_bus and full(scan, scan.gpu_bus, "GPUs"):
             return Frame(tag)
         info = scan.gpu_bus.setdefault(bus, {"parent": parent_key(stack), "numa": current_numa(stack)})
