@@ -44,9 +44,12 @@ def test_missing_gloo_interface_is_bisected_to_nic_selection(tmp_path: Path) -> 
     last = data["runs"][-1]
     assert last["switch"] == "gloo-socket-ifname" and last["outcome"] == "pass"
     assert [r["outcome"] for r in data["runs"][:-1]] == ["error"] * (len(data["runs"]) - 1)
-    # the winning run changed exactly one variable against the baseline
+    # the winning run changed exactly one variable against the baseline (each run's Flight
+    # Recorder dumps go into its own folder: that path is not a switch)
     result = json.loads((Path(last["log"]).parent / "result.json").read_text())
-    changed = {k for k in result["env_added"] if result["env_added"][k] != data["baseline"]["env_added"].get(k)}
+    per_run = {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}
+    changed = {k for k in result["env_added"] if k not in per_run
+               and result["env_added"][k] != data["baseline"]["env_added"].get(k)}
     assert changed == {"GLOO_SOCKET_IFNAME"} and set(result["env_added"]) == set(data["baseline"]["env_added"])
     events = SessionStore().load("bisect-test")["events"]
     assert [e["kind"] for e in events] == ["bisect"] and events[0]["data"] == data

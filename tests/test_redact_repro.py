@@ -51,8 +51,8 @@ def test_env_secrets_are_masked_in_records_and_echo(tmp_path: Path) -> None:
     assert 'HF_TOKEN="$HF_TOKEN"' in out.stdout and "NCCL_IB_DISABLE=1" in out.stdout
     # private: the runs folder, the run's folder and every file in it
     assert mode(state / "distdoctor" / "runs") == 0o700 and mode(run) == 0o700
-    for path in run.iterdir():
-        assert mode(path) == 0o600, path
+    for path in run.rglob("*"):  # the Flight Recorder folder is private too
+        assert mode(path) == (0o700 if path.is_dir() else 0o600), path
     assert SessionStore(state / "distdoctor" / "sessions").load("inc-1")["events"]
 
 

@@ -62,6 +62,7 @@ class ReproResult:
     survivors: list[int] = field(default_factory=list)
     port_free: bool = True
     manual: str = ""  # the commands to run the same script by hand on two nodes
+    flight_recorder: dict[str, Any] | None = None  # `distdoctor fr` on the dumps the run left
 
     @property
     def passed(self) -> bool:
@@ -80,15 +81,45 @@ class ReproResult:
                 "progress": {str(k): v for k, v in sorted(self.progress.items())},
                 "stuck_at": self.stuck_at, "first_error": self.first_error,
                 "cleanup": {"survivors": self.survivors, "port_free": self.port_free},
-                "manual_commands": self.manual}
+                "manual_commands": self.manual, "flight_recorder": self.flight_recorder}
 
 
-def run_env(opts: ReproOptions) -> tuple[dict[str, str], dict[str, str]]:
+FR_DIR = "flight-recorder"  # per-rank Flight Recorder dumps, inside the run folder
+
+
+def flight_recorder_env(run_dir: Path | None) -> dict[str, str]:
+    """Flight Recorder on, under its current and older names, dumping into the run folder on a
+    timeout (NCCL) or a failure (the script dumps for Gloo)."""
+    if run_dir is None:
+        return {}
+    prefix = str(run_dir / FR_DIR / "rank_")
+    return {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_FR_DUMP_TEMP_FILE": prefix,
+            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix}
+
+
+def run_env(opts: ReproOptions, run_dir: Path | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """(the full environment of the run, what distdoctor adds on top of the base)."""
     base = dict(os.environ if opts.base_env is None else opts.base_env)
-    added = {**dict(opts.env), **debug_env({**base, **dict(opts.env)})}
+    user = {**base, **dict(opts.env)}
+    fr = {k: v for k, v in flight_recorder_env(run_dir).items() if k not in user}
+    added = {**dict(opts.env), **debug_env(user), **fr}
     added["PYTHONUNBUFFERED"] = "1"  # markers must arrive as they happen, not at exit
     return {**base, **added}, added
+
+
+def read_flight_recorder(folder: Path) -> dict[str, Any] | None:
+    """The Flight Recorder dumps a failed or hung run left, compared across ranks (None when the
+    run left none); a dump that cannot be read is said, not raised."""
+    from ..flightrec import DumpError, as_evidence, read_and_analyse, to_json
+
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return None
+    try:
+        result = read_and_analyse([str(folder)])
+    except DumpError as exc:
+        return {"dir": str(folder), "error": str(exc)}
+    return {"dir": str(folder), **to_json(result), "evidence": as_evidence(result)}
 
 
 def _read_log(path: Path, lines: int | None = None) -> str:
@@ -124,7 +155,9 @@ def run_repro(opts: ReproOptions, kb: KnowledgeBase | None = None,
     if os.sep in python:
         python = os.path.abspath(python)  # the run's working directory is its own folder
     argv = torchrun_argv(python, opts.nproc, port, script)
-    env, added = run_env(opts)
+    env, added = run_env(opts, run_dir)
+    if "TORCH_FR_DUMP_TEMP_FILE" in added:
+        private_dir(run_dir / FR_DIR)
     start = time.monotonic()
     if cancel is not None and cancel.is_set():  # stopped before it began: start nothing
         write_private(log_path, "distdoctor: stopped by the user before the run started\n")
@@ -161,7 +194,8 @@ def run_repro(opts: ReproOptions, kb: KnowledgeBase | None = None,
     result = ReproResult(verdict.outcome, duration, verdict.exit_codes, causes, str(log_path),
                          str(run_dir), str(script), argv, added, opts.nproc, port,
                          verdict.progress, verdict.stuck_at, error, tree.survivors(),
-                         port_is_free(port), manual_commands(opts, script))
+                         port_is_free(port), manual_commands(opts, script),
+                         read_flight_recorder(run_dir / FR_DIR))
     # 0600: the record names the job's environment (secrets in it masked) and its hosts
     write_private(run_dir / "result.json", json.dumps(result.to_dict(), indent=1))
     return result
