@@ -123,7 +123,7 @@ def _plain(widget: Any) -> Any:
 
     if isinstance(widget, DataTable):
         rows = [" | ".join(str(c) for c in widget.get_row_at(i)) for i in range(widget.row_count)]
-        return "\n".join(rows) if rows else None
+        return Text("\n".join(rows)) if rows else None  # log lines hold [brackets], not markup
     if isinstance(widget, OptionList):
         return "\n".join(str(widget.get_option_at_index(i).prompt) for i in range(widget.option_count))
     if isinstance(widget, Tree):

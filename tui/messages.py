@@ -47,6 +47,14 @@ class LogsAnalysed(Message):
 
 
 @dataclass
+class StacksTaken(Message):
+    """`distdoctor stacks` of the one job on this node finished (or could not run: `error`)."""
+
+    doc: dict[str, Any] | None
+    error: str = ""
+
+
+@dataclass
 class RunLine(Message):
     """One line of live output from a repro or bisection run."""
 

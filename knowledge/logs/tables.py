@@ -108,6 +108,7 @@ def facts(view: View) -> dict[str, Any]:
         summary["not_waiting"] = span(not_waiting(view))
         summary["crashed"] = span(sorted({r for h in view.crashes if (r := view.rank(h))}, key=rank_key))
     return {
+        "job": job(view),
         "by_rank": {r: by_rank[r] for r in sorted(by_rank, key=rank_key)},
         "values": {k: {val: span(rs) for val, rs in v.items()} for k, v in sorted(values.items())},
         "disagree": disagree,
@@ -116,3 +117,25 @@ def facts(view: View) -> dict[str, Any]:
         "nodes": col.nodes or None,
         "collectives": summary,
     }
+
+
+def job(view: View) -> dict[str, str | None]:
+    """The launcher and backend the logs reveal, so advice fits the job (GLOO_SOCKET_IFNAME for a
+    Gloo job, torchrun's own options for a torchrun job), not distdoctor's own environment."""
+    col = view.col
+    texts = [h.text for hs in col.hits.values() for h in hs] + [e.hit.text for e in col.exceptions]
+    joined = "\n".join(texts)
+    launcher = None
+    if view.hits_with("launcher") or col.elastic_exits and any("exitcode" in t for t in texts) \
+            or "torch/distributed/run.py" in joined or "torchelastic" in joined:
+        launcher = "torchrun"
+    elif "srun:" in joined or "slurmstepd" in joined:
+        launcher = "slurm"
+    elif view.hits_with("spawn") or "torch.multiprocessing.spawn" in joined:
+        launcher = "mp.spawn"
+    backend = None
+    if "gloo" in joined.lower() or "ProcessGroupGloo" in joined:
+        backend = "gloo"
+    if any("nccl_version" in f for f in view.facts.values()) or "ProcessGroupNCCL" in joined or "NCCL WARN" in joined:
+        backend = "nccl" if backend is None else "gloo+nccl"
+    return {"launcher": launcher, "backend": backend}

@@ -12,7 +12,8 @@ from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Static
 
 from .. import launchers
-from ..messages import LogsAnalysed
+from ..messages import LogsAnalysed, StacksTaken
+from . import logs_sources
 from ..widgets import PathSuggester, Plain
 from .base import StepScreen
 
@@ -52,6 +53,8 @@ class LogsScreen(StepScreen):
         Binding("c", "copy", "Copy lines"),
         Binding("f", "focus_path", "Load logs"),
         Binding("b", "browse", "Browse"),
+        Binding("s", "stacks", "Stacks now"),
+        Binding("k", "knobs", "More evidence"),
     ]
 
     def compose_step(self) -> Iterable[Widget]:
@@ -89,7 +92,19 @@ class LogsScreen(StepScreen):
 
     # --- actions ----------------------------------------------------------------------------
     def action_copy(self) -> None:
-        self.dd.copy_text(self.launcher.text, "logging lines")
+        if getattr(self, "_knobs", False):
+            self.dd.copy_text(logs_sources.knobs_copy(self._versions()), "evidence switches")
+        else:
+            self.dd.copy_text(self.launcher.text, "logging lines")
+
+    def _versions(self) -> dict[str, Any]:
+        """torch and NCCL versions from the Environment step, when it ran (else every line shows
+        the versions it applies to)."""
+        facts = ((self.dd.flow.events.get("check") or {}).get("facts") or {}).get("versions") or {}
+        torch = facts.get("torch") if isinstance(facts, dict) else None
+        nccl = facts.get("nccl") if isinstance(facts, dict) else None
+        return {"torch": torch.get("version") if isinstance(torch, dict) else None,
+                "nccl": nccl.get("loaded") if isinstance(nccl, dict) else None}
 
     def action_focus_path(self) -> None:
         self.query_one("#path", Input).focus()
@@ -136,7 +151,11 @@ class LogsScreen(StepScreen):
         if report.nothing_readable():  # nothing to diagnose is not a diagnosis
             self.post_message(LogsAnalysed(paths, None, f"ERROR {report.nothing_readable()}"))
             return
-        self.post_message(LogsAnalysed(paths, report.to_dict()))
+        data = report.to_dict()
+        fr = logs_sources.flight_recorder([p for p in paths if os.path.isdir(p)])
+        if fr is not None:  # a folder of the job's logs that also holds Flight Recorder dumps
+            data["flight_recorder"] = fr
+        self.post_message(LogsAnalysed(paths, data))
 
     def on_logs_analysed(self, message: LogsAnalysed) -> None:
         self.set_running("")
@@ -153,7 +172,10 @@ class LogsScreen(StepScreen):
             return
         data = dict(message.report or {})
         data.setdefault("paths", message.paths)
+        fr = data.pop("flight_recorder", None)
         self.dd.record("logs", data)
+        if fr is not None:
+            self.dd.record("fr", fr)
         self._show(data)
         # the diagnosis is below the fold at 80x24: bring it up (once laid out with the new
         # text), ready for arrows and Enter
@@ -175,9 +197,44 @@ class LogsScreen(StepScreen):
         if self._reveal:
             self.call_after_refresh(self._reveal_diagnosis)
 
+    # --- other sources ----------------------------------------------------------------------
+    def action_stacks(self) -> None:
+        """Every rank's stack now, on this node (py-spy): where each rank is, and the odd one."""
+        self.query_one("#logs-status", Static).update("Taking every rank's stack with py-spy ...")
+        self.set_running("Taking stacks")
+        self.take_stacks()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="stacks", description="take stacks")
+    def take_stacks(self) -> None:
+        doc, error = logs_sources.stacks_now(self.dd.ctx)
+        self.post_message(StacksTaken(doc, error))
+
+    def on_stacks_taken(self, message: StacksTaken) -> None:
+        self.set_running("")
+        status = self.query_one("#logs-status", Static)
+        if message.doc is None:
+            status.update(Text(message.error, style="bold"))
+            return
+        from distdoctor.probes.stacks import as_evidence
+
+        self.dd.record("stacks", {**message.doc, "evidence": as_evidence(message.doc)})
+        status.update(logs_sources.stacks_text(message.doc))
+
+    def action_knobs(self) -> None:
+        """Toggle the copy block between the logging lines and every evidence switch."""
+        block = self.query_one("#switch-lines", Static)
+        self._knobs = not getattr(self, "_knobs", False)
+        block.update(logs_sources.knobs_text(self._versions()) if self._knobs else Text(self.launcher.text))
+
     # --- display ----------------------------------------------------------------------------
     def _show(self, data: dict[str, Any]) -> None:
         kb = self.dd.kb
+        seen = logs_sources.launcher_from_logs(((data.get("facts") or {}).get("job")) or {})
+        if seen is not None and seen.id != self.launcher.id:
+            self.launcher = seen
+            self.query_one("#launcher", Static).update(
+                Text.assemble(("Launcher: ", "bold"), seen.name, (f" ({seen.evidence})", "dim")))
+            self.query_one("#switch-lines", Static).update(Text(seen.text))
         causes = data.get("causes") or []
         files = data.get("files_read")
         files_n = len(files) if isinstance(files, list) else files
