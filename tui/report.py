@@ -225,6 +225,8 @@ def build_report(record: Mapping[str, Any], kb: Any, *, redact: bool = True,
         "repro": repro_section(repro),
         "bisect": bisect_section(bisect),
         "fleet": tabulate(fleet) if fleet is not None else None,
+        "stacks": _stacks_section(latest(source, "stacks")),
+        "flight_recorder": _fr_section(latest(source, "fr")),
         "conclusion": conclusion["conclusion"],
         "fixes": conclusion["fixes"],
         "switches_to_remove": switches_to_remove(source, kb, latest),
@@ -234,6 +236,42 @@ def build_report(record: Mapping[str, Any], kb: Any, *, redact: bool = True,
     if pseudonymize:
         report = _pseudonymize(report, trimmed, mapping_path)
     return report
+
+
+def _culprit_row(doc: Mapping[str, Any]) -> list[list[Any]]:
+    c = _d(doc.get("culprit"))
+    if not c:
+        return [["culprit", "none named"]]
+    return [["culprit", f"rank {', '.join(str(r) for r in _l(c.get('ranks')))} ({c.get('role')})"],
+            ["why", c.get("why")]]
+
+
+def _stacks_section(doc: Any) -> dict[str, Any] | None:
+    """Where every rank was when its stack was taken: the groups, then the odd ranks out."""
+    if not isinstance(doc, dict):
+        return None
+    groups = [[", ".join(str(r) for r in _l(g.get("ranks"))), g.get("where")] for g in _l(doc.get("groups"))]
+    odd = [[o.get("rank"), o.get("where"), o.get("why")] for o in _l(doc.get("odd"))]
+    tables = [{"title": "Ranks by where they were", "columns": ["ranks", "where"], "rows": groups}]
+    if odd:
+        tables.append({"title": "Odd ranks out", "columns": ["rank", "where", "why"], "rows": odd})
+    return {"summary": _culprit_row(doc), "tables": tables}
+
+
+def _fr_section(doc: Any) -> dict[str, Any] | None:
+    """The Flight Recorder comparison: per process group, the last collective each rank
+    completed and the first one where they disagree."""
+    if not isinstance(doc, dict):
+        return None
+    rows = []
+    for g in _l(doc.get("groups")):
+        m = _d(g.get("first_mismatch"))
+        last = ", ".join(f"{r}: {q}" for r, q in _d(g.get("last_completed")).items())
+        rows.append([g.get("pg"), ", ".join(str(r) for r in _l(g.get("ranks"))), last,
+                     f"#{m.get('seq')} {m.get('kind')} (rank {', '.join(map(str, _l(m.get('ranks'))))}): "
+                     f"{m.get('detail', '')}" if m else "none"])
+    return {"summary": _culprit_row(doc), "tables": [{"title": "Process groups", "rows": rows,
+            "columns": ["group", "ranks", "last completed (rank: seq)", "first mismatch"]}]}
 
 
 def _verdict(record: Mapping[str, Any], conclusion: Mapping[str, Any], kb: Any) -> dict[str, Any]:

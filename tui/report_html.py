@@ -318,7 +318,9 @@ def render_html(report: Mapping[str, Any]) -> str:
     body = (_header(report) + _verdict(report) + _symptom(report) + _conclusion(report) + _steps(report)
             + _findings(report) + _environment(report) + _topology(report)
             + _tables("Minimal repro", report.get("repro")) + _tables("Bisection", report.get("bisect"))
-            + _tables("Fleet comparison", report.get("fleet")) + _metadata(report))
+            + _tables("Fleet comparison", report.get("fleet"))
+            + _tables("Stacks (where each rank was)", report.get("stacks"))
+            + _tables("Flight Recorder", report.get("flight_recorder")) + _metadata(report))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{e(report.get('title', 'distdoctor report'))}</title><style>{CSS}</style></head>"

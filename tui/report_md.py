@@ -259,5 +259,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              + _findings(report) + _environment(report) + _topology(report)
              + tables_md("Minimal repro", report.get("repro"))
              + tables_md("Bisection", report.get("bisect"))
-             + tables_md("Fleet comparison", report.get("fleet")) + _metadata(report))
+             + tables_md("Fleet comparison", report.get("fleet"))
+             + tables_md("Stacks (where each rank was)", report.get("stacks"))
+             + tables_md("Flight Recorder", report.get("flight_recorder")) + _metadata(report))
     return "\n".join(parts).rstrip() + "\n"
