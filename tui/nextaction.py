@@ -53,12 +53,19 @@ def next_action(kb: Any, flow: Flow, step_id: str, order: list[str], running: st
         return f"First suspect: {_title(kb, lead)}. {hint}".strip() if lead else hint
     if step_id == "logs":
         event = flow.events.get("logs")
+        if not event and flow.kind == "hang":
+            # during a hang the logs usually say nothing: where each rank is now says more
+            return ("If the job still hangs, press s: every rank's stack now, and the odd one out. "
+                    "Then load its logs (f) or copy the logging lines (c).")
         if not event:
             return "Copy the logging lines (c) into the job, rerun it, then press f, type the logs' path and Enter."
         causes = event.get("causes") or []
         if not causes:
             return f"No known failure signature in {len(flow.log_paths)} path(s). {hint}".strip()
-        return f"Logs point at: {_title(kb, causes[0]['id'])}. Enter on an evidence line shows it. {hint}".strip()
+        who = (event.get("verdict") or {}).get("culprit") if isinstance(event.get("verdict"), dict) else None
+        named = f"Rank {', '.join(map(str, who.get('ranks') or []))} {who.get('role')}; " if isinstance(who, dict) else ""
+        return (f"{named}logs point at: {_title(kb, causes[0]['id'])}. Enter on an evidence line shows it. "
+                f"{hint}").strip()
     if step_id == "environment":
         if not flow.done("environment"):
             return "Probes run when this step opens; r reruns them."
