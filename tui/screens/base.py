@@ -1,6 +1,7 @@
 """The frame of every step screen: step list, content, learn panel, next-action panel, keys."""
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Iterable
 
 from textual import events, on
@@ -10,7 +11,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import DataTable, Header, Input, OptionList
+from textual.widgets import Header, Input, OptionList
 from textual.worker import Worker, WorkerState
 
 from ..widgets import KeyBar, LearnPanel, NextAction, StepNav
@@ -71,7 +72,7 @@ class StepScreen(Screen[None]):
         self.refresh_chrome()
 
     def _main_resized(self) -> None:
-        if isinstance(self.focused, (OptionList, DataTable)):
+        if isinstance(self.focused, OptionList) or is_table(self.focused):
             self.call_after_refresh(self.keep_highlight_in_view, self.focused)
 
     def on_screen_resume(self) -> None:
@@ -137,14 +138,20 @@ class StepScreen(Screen[None]):
             title = f"▶ {focus_name(focused)} · tab: {focus_name(after)}"
         self.query_one(NextAction).border_title = title
 
+    # DataTable's messages by handler name: importing DataTable here would cost the first screen
+    # (which has none) ~13 ms
     @on(events.DescendantFocus)
     @on(OptionList.OptionHighlighted)
-    @on(DataTable.RowHighlighted)
-    @on(DataTable.CellHighlighted)
     def _highlight_moved(self, event: events.Event) -> None:
         widget = getattr(event, "widget", None) or getattr(event, "control", None)
-        if isinstance(widget, (OptionList, DataTable)) and widget.id != "nav":
+        if (isinstance(widget, OptionList) or is_table(widget)) and widget.id != "nav":
             self.call_after_refresh(self.keep_highlight_in_view, widget)
+
+    def on_data_table_row_highlighted(self, event: events.Event) -> None:
+        self._highlight_moved(event)
+
+    def on_data_table_cell_highlighted(self, event: events.Event) -> None:
+        self._highlight_moved(event)
 
     def keep_highlight_in_view(self, widget: Widget) -> None:
         """Scroll #main so that `widget`'s highlighted row (or, for a list of choices that fits,
@@ -170,7 +177,7 @@ class StepScreen(Screen[None]):
         if isinstance(widget, OptionList) and widget.outer_size.height <= main.content_region.height:
             top, height = base, widget.outer_size.height
         at_top = widget.id in self.RESULT_BELOW
-        if at_top and isinstance(widget, DataTable) and widget.show_header:
+        if at_top and is_table(widget) and widget.show_header:
             top, height = top - widget.header_height, height + widget.header_height  # names kept
         main.scroll_to_region(Region(0, top, 1, max(1, height)), animate=False, immediate=True,
                               top=at_top)
@@ -209,6 +216,12 @@ def focus_name(widget: Widget) -> str:
     return str(label) if label is not None else type(widget).__name__.lower()
 
 
+def is_table(widget: object) -> bool:
+    """Whether `widget` is a DataTable, without importing DataTable (none on the first screen)."""
+    module = sys.modules.get("textual.widgets._data_table")
+    return module is not None and isinstance(widget, module.DataTable)
+
+
 def highlighted_row(widget: Widget) -> tuple[int, int] | None:
     """(y, height) of the highlighted row inside the widget's content (scrolling included), or
     None when nothing is highlighted. Uses Textual's row bookkeeping (pinned version)."""
@@ -220,7 +233,7 @@ def highlighted_row(widget: Widget) -> tuple[int, int] | None:
             return widget._index_to_line[widget.highlighted], widget._heights[widget.highlighted]  # noqa: SLF001
         except (KeyError, IndexError, AttributeError):
             return None
-    if isinstance(widget, DataTable):
+    if is_table(widget):
         if not widget.row_count or not widget.show_cursor:
             return None
         region = widget._get_row_region(widget.cursor_row)  # noqa: SLF001 - header included in y
