@@ -56,7 +56,7 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
     _fact_rules(view, s)
     _path_rules(view, s, None if symptom is None else _kind(kb, symptom) == "hang")
     _launch_rules(view, s)
-    _shift(kb, symptom, s)
+    _shift(kb, refine(kb, view, symptom), s)
     if symptom is None and "evidence" not in s.basis.values():
         # no failure line and no symptom: nothing to explain, so context lines and facts are not
         # offered as causes (a healthy torchrun log has a banner and identical all-reduced losses)
@@ -380,16 +380,35 @@ def _launch_rules(view: View, s: Scores) -> None:
             s.add("mixed-launchers", 2.0, "duplicate ranks under a launcher", hs[:2])
 
 
+def refine(kb: KnowledgeBase, view: View, symptom: str | None) -> str | None:
+    """A plain "hang" made precise by how far the logs got (GUIDE 5, step 1's sub-symptoms):
+    steps printed -> mid-training (or save/eval when that is where the lines stop); ranks
+    initialised but no step -> the first forward/backward. Unknown progress keeps "hang"."""
+    if symptom != "hang":
+        return symptom
+    col = view.col
+    phases = {ph for ph, _hit in col.phases.values()}
+    if col.progress:
+        sub = "hang-save-eval" if phases & {"save", "eval"} else "hang-mid-training"
+    elif col.world or col.announce:
+        sub = "hang-first-step"
+    else:
+        return symptom
+    return sub if sub in kb.symptoms else symptom
+
+
 def _shift(kb: KnowledgeBase, symptom: str | None, s: Scores) -> None:
     symptom_name = symptom
     weights: dict[str, float] = {}
     seen = set()
+    share = 1.0  # a sub-symptom's own suspects first, its parent's after
     while symptom and symptom in kb.symptoms and symptom not in seen:
         seen.add(symptom)
         sym = kb.symptoms[symptom]
         for cid, w in sym.causes.items():
-            weights[cid] = max(weights.get(cid, 0.0), w)
+            weights[cid] = max(weights.get(cid, 0.0), share * w)
         symptom = sym.parent
+        share *= 0.5
     if not weights:
         return
     top = max(weights.values()) or 1.0
