@@ -77,6 +77,9 @@ def build_parser(with_commands: bool = True, only: str | None = None) -> Parser:
                         help="site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)")
     parser.add_argument("--drill", metavar="NAME",
                         help="app: practise on a drill, a job with one real fault (distdoctor drill list)")
+    parser.add_argument("--lang", choices=("en", "zh"),
+                        help="language of the text output and the app (also $DISTDOCTOR_LANG, "
+                             "else LC_ALL/LC_MESSAGES/LANG: zh_* is Chinese)")
     if not with_commands:
         parser.set_defaults(command=None)
         return parser
@@ -89,7 +92,7 @@ def build_parser(with_commands: bool = True, only: str | None = None) -> Parser:
 def _wants_command(argv: Sequence[str]) -> bool:
     """Whether the full parser (every command module) is needed; the app's start skips it.
     Any word that is not the value of --resume/--knowledge is a command (or a typo of one)."""
-    takes_value = {"--resume", "--knowledge", "--drill"}
+    takes_value = {"--resume", "--knowledge", "--drill", "--lang"}
     for i, arg in enumerate(argv):
         if arg in ("-h", "--help"):
             return True
@@ -106,6 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     only = argv[0] if argv and argv[0] in COMMANDS else None
     parser = build_parser(with_commands=_wants_command(argv), only=only)
     args = parser.parse_args(argv)
+    if args.lang or "distdoctor.knowledge.i18n" in sys.modules:  # no import cost without --lang
+        from distdoctor.knowledge import i18n
+
+        i18n.set_lang(args.lang)  # every command and the app read it through i18n.resolve()
     if args.version:
         from importlib.metadata import version
         print(f"distdoctor {version('distdoctor')}")
