@@ -209,18 +209,24 @@ PHASES = (
 )
 
 
-# A phase needs one of these words (the re.I patterns' in lower case, then the case-sensitive
-# ones'): most lines have none, and six case-insensitive searches per line cost ~20 us.
-_PHASE_LOWER = ("destroy_process_group", "training", "sav", "load", "resum", "eval", "validat")
-_PHASE_CASED = ("DataLoader", "dataloader", "__getitem__", "init_process_group", "endezvous", "TCPStore",
-                "NCCL INFO ")
+# Each phase's pattern needs one of its words (lower-cased for the re.I ones): most lines have
+# none, and six case-insensitive searches per line cost ~20 us.
+_PHASE_WORDS = {
+    "teardown": (("destroy_process_group", "training"), ()), "save": (("sav",), ()),
+    "load": (("load", "resum"), ()), "eval": (("eval", "validat"), ()),
+    "dataloader": ((), ("DataLoader", "dataloader", "__getitem__")),
+    "init": ((), ("init_process_group", "endezvous", "TCPStore", "NCCL INFO ")),
+}
 
 
 def phase(text: str) -> str | None:
     if text.isascii():  # lower() folds case as re.I does for ASCII only
         low = text.lower()
-        if not any(w in low for w in _PHASE_LOWER) and not any(w in text for w in _PHASE_CASED):
-            return None
+        for name, rx in PHASES:
+            lower, cased = _PHASE_WORDS.get(name, ((), ("",)))  # a phase not listed: always searched
+            if (any(w in low for w in lower) or any(w in text for w in cased)) and rx.search(text):
+                return name
+        return None
     for name, rx in PHASES:
         if rx.search(text):
             return name
