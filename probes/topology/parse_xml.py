@@ -68,8 +68,10 @@ def parse_xml(text: str) -> Topology:
     deeper = 0  # open elements past MAX_DEPTH, not pushed: their closing tags only count down
     if DOCTYPE.search(text[:1 << 16]):
         topo.note("The XML declares a DOCTYPE or entities: ignored, never expanded.")
+    stopped = False
     for n, m in enumerate(TAG.finditer(text)):
         if n >= MAX_ELEMENTS:
+            stopped = True
             topo.note(f"Read only the first {MAX_ELEMENTS} XML elements (ending at byte {m.start()} of "
                       f"{len(text)}): a real topology dump holds a few hundred.")
             break
@@ -92,7 +94,7 @@ def parse_xml(text: str) -> Topology:
         if frame is not None and not self_closing:
             stack.append(frame)
     finish(topo, scan)
-    if not scan.closed and topo.gpus:
+    if not scan.closed and topo.gpus and not stopped:
         topo.note("The XML ends before </system> (cut short): read what is there.")
     for reason, count in list(scan.skipped.items())[:4]:
         topo.note(f"Skipped {count} element(s): {reason}.")
