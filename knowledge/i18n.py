@@ -113,18 +113,20 @@ def _tomllib() -> Any:
 def merge_texts(tables: dict[str, dict[str, tuple[str, dict[str, Any]]]],
                 folders: Iterable[tuple[Path, Callable[[str], bool]]],
                 read: Callable[[Path], dict[str, Any]], error: Callable[[str, str, str], Exception]
-                ) -> None:
+                ) -> list[str]:
     """Put each translated text over the English one in the raw entries, before validation.
     `folders`: (folder, applies) pairs; `applies(file)` says whether a translation in that
     folder may replace the text of an entry read from `file` (the packaged translations only
     translate packaged entries: an overlay that redefines a cause brings its own). A
     translation of an id nobody defined, of a field that is not text, or that changes a
-    template's {placeholders} is a broken file."""
+    template's {placeholders} is a broken file. Returns the files read."""
+    read_files: list[str] = []
     for folder, applies in folders:
         if not folder.is_dir():
             continue
         for path in sorted(p for p in folder.glob("*.toml") if p.is_file()):
             doc = read(path)
+            read_files.append(str(path))
             for kind, entries in doc.items():
                 if kind == "meta":
                     continue
@@ -133,6 +135,7 @@ def merge_texts(tables: dict[str, dict[str, tuple[str, dict[str, Any]]]],
                                 f"[[symptom]], [[check]], [[switch]], [[step]], [[signature]], [[harmless]])")
                 for n, entry in enumerate(entries):
                     _merge_one(tables, kind, n, entry, str(path), applies, error)
+    return read_files
 
 
 def _merge_one(tables: Any, kind: str, n: int, entry: Any, file: str,

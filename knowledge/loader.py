@@ -15,7 +15,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from . import regex_guard
+from . import i18n, regex_guard
 from .model import (
     STATUSES, Cause, Check, Fix, Harmless, KnowledgeBase, Signature, Step, Switch, Symptom,
 )
@@ -186,11 +186,12 @@ def _string(value: Any) -> str:
 
 def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
                    base: Path = DATA_DIR, use_env: bool = True, tree: bool = True,
-                   patterns: bool = True) -> KnowledgeBase:
+                   patterns: bool = True, lang: str | None = None) -> KnowledgeBase:
     """Load the packaged knowledge, then the overlay (argument, else $DISTDOCTOR_KNOWLEDGE).
     `tree=False` skips the tree check, which imports networkx (~0.25 s), and `patterns=False`
     skips compiling each log pattern to check it (~15 ms): the app does both after its first
-    screen is up, with a full load."""
+    screen is up, with a full load. `lang` (default: knowledge/i18n.py's choice) puts the texts of
+    data/<lang>/ and the overlay's <lang>/ over the English ones; ids and code never change."""
     raw = _Raw({k: {} for k in KINDS}, {}, [])
     _read_dir(base, raw)
     origin = ""
@@ -198,6 +199,12 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
         overlay, origin = os.environ[OVERLAY_ENV], f" (set by ${OVERLAY_ENV})"
     if overlay:
         _read_dir(Path(overlay), raw, origin)
+    lang = i18n.resolve(lang)
+    if lang != "en":  # packaged translations translate packaged entries; an overlay's, any
+        home = base.resolve()
+        folders = [(base / lang, lambda file: Path(file).resolve().parent == home)]
+        folders += [(Path(overlay) / lang, lambda file: True)] if overlay else []
+        raw.sources.extend(i18n.merge_texts(raw.tables, folders, _read_toml, KnowledgeError))
     tuple_ = _strings
     regex = _regex if patterns else _string
     specs: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {

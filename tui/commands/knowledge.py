@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     if item is None:
         raise UsageError(unknown_id(kb, args.id))
     if args.json:
-        print_json({"kind": type(item).__name__.lower(), **_plain(dataclasses.asdict(item))})
+        print_json({"kind": type(item).__name__.lower(), **_plain(item)})
     else:
         print(explain(item))
     return 0
@@ -154,6 +154,10 @@ def unknown_id(kb: Any, item_id: str) -> str:
 
 
 def _plain(value: Any) -> Any:
+    # not dataclasses.asdict: it deep-copies, and a step's terms or a symptom's weights are
+    # read-only mappings that cannot be copied (show logs --json crashed)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict) or hasattr(value, "items"):
         return {k: _plain(v) for k, v in dict(value).items()}
     if isinstance(value, (list, tuple)):

@@ -1,0 +1,210 @@
+"""Chinese as a first-class language (issue 15): the choice of language, the knowledge base's
+Chinese texts (complete, validated, code untouched), display width, and the text output of
+`logs`, `knowledge show|list` and the report in Chinese."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from distdoctor.knowledge import KnowledgeError, i18n, load_knowledge
+from distdoctor.tui.cli import main
+
+HERE = Path(__file__).resolve().parent
+CRASH_LOGS = HERE / "fixtures" / "recorded" / "incident-crash" / "logs"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.fixture(autouse=True)
+def _no_language(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts from English: no --lang left over, no language in the environment."""
+    for name in (i18n.ENV, *i18n.LOCALE_VARS):
+        monkeypatch.delenv(name, raising=False)
+    i18n.set_lang(None)
+    yield
+    i18n.set_lang(None)
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- choosing the language -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("environ, want", [
+    ({}, "en"),
+    ({"LANG": "zh_CN.UTF-8"}, "zh"),
+    ({"LANG": "zh_TW.UTF-8"}, "zh"),
+    ({"LANG": "en_US.UTF-8"}, "en"),
+    ({"LANG": "fr_FR.UTF-8"}, "en"),  # a language distdoctor does not have: English
+    ({"LC_MESSAGES": "zh_CN.UTF-8", "LANG": "en_US.UTF-8"}, "zh"),
+    ({"LC_ALL": "C", "LC_MESSAGES": "zh_CN.UTF-8"}, "en"),  # POSIX: LC_ALL wins even as C
+    ({"LC_ALL": "zh_SG.UTF-8", "LANG": "en_US.UTF-8"}, "zh"),
+    ({"LC_ALL": "", "LANG": "zh_CN.UTF-8"}, "zh"),  # an empty variable is unset
+    ({"DISTDOCTOR_LANG": "en", "LC_ALL": "zh_CN.UTF-8"}, "en"),
+    ({"DISTDOCTOR_LANG": "zh", "LANG": "en_US.UTF-8"}, "zh"),
+])
+def test_resolution_order_from_the_environment(environ: dict[str, str], want: str) -> None:
+    assert i18n.resolve(environ=environ) == want
+
+
+def test_explicit_choice_and_lang_flag_come_first() -> None:
+    env = {"DISTDOCTOR_LANG": "en", "LC_ALL": "en_US.UTF-8"}
+    assert i18n.resolve("zh", environ=env) == "zh"
+    i18n.set_lang("zh")  # what `distdoctor --lang zh` does
+    assert i18n.resolve(environ=env) == "zh"
+    assert i18n.resolve("en", environ=env) == "en"  # an explicit argument still wins
+    i18n.set_lang(None)
+    assert i18n.resolve(environ=env) == "en"
+
+
+def test_lang_flag_reaches_the_command_and_does_not_leak(capsys, monkeypatch) -> None:
+    code, out, _ = cli(capsys, "--lang", "zh", "knowledge", "show", "p2p-unsupported")
+    assert code == 0 and "GPU 之间没有可用的点对点（P2P）通路" in out
+    # the next command in the same process, without --lang, is English again
+    code, out, _ = cli(capsys, "knowledge", "show", "p2p-unsupported")
+    assert code == 0 and not CJK.search(out)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    code, out, _ = cli(capsys, "knowledge", "show", "p2p-unsupported")
+    assert CJK.search(out)
+    code, out, _ = cli(capsys, "--lang", "en", "knowledge", "show", "p2p-unsupported")
+    assert not CJK.search(out)
+
+
+def test_bad_lang_is_one_line_and_exit_2(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--lang", "fr", "knowledge", "list", "causes"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--lang" in err
+
+
+# --- the knowledge base in Chinese ---------------------------------------------------------------
+
+def test_every_required_text_is_translated() -> None:
+    """Causes, symptoms, checks, switches and the tree's steps (learn prose and terms included):
+    the list of English texts without Chinese must be empty."""
+    assert i18n.untranslated() == []
+
+
+def test_untranslated_names_what_is_missing(tmp_path: Path) -> None:
+    base = tmp_path / "data"
+    (base / "zh").mkdir(parents=True)
+    (base / "causes.toml").write_text(
+        '[[cause]]\nid = "a"\ntitle = "T"\nwhat = "W"\nwhy = "Y"\nfix = "F"\nsection = "1"\n'
+        'fixes = [{ kind = "env", text = "export X=1", note = "n" }]\n', encoding="utf-8")
+    (base / "zh" / "causes.toml").write_text('[[cause]]\nid = "a"\ntitle = "标题"\n', encoding="utf-8")
+    assert i18n.untranslated(base) == ["cause.a.what", "cause.a.why", "cause.a.fix",
+                                       "cause.a.fix_notes[0]"]
+
+
+def test_chinese_knowledge_changes_text_never_code() -> None:
+    en, zh = load_knowledge(lang="en"), load_knowledge(lang="zh")
+    assert set(en.causes) == set(zh.causes) and set(en.checks) == set(zh.checks)
+    for cid, cause in en.causes.items():
+        other = zh.causes[cid]
+        assert CJK.search(other.title) and CJK.search(other.what) and CJK.search(other.fix)
+        assert other.section == cause.section
+        assert [(f.kind, f.text) for f in other.fixes] == [(f.kind, f.text) for f in cause.fixes]
+        assert [bool(f.note) for f in other.fixes] == [bool(f.note) for f in cause.fixes]
+    for chk_id, chk in en.checks.items():
+        other = zh.checks[chk_id]
+        assert (other.fix, other.op, other.value, other.cause_ids) == (chk.fix, chk.op, chk.value, chk.cause_ids)
+        for name in ("title", "detail", "ok_title"):  # the same facts fill both templates
+            assert sorted(re.findall(r"\{[^{}]*\}", getattr(other, name))) == \
+                sorted(re.findall(r"\{[^{}]*\}", getattr(chk, name)))
+    for sw_id, sw in en.switches.items():
+        assert (zh.switches[sw_id].env, zh.switches[sw_id].value) == (sw.env, sw.value)
+        assert CJK.search(zh.switches[sw_id].why)
+    for step_id, step in en.steps.items():
+        assert CJK.search(zh.steps[step_id].learn) and set(zh.steps[step_id].terms) == set(step.terms)
+    # the guide's own words
+    text = " ".join(c.title + c.what + c.fix for c in zh.causes.values())
+    text += " ".join(s.title + s.learn for s in zh.steps.values())
+    for word in ("集合通信", "死锁", "二分排查", "最小复现"):
+        assert word in text, word
+
+
+def _overlay(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize("text, reason", [
+    ('[[cause]]\nid = "no-such-cause"\ntitle = "标题"\n', "no cause with id 'no-such-cause'"),
+    ('[[cause]]\nid = "cuda-oom"\nsection = "9"\n', "not a text field: section"),
+    ('[[check]]\nid = "shm-too-small"\ntitle = "/dev/shm 只有 {size}"\n', "placeholders differ"),
+    ('[[cause]]\nid = "cuda-oom"\nfix_notes = ["只有一条"]\n', "one string per fix"),
+    ('[[step]]\nid = "logs"\nterms = { "bogus" = "x" }\n', "no such term: bogus"),
+    ('[[widget]]\nid = "x"\n', "unknown table"),
+])
+def test_broken_translation_is_a_one_line_error(tmp_path: Path, text: str, reason: str) -> None:
+    overlay = _overlay(tmp_path, {"zh/bad.toml": text})
+    with pytest.raises(KnowledgeError) as exc:
+        load_knowledge(overlay, lang="zh")
+    assert reason in str(exc.value) and "bad.toml" in exc.value.file
+    load_knowledge(overlay, lang="en")  # English never reads the zh/ folder
+
+
+def test_site_overlay_adds_either_language(tmp_path: Path) -> None:
+    overlay = _overlay(tmp_path, {
+        "site.toml": '[[cause]]\nid = "cuda-oom"\ntitle = "Site OOM"\nwhat = "w"\nwhy = "y"\n'
+                     'fix = "f"\nsection = "4.2"\nfixes = []\n',
+        "zh/site.toml": '[[cause]]\nid = "cuda-oom"\ntitle = "本站的显存不足"\n',
+    })
+    assert load_knowledge(overlay, lang="en").causes["cuda-oom"].title == "Site OOM"
+    zh = load_knowledge(overlay, lang="zh")
+    assert zh.causes["cuda-oom"].title == "本站的显存不足"
+    assert zh.causes["cuda-oom"].what == "w"  # untranslated in the overlay: its own English
+    # the packaged Chinese never replaces an overlay's own English text of the same id
+    only_en = _overlay(tmp_path / "b", {"site.toml": (tmp_path / "site.toml").read_text()})
+    assert load_knowledge(only_en, lang="zh").causes["cuda-oom"].title == "Site OOM"
+
+
+# --- --json is the same in both languages, but for human-readable text -----------------------------
+
+TEXT_KEYS = {"title", "what", "why", "fix", "evidence", "note", "question", "detail", "ok_title",
+             "permanent_fix", "learn", "description"}
+
+
+def _same_but_text(en, zh, path: str = "") -> list[str]:
+    """Differences outside human-readable text fields (dict keys always compared)."""
+    if isinstance(en, dict) and isinstance(zh, dict):
+        if set(en) != set(zh):
+            return [f"{path}: keys {sorted(set(en) ^ set(zh))}"]
+        out = []
+        for k in en:
+            if k in TEXT_KEYS or path.endswith(".terms"):
+                continue
+            out += _same_but_text(en[k], zh[k], f"{path}.{k}")
+        return out
+    if isinstance(en, list) and isinstance(zh, list):
+        if len(en) != len(zh):
+            return [f"{path}: length"]
+        return [d for i, (a, b) in enumerate(zip(en, zh)) for d in _same_but_text(a, b, f"{path}[{i}]")]
+    return [] if en == zh else [f"{path}: {en!r} != {zh!r}"]
+
+
+@pytest.mark.parametrize("args", [
+    ("knowledge", "show", "master-addr-port", "--json"),
+    ("knowledge", "show", "logs", "--json"),
+    ("knowledge", "show", "shm-too-small", "--json"),
+    ("knowledge", "list", "causes", "--json"),
+    ("logs", str(CRASH_LOGS), "--json"),
+])
+def test_json_identical_across_languages_but_for_text(capsys, args) -> None:
+    _, en_out, _ = cli(capsys, "--lang", "en", *args)
+    _, zh_out, _ = cli(capsys, "--lang", "zh", *args)
+    en, zh = json.loads(en_out), json.loads(zh_out)
+    assert _same_but_text(en, zh) == []
+    if args[1] == "show":
+        assert en != zh  # the text did change: this is not comparing English with English
