@@ -5,8 +5,15 @@ one rank dying of CUDA OOM, watchdog timeouts on the rest), runs the analyser in
 (peak RSS from wait4), runs grep over the same files in the same run, prints MB/s, the ratio
 and peak memory.
 
-    python tests/bench_logs.py              # full size
-    python tests/bench_logs.py --gib 0.1    # quick
+    python tests/bench_logs.py                      # default mix, full size
+    python tests/bench_logs.py --gib 0.1            # quick
+    python tests/bench_logs.py --mix all            # every mix at its issue-11 size, with the goals
+    python tests/bench_logs.py --mix init-heavy     # a third of the lines NCCL init and transport
+
+Mixes (generated, never committed): default (progress-heavy, some channel lines); realistic
+(NCCL init once per rank, then 70% per-collective `NCCL INFO AllReduce: opCount` lines, 25% step
+lines); init-heavy (a third of the lines NCCL init and transport lines of ever new communicators);
+nccl-info (50 MB of NCCL INFO lines only).
 """
 from __future__ import annotations
 
@@ -139,8 +146,58 @@ def _ending(rank: int, crashed: int, step: int, seq: int) -> list[str]:
         "we are taking the entire process down."]
 
 
-def generate(root: str, gib: float, ranks: int, seed: int = 7) -> int:
+def _init_block(rank: int, host: str, pid: int, comm: int, rng: random.Random) -> list[str]:
+    """What NCCL prints when a rank joins one more communicator (FSDP, TP and PP groups each get
+    one): bootstrap and IB interfaces, Init START, the comm line, channels, Init COMPLETE
+    (formats of NCCL's init.cc, bootstrap.cc, net_ib.cc and channel.cc)."""
+    dev = rank % 8
+    p = f"{host}:{pid}:{pid + 1 + comm % 3} [{dev}]"
+    ip = f"10.1.{rank // 8}.{10 + rank % 8}"
+    size = rng.choice((2, 4, 8, 16, 64, 256))
+    me = rank % size
+    addr = f"0x55d9{rng.randrange(1 << 32):08x}"
+    cid = f"0x{rng.randrange(1 << 63):x}"
+    peer = (me + 1) % size
+    out = [f"{p} NCCL INFO Bootstrap : Using eth0:{ip}<0>",
+           f"{p} NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:{ip}<0>",
+           f"{p} NCCL INFO Using network IB",
+           f"{p} NCCL INFO ncclCommInitRank comm {addr} rank {me} nranks {size} cudaDev {dev} nvmlDev "
+           f"{dev} busId {dev + 1}8000 commId {cid} - Init START",
+           f"{p} NCCL INFO comm {addr} rank {me} nRanks {size} nNodes {max(1, size // 8)} localRanks "
+           f"{min(size, 8)} localRank {me % 8} MNNVL 0"]
+    for c in range(4):
+        via = "via P2P/CUMEM/read" if dev != 7 else "[send] via NET/IB/0/GDRDMA"
+        out.append(f"{p} NCCL INFO Channel {c:02d}/0 : {me}[{dev}] -> {peer}[{(dev + 1) % 8}] {via}")
+    out += [f"{p} NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
+            f"{p} NCCL INFO ncclCommInitRank comm {addr} rank {me} nranks {size} cudaDev {dev} nvmlDev "
+            f"{dev} busId {dev + 1}8000 commId {cid} - Init COMPLETE"]
+    return out
+
+
+# Line mixes (fractions of the body's lines); "init" is a run of _init_block lines.
+MIXES: dict[str, dict[str, float]] = {
+    # the original set: progress-heavy, some channel lines
+    "default": {"coll": 0.55, "step": 0.38, "chan": 0.065, "misc": 0.005},
+    # NCCL_DEBUG=INFO on a healthy job: init once per rank, then per-collective INFO lines
+    "realistic": {"coll": 0.70, "step": 0.25, "chatter": 0.05},
+    # many communicators: a third of the lines are init and transport lines
+    "init-heavy": {"init": 1 / 3, "coll": 0.45, "step": 0.2167},
+    # nothing but NCCL INFO: init and transport lines among per-collective lines
+    "nccl-info": {"init": 1 / 3, "coll": 2 / 3},
+}
+# The sizes the goals of issue 11 are stated for: (GiB, ranks).
+MIX_SIZES = {"default": (1.0, 256), "realistic": (0.25, 64), "init-heavy": (0.25, 64),
+             "nccl-info": (50e6 / (1 << 30), 8)}
+
+
+def generate(root: str, gib: float, ranks: int, seed: int = 7, mix: str = "default") -> int:
     """Write the log set; returns its size in bytes."""
+    shares = MIXES[mix]
+    kinds, cum, acc = [], [], 0.0
+    for kind, share in shares.items():
+        acc += share
+        kinds.append(kind)
+        cum.append(acc)
     rng = random.Random(seed)
     per_rank = int(gib * (1 << 30) / ranks)
     crashed = ranks // 2 + 9
@@ -152,19 +209,32 @@ def generate(root: str, gib: float, ranks: int, seed: int = 7) -> int:
         parts = _header(rank, host, pid)
         parts += pool["chan"] + pool["misc"][:6]
         size = sum(len(x) + 1 for x in parts)
-        body = []
-        s = 0
+        body: list[str] = []
+        s = comm = 0
+        pending: list[str] = []
         while size < per_rank - 4096:
             r = rng.random()
-            if r < 0.55:
+            kind = kinds[-1]
+            for k, c in zip(kinds, cum):
+                if r < c:
+                    kind = k
+                    break
+            if kind == "coll":
                 line = rng.choice(pool["coll"])
-            elif r < 0.93:
+            elif kind == "step":
                 s += 1
                 line = (f"[rank{rank}]:[titan] 2026-11-29 10:{s // 600 % 60:02d}:{s // 10 % 60:02d},"
                         f"{s % 1000:03d} - root - INFO - step: {s % step:5d}  loss: {rng.random() * 3:.4f}  "
                         f"memory: 61.23GiB(77.45%)  tps: {rng.randrange(2000, 3000):,}  mfu: 31.58%")
-            elif r < 0.995:
+            elif kind == "chan":
                 line = rng.choice(pool["chan"])
+            elif kind == "init":
+                if not pending:
+                    comm += 1
+                    pending = _init_block(rank, host, pid, comm, rng)[::-1]
+                line = pending.pop()
+            elif kind == "chatter":  # NCCL's other INFO lines (rings, trees, thresholds)
+                line = rng.choice(pool["misc"][:6])
             else:
                 line = rng.choice(pool["misc"])
             body.append(line)
@@ -240,34 +310,31 @@ def run_grep(files: list[str], pattern_file: str, env_extra: dict[str, str]) -> 
     return wall, matches
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gib", type=float, default=1.0, help="size of the log set (default 1)")
-    ap.add_argument("--ranks", type=int, default=256)
-    ap.add_argument("--dir", help="generate into (and keep) this directory")
-    ap.add_argument("--rounds", type=int, default=2, help="timed rounds; the best is reported")
-    args = ap.parse_args()
-    if args.rounds < 1 or args.gib <= 0 or args.ranks < 2:
-        ap.error("--rounds must be >= 1, --gib > 0, --ranks >= 2")
-    from distdoctor.knowledge import load_knowledge
+# Issue 11's goals: the analyser's wall time against grep's (C.UTF-8 or the user's locale), and
+# the peak resident memory of the analyser with its workers.
+GOALS = {"realistic": 3.0, "init-heavy": 10.0}
+NCCL_INFO_SECONDS = 2.0
+PEAK_MIB = 200
 
-    kb = load_knowledge(use_env=False)
-    root = args.dir or tempfile.mkdtemp(prefix="dd-bench-logs-")
+
+def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb) -> dict:
+    """Generate one mix, time the analyser (workers, then one process) and grep on it."""
+    root = keep or tempfile.mkdtemp(prefix=f"dd-bench-logs-{mix}-")
     os.makedirs(root, exist_ok=True)
     try:
         t0 = time.perf_counter()
-        size = generate(root, args.gib, args.ranks)
-        print(f"generated {size / 2**20:.0f} MiB for {args.ranks} ranks in {time.perf_counter() - t0:.0f} s: {root}")
+        size = generate(root, gib, ranks, mix=mix)
+        print(f"[{mix}] generated {size / 2**20:.0f} MiB for {ranks} ranks in "
+              f"{time.perf_counter() - t0:.0f} s: {root}")
         files = sorted((os.path.join(root, f) for f in os.listdir(root)),
                        key=lambda p: int(re.sub(r"\D", "", os.path.basename(p)) or 0))
         pattern_file = os.path.join(tempfile.gettempdir(), f"dd-bench-patterns-{os.getpid()}.ere")
         with open(pattern_file, "w") as fh:
             fh.write("\n".join(to_ere(s.pattern) for s in kb.signatures.values()) + "\n")
-        mb = size / 1e6
         best: dict[str, float] = {}
         rss, tree, report, matches = 0, 0, {}, 0
         workers = {"analyser": {}, "analyser, 1 process": {"DISTDOCTOR_LOG_WORKERS": "1"}}
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             for label, env in workers.items():
                 wall, rss_now, tree_now, report = run_analyser(root, env)
                 best[label] = min(best.get(label, 1e9), wall)
@@ -276,27 +343,64 @@ def main() -> int:
                 g, matches = run_grep(files, pattern_file, env)
                 best[label] = min(best.get(label, 1e9), g)
         os.unlink(pattern_file)
-        top = report["causes"][0] if report["causes"] else {}
-        ff = report.get("first_failure") or {}
-        print(f"analyser: top cause {top.get('id')} (score {top.get('score')}), first failure rank "
-              f"{ff.get('rank')} line {ff.get('line')}; {report['files_read']} files")
-        print(f"grep -E -c: {matches} matching lines with {len(kb.signatures)} patterns")
-        locale = os.environ.get("LC_ALL") or os.environ.get("LC_CTYPE") or os.environ.get("LANG") or "C"
-        from distdoctor.knowledge.logs.parallel import MAX_WORKERS
-
-        n_workers = min(os.cpu_count() or 1, MAX_WORKERS)
-        for label in ("grep", "grep LC_ALL=C"):
-            name = f"{label} ({locale})" if label == "grep" else label
-            print(f"{name:28} {mb / best[label]:8.1f} MB/s")
-        for label in workers:
-            a = mb / best[label]
-            name = label if label != "analyser" else f"analyser, {n_workers} worker(s)"
-            print(f"{name:28} {a:8.1f} MB/s   wall {best[label]:5.1f} s   ratio to grep "
-                  f"{a / (mb / best['grep']):.2f}, to grep LC_ALL=C {a / (mb / best['grep LC_ALL=C']):.2f}")
-        print(f"peak RSS: analyser process {rss / 2**20:.0f} MiB, with its workers {tree / 2**20:.0f} MiB")
     finally:
-        if not args.dir:
+        if not keep:
             shutil.rmtree(root, ignore_errors=True)
+    mb = size / 1e6
+    top = report["causes"][0] if report["causes"] else {}
+    ff = report.get("first_failure") or {}
+    print(f"[{mix}] analyser: top cause {top.get('id')} (score {top.get('score')}), first failure rank "
+          f"{ff.get('rank')} line {ff.get('line')}; {report['files_read']} files")
+    print(f"[{mix}] grep -E -c: {matches} matching lines with {len(kb.signatures)} patterns")
+    locale = os.environ.get("LC_ALL") or os.environ.get("LC_CTYPE") or os.environ.get("LANG") or "C"
+    from distdoctor.knowledge.logs.parallel import MAX_WORKERS
+
+    n_workers = min(os.cpu_count() or 1, MAX_WORKERS)
+    for label in ("grep", "grep LC_ALL=C"):
+        name = f"{label} ({locale})" if label == "grep" else label
+        print(f"  {name:28} {mb / best[label]:8.1f} MB/s   wall {best[label]:6.2f} s")
+    for label in workers:
+        name = label if label != "analyser" else f"analyser, {n_workers} worker(s)"
+        print(f"  {name:28} {mb / best[label]:8.1f} MB/s   wall {best[label]:6.2f} s   "
+              f"{best[label] / best['grep']:.2f}x grep's time, {best[label] / best['grep LC_ALL=C']:.2f}x "
+              "grep LC_ALL=C's")
+    print(f"  peak RSS: analyser process {rss / 2**20:.0f} MiB, with its workers {tree / 2**20:.0f} MiB")
+    return {"mix": mix, "mib": size / 2**20, "wall": best["analyser"], "grep": best["grep"],
+            "times_grep": best["analyser"] / best["grep"], "tree_mib": tree / 2**20}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mix", default="default", choices=[*MIXES, "all"],
+                    help="which lines the set is made of (default: default); all: every mix at the "
+                         "size issue 11 states its goal for")
+    ap.add_argument("--gib", type=float, help="size of the log set (default: the mix's, 1 for default)")
+    ap.add_argument("--ranks", type=int, help="files, one per rank (default: the mix's, 256 for default)")
+    ap.add_argument("--dir", help="generate into (and keep) this directory (one mix only)")
+    ap.add_argument("--rounds", type=int, default=2, help="timed rounds; the best is reported")
+    args = ap.parse_args()
+    if args.rounds < 1 or (args.gib is not None and args.gib <= 0) or (args.ranks is not None and args.ranks < 2):
+        ap.error("--rounds must be >= 1, --gib > 0, --ranks >= 2")
+    if args.dir and args.mix == "all":
+        ap.error("--dir keeps one mix: name it with --mix")
+    from distdoctor.knowledge import load_knowledge
+
+    kb = load_knowledge(use_env=False)
+    mixes = list(MIXES) if args.mix == "all" else [args.mix]
+    results = []
+    for mix in mixes:
+        gib, ranks = MIX_SIZES[mix]
+        results.append(bench(mix, args.gib or gib, args.ranks or ranks, args.rounds, args.dir, kb))
+    print("\nsummary (goals of issue 11: realistic <= 3x grep, init-heavy <= 10x grep, 50 MB of NCCL INFO "
+          f"< {NCCL_INFO_SECONDS:.0f} s, peak < {PEAK_MIB} MiB with workers)")
+    for r in results:
+        goal = GOALS.get(r["mix"])
+        verdict = "" if goal is None else (" ok" if r["times_grep"] <= goal else f" over {goal:.0f}x")
+        if r["mix"] == "nccl-info":
+            verdict = " ok" if r["wall"] < NCCL_INFO_SECONDS else f" over {NCCL_INFO_SECONDS:.0f} s"
+        mem = "ok" if r["tree_mib"] < PEAK_MIB else "over"
+        print(f"  {r['mix']:11} {r['mib']:6.0f} MiB  analyser {r['wall']:6.2f} s  grep {r['grep']:6.2f} s  "
+              f"{r['times_grep']:5.2f}x grep{verdict}; peak {r['tree_mib']:.0f} MiB {mem}")
     return 0
 
 

@@ -250,7 +250,7 @@ class Collector:
             m = x.COMM_RANK.search(text)
             if m and who.proc:
                 n, r = int(m.group("n")), m.group("rank")
-                if n >= self.proc_rank.get(who.proc, (0, ""))[0]:
+                if n > self.proc_rank.get(who.proc, (0, ""))[0]:  # the first of the widest comm
                     self.proc_rank[who.proc] = (n, r)
                 self.world = max(self.world, n)
         if "nNodes" in text:

@@ -61,6 +61,7 @@ class Compiled:
     finds: tuple[bytes, ...]
     roots: tuple[re.Pattern[bytes], ...]
     unanchored: tuple[str, ...]  # signature ids no literal can prefilter: every line is a candidate
+    comm_ids_free: bool = True  # no signature or harmless pattern can see a communicator's address
 
 
 def _sig(s: "_Row") -> Sig:
@@ -82,8 +83,12 @@ def _compile(key: tuple) -> Compiled:
     harmless = re.compile("|".join(f"(?:{p})" for _i, p in harmless_rows)) if harmless_rows else None
     roots = tuple(re.compile((re.escape(c) + trie_regex([t[1:] for t in tails])).encode())
                   for c, tails in pl.roots)
+    # scan.py blanks `comm 0x...` addresses to find repeated NCCL init lines: only safe when no
+    # pattern (a site overlay's) could match on or across them
+    every = [p for _i, p, *_r in sig_rows] + [p for _i, p in harmless_rows]
+    free = not any("0x" in p or "comm" in p for p in every)
     return Compiled(tuple(sigs), tuple(tail_sigs), harmless, pl,
-                    tuple(x.encode() for x in pl.literals), roots, unanchored)
+                    tuple(x.encode() for x in pl.literals), roots, unanchored, free)
 
 
 @dataclass(frozen=True)

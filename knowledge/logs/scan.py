@@ -1,13 +1,28 @@
-"""Finds the candidate lines of a block with C-speed substring and rooted-regex passes."""
+"""Finds the candidate lines of a block with C-speed substring and rooted-regex passes, and
+drops NCCL's repeated init and transport lines before anything decodes them."""
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
+from . import extract as x
+from .collect import ELASTIC_SPAN
 from .compiled import Compiled
 from .sources import Block
 
 VIA = b" via "  # NCCL channel lines: sampled, there can be millions
 CHANNEL_BUDGET = 96  # channel lines read per file: transports repeat for every communicator
+NCCL_INFO = b" NCCL INFO "
+# NCCL prints its init and transport lines again for every communicator a process joins (FSDP,
+# TP and PP groups: hundreds), differing only in the communicator's address and id. The facts
+# they carry are decided by their first line (Collector: first wins), so a repeat is dropped here.
+_COMM_ID = re.compile(rb"(comm(?:Id)? 0x)[0-9a-f]+(?= )")
+# Words of Collector._extract's branches whose effect depends on the line's position or count
+# (exceptions, tracebacks, watchdog records, launcher exits, announcements, collectives in
+# frames, sample ids): a line with one of them is never dropped.
+_EVENT_WORDS = ("Error", "Exception", "Interrupt", "Failure", "Traceback", "Watchdog", "WorkNCCL(",
+                "last enqueued", "local_rank", "exitcode", "terminated with", "distributed",
+                "default_pg", "ids", "indices", "RANK")
 
 
 def candidates(comp: Compiled, blk: Block, channel_budget: int) -> tuple[list[int], set[int], int]:
@@ -41,6 +56,8 @@ def candidates(comp: Compiled, blk: Block, channel_budget: int) -> tuple[list[in
             if nl < 0:
                 break
             m = rx.search(data, nl + 1, end)
+    if len(starts) > 1:
+        starts = _drop_repeats(comp, data, end, starts)
     taken = 0
     via: set[int] = set()
     if channel_budget > 0:
@@ -55,6 +72,55 @@ def candidates(comp: Compiled, blk: Block, channel_budget: int) -> tuple[list[in
                 break
             pos = find(VIA, nl + 1, end)
     return sorted(starts | via), via, taken
+
+
+def _drop_repeats(comp: Compiled, data: bytes, end: int, starts: set[int]) -> set[int]:
+    """The starts without NCCL INFO lines that repeat an earlier fact-only line of the block.
+
+    A line is keyed by its whole text (so by its process and device too) with communicator
+    addresses blanked; the first of each key is kept, and decides whether the key is fact-only.
+    After a torchelastic `(local_rank: N)` line, lines take their rank from it: nothing more
+    is dropped in that block.
+    """
+    find = data.find
+    memo: dict[bytes, bool] = {}
+    keep: set[int] = set()
+    blank = comp.comm_ids_free
+    # the block's first lines may still belong to a `(local_rank: N)` line of the block before
+    settled = 0
+    for _ in range(ELASTIC_SPAN + 1):
+        settled = find(b"\n", settled, end) + 1
+        if settled <= 0:
+            return starts
+    for st in sorted(starts):
+        nl = find(b"\n", st, end)
+        raw = data[st:nl if nl >= 0 else end]
+        if st < settled:
+            if b"local_rank" in raw:
+                return starts
+            keep.add(st)
+            continue
+        if NCCL_INFO not in raw:
+            if b"local_rank" in raw:
+                return keep | {s for s in starts if s >= st}
+            keep.add(st)
+            continue
+        key = _COMM_ID.sub(rb"\1", raw) if blank and b"comm" in raw else raw
+        inert = memo.get(key)
+        if inert is None:
+            memo[key] = fact_only(comp, raw.decode("utf-8", "replace"))
+            keep.add(st)
+        elif not inert:
+            keep.add(st)
+    return keep
+
+
+def fact_only(comp: Compiled, text: str) -> bool:
+    """True when feeding `text` to a Collector can only set facts (first wins), channels, the
+    process's rank and the world and node counts: a repeat of it changes nothing."""
+    if any(w in text for w in _EVENT_WORDS) or "rank" in text and x.ANNOUNCE.search(text):
+        return False
+    return not any(sig.match(part) for part in text.split("\r") for sig in comp.sigs)
 
 
 def lines_at(blk: Block, starts: list[int]) -> Iterator[tuple[int, int, str]]:
