@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .model import Gpu, Nic, Topology, bus_from_int, cpus_from_mask, norm_bus_id, short_bus
+from .model import Gpu, Nic, Topology, bus_from_int, cpus_from_mask, short_bus
 from .parse_nccl_dump import DumpReader
+from .limits import MAX_GPUS, sane, tests_bus
 from .parse_xml import tree_links
 
 # host:pid:tid [cudaDev] (file.cc:line )?NCCL LEVEL text; host may be empty, a prefix may precede it.
@@ -31,11 +32,6 @@ SWITCH_ENV = re.compile(r"(NCCL_P2P_DISABLE|NCCL_P2P_LEVEL|NCCL_SHM_DISABLE|NCCL
                         r" set by environment to (\S+?)\.?$")
 VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
 DUMP_HINT = re.compile(r"^\s*(?:\+ |(?:CPU|GPU|NET|NIC)/)|=== System")
-# Bounds no real node comes near (NVL72 racks have 72 GPUs, across trays): a hostile or damaged
-# log past them costs linear time and memory, and what is left out is said in a note.
-MAX_DEV = 1023      # a CUDA device ordinal above this is damage, not a device
-MAX_GPUS = 256      # distinct GPUs kept
-MAX_RECS = 8192     # distinct GPU mentions kept
 
 
 def parse_bracket(value: str) -> tuple[int | None, str]:
@@ -114,21 +110,6 @@ def bare(topo: Topology, scan: LogScan, line: str) -> None:
     m = VERSION.search(line)
     if m:
         topo.note(f"NCCL {m.group(1)}.")
-
-
-def tests_bus(raw: str) -> str | None:
-    """nccl-tests' bracket: '0x1b' (a bus number) or '0000:1b:00' / '1b:00.0'; None when damaged
-    ('0x', '0x03:', a stray colon)."""
-    if raw.lower().startswith("0x"):
-        digits = raw[2:]
-        if not digits or len(digits) > 2 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-            return None
-        return norm_bus_id(f"{int(digits, 16):02x}:00.0")
-    bus = norm_bus_id(raw if raw.count(".") else raw + ".0")
-    return bus if BUS_ID.match(bus) else None
-
-
-BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 def info_line(topo: Topology, scan: LogScan, host: str, rest: str) -> None:
@@ -241,28 +222,6 @@ class Identities:
             if getattr(old, name) in (None, "") and getattr(rec, name) not in (None, ""):
                 setattr(old, name, getattr(rec, name))
         return old
-
-
-def sane(scan: LogScan) -> None:
-    """Drop mentions no real GPU makes (a device ordinal past MAX_DEV), fold repeats, and cap
-    what is kept; each drop is a skipped entry with its reason."""
-    def ok(rec: Rec) -> bool:
-        if rec.dev is not None and not 0 <= rec.dev <= MAX_DEV:
-            scan.skipped.append(f"device number {rec.dev} (above {MAX_DEV}: not a device ordinal)")
-            return False
-        return True
-
-    unique = {(r.host, r.dev, r.bus, r.rank, r.name, r.cpus): r for r in scan.recs if ok(r)}
-    scan.recs = list(unique.values())
-    if len(scan.recs) > MAX_RECS:
-        scan.skipped.append(f"{len(scan.recs) - MAX_RECS} GPU mention(s) past the first {MAX_RECS}")
-        scan.recs = scan.recs[:MAX_RECS]
-    scan.transports = [t for t in scan.transports if ok(t[0]) and ok(t[1])]
-    scan.disabled = [d for d in scan.disabled if ok(d[0]) and ok(d[1])]
-    scan.nic_distance = [d for d in scan.nic_distance if ok(d[0])]
-    for hint in [h for h in scan.hints if not 0 <= h[1] <= MAX_DEV]:
-        del scan.hints[hint]
-        scan.skipped.append(f"line prefix device [{hint[1]}] (above {MAX_DEV})")
 
 
 def resolve(topo: Topology, scan: LogScan, dump: DumpReader) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .limits import BUS_ID, MAX_DEV
 from .model import Gpu, Nic, Topology, cpus_from_mask, norm_bus_id, short_bus
 
 # One optional whitespace run before '>' unless a '/' splits it: two adjacent \s* runs would try
@@ -24,10 +25,6 @@ MAX_DEPTH = 64
 MAX_DEVICES = 128  # GPUs, NICs and switches, each (a node has at most a few dozen)
 MAX_ELEMENTS = 50_000  # a dump holds hundreds of elements; past this the rest is not read
 DOCTYPE = re.compile(r"<!DOCTYPE|<!ENTITY", re.I)
-
-
-BUS_ID = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-MAX_DEV = 1023  # a CUDA device ordinal above this is damage
 
 
 def is_gpu_class(cls: str, vendor: str) -> bool:
