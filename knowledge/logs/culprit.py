@@ -157,7 +157,7 @@ def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) 
             rl = lines.get(r)
             doing = rl.doing() if rl else ""
             words = ROLE_WORDS[who["role"]] if r in waiting or who["role"] == "slow" else "never reached the collective"
-            parts.append(f"rank {r} {words}" + (f" (last seen at {doing})" if doing else ""))
+            parts.append(f"rank {r} {words}" + (f" (last seen {doing})" if doing else ""))
         done = [rl for rl in lines.values() if rl.end.kind == "finished"]
         if done and waiting:
             parts.append(f"rank {_names(done)} had finished")
@@ -173,12 +173,7 @@ def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) 
     for kind, words in (("lost-peer", "lost its peer"), ("timeout", "timed out")):
         rls = [rl for rl in lines.values() if rl.end.kind == kind and rl.rank not in blamed]
         if rls:
-            rl = rls[0]
-            doing = rl.doing()
-            verb = "was" if len(rls) == 1 else "were"
-            parts.append(f"rank {_names(rls)} {verb} in {doing} and {words}" if doing and kind == "lost-peer"
-                         else f"rank {_names(rls)} {words}" + (f" in {doing}" if doing else "")
-                         + f" ({where(rl.end.hit)})" * (rl.end.hit is not None))
+            parts.append(f"rank {_names(rls)} {words}{_where_waiting(rls[0])}")
     launcher = _launcher_blame(lines, blamed)
     if launcher:
         parts.append(launcher)
@@ -186,6 +181,16 @@ def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) 
         return ""
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + "."
+
+
+def _where_waiting(rl: RankLine) -> str:
+    """` in allreduce (SeqNum 12) after step 4 (0/stderr.log:11)`: what a waiter was doing."""
+    lc = rl.last_collective or {}
+    op = f" in {str(lc['op']).lower()}" + (f" (SeqNum {lc['seq']})" if lc.get("seq") is not None else "") \
+        if lc.get("op") else ""
+    when = f" after {rl.step[0]} {rl.step[1]}" if rl.step else ""
+    at = f" ({where(rl.end.hit)})" if rl.end.hit is not None else ""
+    return op + when + at
 
 
 def _launcher_blame(lines: dict[str, RankLine], blamed: set[str]) -> str:

@@ -73,10 +73,10 @@ class RankLine:
             seq = self.last_collective.get("seq")
             parts.append(f"{op}" + (f" (SeqNum {seq})" if seq is not None else ""))
         if self.step:
-            parts.append(f"{self.step[0]} {self.step[1]}")
+            parts.append(f"after {self.step[0]} {self.step[1]}")
         elif self.phase:
-            parts.append(self.phase)
-        return ", ".join(parts)
+            parts.append(f"during {self.phase}")
+        return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "files": self.files, "learnt": self.learnt, "hosts": self.hosts,
