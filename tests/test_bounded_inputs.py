@@ -18,6 +18,8 @@ import pytest
 
 from fleet_gen import base_snapshot
 
+pytestmark = pytest.mark.slow  # ~20 real CLI runs, one to two seconds each
+
 # The child reports its peak RSS on stderr at exit; the line is taken out before checking stderr.
 WRAPPER = ("import atexit, resource, sys\n"
            "atexit.register(lambda: sys.stderr.write("
