@@ -167,7 +167,8 @@ async def test_conclusion_causes_stay_on_screen(tmp_path: Path) -> None:
         await pilot.press("6")
         await settle(pilot)
         assert await walk_rows(pilot, "ranking", 2) == []
-        assert on_screen(app, "Why:")
+        assert on_screen(app, "Why: basis")
+        assert "score" not in " ".join(terminal_lines(app))  # basis and evidence, not scores
 
 
 @run_async

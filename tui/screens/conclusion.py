@@ -15,6 +15,7 @@ from textual.widgets import Button, DataTable, Input, Static
 from ..messages import Exported
 from .. import launchers
 from ..ranking import Ranked, rank_session, session_culprit
+from ..report_causes import plain_reason
 from ..session import SAVE_WAIT_S
 from ..widgets import Plain
 from .base import StepScreen
@@ -87,7 +88,7 @@ class ConclusionScreen(StepScreen):
         for n, r in enumerate(self.ranked, 1):
             cause = kb.causes.get(r.id)
             table.add_row(str(n), r.basis, cause.title if cause else r.id,
-                          Text(r.reasons[0] if r.reasons else "", overflow="ellipsis", no_wrap=True),
+                          Text(plain_reason(r.reasons[0]) if r.reasons else "", overflow="ellipsis", no_wrap=True),
                           key=str(n - 1))
         if not self.ranked:
             self.query_one("#why", Static).update("No evidence yet: classify the symptom first (1).")
@@ -123,7 +124,8 @@ class ConclusionScreen(StepScreen):
         cause = self.dd.kb.causes.get(r.id)
         text = Text()
         text.append("Why: ", style="bold")
-        text.append("; ".join(r.reasons))
+        # the basis and its evidence, not the engine's internal scores
+        text.append(f"basis {r.basis}; " + "; ".join(plain_reason(w) for w in r.reasons))
         if cause and self.dd.learn:
             text.append(f"\n{cause.what} {cause.why}", style="dim")
         self.query_one("#why", Static).update(text)
