@@ -97,7 +97,7 @@ def test_lines_after_a_torchelastic_rank_line_are_all_kept() -> None:
 
 
 def test_a_pattern_on_communicator_addresses_turns_the_blanking_off() -> None:
-    rows, harmless, freq = kb_key(KB)
+    rows, harmless, freq, _plan = kb_key(KB)
     odd = ("site-comm", r"comm 0x7\w+ rank", "other", 1.0, ("failure",))
     comp = _compile((rows + (odd,), harmless, freq))
     assert compile_kb(KB).comm_ids_free and not comp.comm_ids_free

@@ -72,14 +72,14 @@ def _sig(s: "_Row") -> Sig:
 
 @functools.lru_cache(maxsize=8)
 def _compile(key: tuple) -> Compiled:
-    sig_rows, harmless_rows, freq = key
+    sig_rows, harmless_rows, freq = key[:3]
+    # the plan travels in the key (kb_key): a scan worker does not redo the set cover
+    pl = key[3] if len(key) > 3 else _plan(sig_rows, freq)
     sigs, tail_sigs = [], []
     for row in sig_rows:
         sig = _sig(_Row(*row))
         (tail_sigs if "tail" in sig.tags else sigs).append(sig)
-    pats = [(s.id, s.rx.pattern) for s in sigs] + list(TRIGGERS)
-    items, unanchored = build_items(pats)
-    pl = plan(items, freq)
+    unanchored = tuple(s.id for s in sigs if not s.needles) + _trigger_items()[1]
     harmless = re.compile("|".join(f"(?:{p})" for _i, p in harmless_rows)) if harmless_rows else None
     roots = tuple(re.compile((re.escape(c) + trie_regex([t[1:] for t in tails])).encode())
                   for c, tails in pl.roots)
@@ -89,6 +89,18 @@ def _compile(key: tuple) -> Compiled:
     free = not any("0x" in p or "comm" in p for p in every)
     return Compiled(tuple(sigs), tuple(tail_sigs), harmless, pl,
                     tuple(x.encode() for x in pl.literals), roots, unanchored, free)
+
+
+@functools.lru_cache(maxsize=1)
+def _trigger_items() -> tuple:
+    return build_items(TRIGGERS)
+
+
+@functools.lru_cache(maxsize=8)
+def _plan(sig_rows: tuple, freq: tuple | None) -> Plan:
+    """The prefilter plan for the signatures scanned on every line (not "tail") and TRIGGERS."""
+    items, _unanchored = build_items([(r[0], r[1]) for r in sig_rows if "tail" not in r[4]])
+    return plan(items + _trigger_items()[0], freq)
 
 
 @dataclass(frozen=True)
@@ -101,12 +113,13 @@ class _Row:
 
 
 def kb_key(kb: KnowledgeBase, freq: tuple | None = None) -> tuple:
-    """Signature and harmless rows of a knowledge base plus the input's character frequencies
-    (None: the built-in estimate): hashable and picklable, the key of compile_kb's cache."""
+    """Signature and harmless rows of a knowledge base, the input's character frequencies (None:
+    the built-in estimate) and the prefilter plan made from them: hashable and picklable, the key
+    of compile_kb's cache (and what scan workers compile from)."""
     rows = tuple((s.id, s.pattern, s.cause, float(s.weight), tuple(s.tags))
                  for s in sorted(kb.signatures.values(), key=lambda s: s.id))
     harmless = tuple((h.id, h.pattern) for h in sorted(kb.harmless.values(), key=lambda h: h.id))
-    return rows, harmless, freq
+    return rows, harmless, freq, _plan(rows, freq)
 
 
 def compile_kb(kb: KnowledgeBase, freq: tuple | None = None) -> Compiled:

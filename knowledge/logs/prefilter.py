@@ -58,6 +58,7 @@ class Anchored:
     alternatives: tuple[tuple[str, ...], ...]  # runs per alternative; () means unanchored
 
 
+@functools.lru_cache(maxsize=1024)  # parsed for the plan and again for each signature's needles
 def literal_alternatives(pattern: str) -> tuple[tuple[str, ...], ...] | None:
     """Mandatory literal runs of each top-level alternative, or None when some has none.
 
