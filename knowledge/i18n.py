@@ -265,6 +265,7 @@ def pad(text: str, width: int) -> str:
 
 # CJK punctuation that must not begin a line (it stays with the character before it)
 _NO_START = set("，。、；：！？）」』》〉】,.;:!?)")
+_NO_END = set("（「『《〈【")  # CJK opening brackets that must not end a line
 
 
 def wrap(text: str, cols: int, first: str = "", rest: str = "") -> list[str]:
@@ -274,18 +275,21 @@ def wrap(text: str, cols: int, first: str = "", rest: str = "") -> list[str]:
     if cells(text) == len(text):
         return textwrap.wrap(text, cols, initial_indent=first, subsequent_indent=rest,
                              break_on_hyphens=False, break_long_words=False) or [first.rstrip()]
-    tokens: list[str] = []
-    for m in re.finditer(r"\s+|[^\s\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]+|.", " ".join(text.split())):
-        tokens.append(m.group())
-    lines, line = [], first
+    tokens = re.findall(r"\s+|[^\s\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]+|.", text)
+    lines: list[str] = []
+    line, started = first, False  # leading spaces of the text are kept, as textwrap keeps them
     for tok in tokens:
         if tok.isspace():
-            if line.strip():
-                line += " "
+            if line.strip() or not started:
+                line += " " * len(tok.replace("\n", " "))
             continue
-        if line.strip() and cells(line.rstrip() + tok) > cols and tok not in _NO_START:
-            lines.append(line.rstrip())
-            line = rest
+        started = True
+        if line.strip() and cells(line + tok) > cols and tok not in _NO_START:
+            done, carry = line.rstrip(), ""
+            if done[-1] in _NO_END and done[:-1].strip():  # an opening bracket starts the next line
+                done, carry = done[:-1].rstrip(), done[-1]
+            lines.append(done)
+            line = rest + carry
         line += tok
     if line.strip() or not lines:
         lines.append(line.rstrip())

@@ -208,3 +208,116 @@ def test_json_identical_across_languages_but_for_text(capsys, args) -> None:
     assert _same_but_text(en, zh) == []
     if args[1] == "show":
         assert en != zh  # the text did change: this is not comparing English with English
+
+
+# --- display width ---------------------------------------------------------------------------------
+
+def _cells(text: str) -> int:
+    """Independent of i18n.cells: unicodedata's east-asian width, W and F count two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def test_display_width_helpers() -> None:
+    assert i18n.cells("rank 0") == 6 and i18n.cells("集合通信") == 8 == _cells("集合通信")
+    assert i18n.cells("（，）") == 6
+    assert i18n.clip("abcdef", 6) == "abcdef" and i18n.clip("abcdefg", 6) == "abc..."
+    clipped = i18n.clip("一个进程崩溃了其余进程挂起", 11)
+    assert clipped == "一个进程..." and _cells(clipped) <= 11
+    assert i18n.pad("崩溃", 6) == "崩溃  " and i18n.pad("crashed", 4) == "crashed"
+    # English goes through textwrap, unchanged
+    text = "Turn silent deadlocks into errors with a stack: keep async error handling on"
+    import textwrap
+    assert i18n.wrap(text, 30, "  ", "    ") == textwrap.wrap(
+        text, 30, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False,
+        break_long_words=False)
+
+
+def test_chinese_wraps_by_cells_and_keeps_commands_whole() -> None:
+    text = "把无声的死锁变成带堆栈的报错：export TORCH_NCCL_ASYNC_ERROR_HANDLING=3，然后重新运行任务。"
+    lines = i18n.wrap(text, 24, "  ", "    ")
+    assert all(_cells(ln) <= 24 for ln in lines if "TORCH_NCCL" not in ln)
+    assert any(ln.strip() == "export" or "TORCH_NCCL_ASYNC_ERROR_HANDLING=3" in ln for ln in lines)
+    assert "".join(ln.strip() for ln in lines).replace(" ", "") == text.replace(" ", "")
+    assert not any(ln.lstrip()[0] in "，。：）" for ln in lines)  # no line starts with punctuation
+    assert lines[0].startswith("  把") and all(ln.startswith("    ") for ln in lines[1:])
+
+
+def test_cjk_table_is_aligned_by_display_width() -> None:
+    """The per-rank table of `logs` in Chinese: the end column and the place column start at
+    the same display column on every row, though the words have different lengths."""
+    from distdoctor.tui.commands import logs_text
+
+    timeline = {
+        "0": {"end": {"kind": "lost-peer", "type": "RuntimeError"}, "last_collective": {"seq": 7, "op": "ALLREDUCE"},
+              "step": {"kind": "step", "n": 4}},
+        "1": {"end": {"kind": "crashed", "type": "RuntimeError"}, "step": {"kind": "step", "n": 4}},
+        "12": {"end": {"kind": "timeout"}, "last_collective": {"seq": 6, "op": "BROADCAST"}},
+        "3": {"end": {"kind": "finished"}, "step": {"kind": "iteration", "n": 9}},
+    }
+    i18n.set_lang("zh")
+    rows = logs_text._timeline(timeline, 80)[2:]
+    assert len(rows) == 4 and "失去对端" in rows[0] and "崩溃" in rows[1]
+    ends = ("失去对端", "崩溃", "超时", "已完成")
+    end_col = {_cells(row[:row.index(word)]) for row, word in zip(rows, ends)}
+    assert end_col == {12}, rows
+    after = {_cells(row[:row.index(word) + len(word)]) + len(row[row.index(word) + len(word):]) -
+             len(row[row.index(word) + len(word):].lstrip()) for row, word in zip(rows, ends)}
+    assert after == {24}, rows  # 11 cells for the end word and one space, whatever the word
+
+
+# --- the text output in Chinese ---------------------------------------------------------------------
+
+def test_knowledge_show_and_list_in_chinese(capsys) -> None:
+    code, out, _ = cli(capsys, "--lang", "zh", "knowledge", "show", "rank-crash-deadlock")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "rank-crash-deadlock  (根因)  一个 rank 已退出，其余 rank 在集合通信中无限等待"
+    for heading in ("指南第 1 节", "是什么", "为什么会发生", "证据", "修复"):
+        assert heading in lines
+    assert "  export TORCH_NCCL_ASYNC_ERROR_HANDLING=3" in lines  # code is never translated
+    assert "  # 崩溃兜底：绝不让进程半死不活地留着" in lines
+    # prose wrapped to 76 display cells plus the indent (CJK characters count two)
+    prose = [ln for ln in lines if CJK.search(ln) and not ln.startswith("  #")]
+    assert prose and max(_cells(ln) for ln in prose) <= 78
+    code, out, _ = cli(capsys, "--lang", "zh", "knowledge", "show", "bisect")
+    assert "二分排查开关，一次只改一项" in out and "讲解" in out and "NCCL_IB_DISABLE: 关闭" in out
+    code, out, _ = cli(capsys, "--lang", "zh", "knowledge", "show", "nccl-socket-ifname")
+    assert "  NCCL_SOCKET_IFNAME=<interface>   （后端 nccl，二分排查顺序 4）" in out
+    code, out, _ = cli(capsys, "--lang", "zh", "knowledge", "list", "causes")
+    assert code == 0 and f"{'shm-insufficient':32} /dev/shm 太小" in out.splitlines()
+
+
+def test_logs_text_in_chinese_on_the_recorded_crash(capsys) -> None:
+    code_en, en, _ = cli(capsys, "logs", str(CRASH_LOGS))
+    code, out, _ = cli(capsys, "--lang", "zh", "logs", str(CRASH_LOGS))
+    assert code == code_en == 1  # a problem found, in either language
+    lines = out.splitlines()
+    assert lines[0] == "读取了 5 个文件，共 6.6 KiB。"
+    assert "元凶：rank 1（崩溃）" in lines
+    assert any(ln.startswith("最可能的根因（依据：证据 = 显示故障的日志行") for ln in lines)
+    assert " 1. rank-crash-deadlock  [证据]  一个 rank 已退出，其余 rank 在集合通信中无限等待" in lines
+    assert any(ln.startswith("最先出现的故障：rank 1, ") and ln.endswith("1/stderr.log:6") for ln in lines)
+    table = lines[lines.index("各 rank（各自日志的结束方式；最后一次集合通信来自 watchdog）：") + 1:][:2]
+    assert table[0].startswith("  rank 0    失去对端    allreduce") and table[1].startswith("  rank 1    崩溃        ")
+    assert "下一步操作：" in lines
+    # the fix itself is code: the same line in both languages
+    fix = '    dist.init_process_group(backend="nccl", timeout=datetime.timedelta(minutes=10))'
+    assert fix in lines and fix in en.splitlines()
+    # the English output has no Chinese and the evidence lines are the same in both
+    assert not CJK.search(en)
+    evidence = [ln for ln in en.splitlines() if "stderr.log:" in ln or "console.log:" in ln]
+    assert evidence and all(ln in lines or ln.replace("First failure: ", "最先出现的故障：") in lines
+                            for ln in evidence)
+
+
+def test_logs_text_in_chinese_fits_the_width(capsys, monkeypatch) -> None:
+    """At 60 columns every wrapped line of Chinese prose fits in 60 display cells (file paths
+    and commands are never cut, as in English)."""
+    monkeypatch.setenv("COLUMNS", "60")
+    _, out, _ = cli(capsys, "--lang", "zh", "logs", str(CRASH_LOGS))
+    # headings are one line in both languages (English ones pass 60 columns too)
+    prose = [ln for ln in out.splitlines() if CJK.search(ln) and ".log" not in ln
+             and not ln.startswith(("最可能", "各 rank"))]
+    assert len(prose) > 5
+    too_wide = [ln for ln in prose if _cells(ln) > 60]
+    assert too_wide == []

@@ -9,6 +9,8 @@ import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
+from distdoctor.knowledge import i18n
+
 from ..cli import UsageError
 from .common import print_json
 
@@ -170,14 +172,25 @@ _WRAP = {"width": 76, "break_on_hyphens": False, "break_long_words": False}
 LABELS = {"causes": "raises"}  # a symptom's causes: the weight it adds to each
 
 
+def _(message: str, **values: Any) -> str:
+    """A heading or fixed phrase in the output's language (knowledge/i18n.py)."""
+    return i18n.t(message, **values)
+
+
+def _fill(text: str, first: str = "", rest: str = "") -> str:
+    """textwrap.fill by display width: Chinese lines break between characters, and a CJK
+    character counts two cells (English goes through textwrap unchanged)."""
+    return "\n".join(i18n.wrap(text, _WRAP["width"], first, rest))
+
+
 def _para(heading: str, text: str) -> list[str]:
-    return [heading, textwrap.indent(textwrap.fill(text, **_WRAP), "  "), ""] if text else []
+    return [_(heading), textwrap.indent(_fill(text), "  "), ""] if text else []
 
 
 def _field(name: str, value: Any) -> list[str]:
     """One field of a symptom, step, signature or harmless line, readable: a table of weights,
     `name: a, b` for a list, verbatim one-liners for patterns and ids, wrapped prose otherwise."""
-    label = LABELS.get(name, name)
+    label = _(LABELS.get(name, name))
     if isinstance(value, Mapping):
         if not value:
             return []
@@ -185,12 +198,10 @@ def _field(name: str, value: Any) -> list[str]:
         if all(isinstance(v, (int, float)) for v in value.values()):
             rows = [f"  {k:<{width}}  {float(v):+}" for k, v in value.items()]
         else:
-            rows = [textwrap.fill(f"{k}: {v}", initial_indent="  ", subsequent_indent="    ", **_WRAP)
-                    for k, v in value.items()]
+            rows = [_fill(f"{k}: {v}", "  ", "    ") for k, v in value.items()]
         return [label, *rows, ""]
     if isinstance(value, (list, tuple)):
-        return [textwrap.fill(f"{label}: {', '.join(map(str, value))}", subsequent_indent="  ",
-                              **_WRAP), ""] if value else []
+        return [_fill(f"{label}: {', '.join(map(str, value))}", "", "  "), ""] if value else []
     if not isinstance(value, str) or name == "pattern" or " " not in value:
         # a regex must be read exactly as written; a number or an id fits on one line
         return [f"{label}: {value}", ""] if value != "" else []
@@ -200,19 +211,24 @@ def _field(name: str, value: Any) -> list[str]:
 def explain(item: Any) -> str:
     """Fixed headings: what it is / why it happens / fix, then copy-pasteable lines."""
     kind = type(item).__name__.lower()
-    lines = [f"{item.id}  ({kind})  {getattr(item, 'title', '')}".rstrip(), ""]
+    # the kind's name in the output's language ("step" is also a log word: its own key)
+    shown = _(f"knowledge kind: {kind}")
+    lines = [f"{item.id}  ({kind if shown.startswith('knowledge kind: ') else shown})  "
+             f"{getattr(item, 'title', '')}".rstrip(), ""]
     if kind == "cause":
-        lines += [f"Guide section {item.section}", ""]
+        lines += [_("Guide section {section}", section=item.section), ""]
         lines += _para("What it is", item.what) + _para("Why it happens", item.why)
         lines += _para("Evidence", item.evidence) + _para("Fix", item.fix)
         for fix in item.fixes:
             lines += fix.copy_lines()
     elif kind == "check":
-        lines += _para("What it checks", f"probe {item.probe}: {item.fact} {item.op} {item.value!r} -> {item.status}")
+        lines += _para("What it checks", _("probe {probe}", probe=item.probe)
+                       + f": {item.fact} {item.op} {item.value!r} -> {item.status}")
         lines += _para("Finding", item.detail) + _para("Fix", item.fix)
         lines += _para("Causes", ", ".join(item.cause_ids))
     elif kind == "switch":
-        lines += [f"  {item.env}={item.value}   (backend {item.backend}, bisection order {item.order})", ""]
+        lines += [f"  {item.env}={item.value}   "
+                  + _("(backend {backend}, bisection order {order})", backend=item.backend, order=item.order), ""]
         lines += _para("Why it matters", item.why) + _para("Permanent fix", item.permanent_fix)
         lines += _para("Implicates", ", ".join(item.implicates))
     else:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 import shutil
-import textwrap
 from typing import Any
 
+from distdoctor.knowledge import i18n
 from distdoctor.knowledge.logs.score import span as rank_span
 
 WIDTH = 120  # when stdout is not a terminal and $COLUMNS is unset
@@ -27,15 +27,20 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def _(message: str, **values: Any) -> str:
+    """A fixed phrase in the output's language (knowledge/i18n.py; English is the key)."""
+    return i18n.t(message, **values)
+
+
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(printable(text).split())
-    return text if len(text) <= limit else text[:max(limit - 3, 1)] + "..."
+    # display width: a CJK character takes two cells
+    return i18n.clip(" ".join(printable(text).split()), limit)
 
 
 def _wrap(text: str, cols: int, first: str, rest: str) -> list[str]:
-    """Prose wrapped to the width (never a command: those stay on one line to copy and paste)."""
-    return textwrap.wrap(printable(text), cols, initial_indent=first, subsequent_indent=rest,
-                         break_on_hyphens=False, break_long_words=False) or [first.rstrip()]
+    """Prose wrapped to the width (never a command: those stay on one line to copy and paste);
+    Chinese breaks between characters, counted in display cells."""
+    return i18n.wrap(printable(text), cols, first, rest)
 
 
 def _size(n: int) -> str:
@@ -49,14 +54,14 @@ def _size(n: int) -> str:
 def _who(rank: Any) -> str:
     """'rank 3' for a rank number; NCCL's host:pid when the log names no rank."""
     rank = str(rank)
-    return f"rank {rank}" if rank.isdigit() else f"process {printable(rank)}"
+    return _("rank {rank}", rank=rank) if rank.isdigit() else _("process {who}", who=printable(rank))
 
 
 def _located(file: str, line: Any, text: str, indent: str, cols: int) -> list[str]:
     """`file:line: text` on one line when it fits, else the location and the text below it.
     The location is never cut: it is what one pastes into an editor or `less +N`."""
     where = f"{printable(file)}:{line}:"
-    if len(indent) + len(where) + 1 + len(" ".join(str(text).split())) <= cols:
+    if len(indent) + i18n.cells(where) + 1 + i18n.cells(" ".join(str(text).split())) <= cols:
         return [f"{indent}{where} {_clip(text, cols)}"]
     inner = indent + "  "
     return [f"{indent}{where}", inner + _clip(text, cols - len(inner))]
@@ -67,8 +72,8 @@ def next_action(kb: Any, cause_id: str, data: dict[str, Any], cols: int | None =
     cols = cols or width()
     cause = kb.causes.get(cause_id)
     if cause is None:
-        return _wrap(f"Not a guide cause ({cause_id}): see the evidence above; for a SIGKILL "
-                     "check the host's OOM killer:", cols, "", "") + [
+        return _wrap(_("Not a guide cause ({cause_id}): see the evidence above; for a SIGKILL "
+                       "check the host's OOM killer:", cause_id=cause_id), cols, "", "") + [
             "  dmesg -T | grep -i -E 'killed process|oom'"]
     out = _wrap(f"{cause.fix}".strip(), cols - 2, "", "")
     if cause.fixes:
@@ -96,54 +101,57 @@ def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None)
     cols = cols or width()
     lines: list[str] = []
     skipped = data.get("skipped") or []
-    lines.append(f"Read {data['files_read']} file(s), {_size(data['bytes_read'])}"
-                 + (f"; skipped {len(skipped)}" if skipped else "") + ".")
+    lines.append(_("Read {n} file(s), {size}", n=data['files_read'], size=_size(data['bytes_read']))
+                 + (_("; skipped {n}", n=len(skipped)) if skipped else "") + _("."))
     for s in skipped[:20]:
-        lines.append(f"  skipped {printable(s['path'])}: {printable(s['reason'])}")
+        lines.append("  " + _("skipped {path}: {reason}", path=printable(s['path']),
+                              reason=printable(s['reason'])))
     if len(skipped) > 20:
-        lines.append(f"  ... and {len(skipped) - 20} more skipped")
+        lines.append("  " + _("... and {n} more skipped", n=len(skipped) - 20))
     for note in data.get("notes") or []:
-        lines.extend(_wrap(f"note: {note}", cols, "  ", "    "))
+        lines.extend(_wrap(_("note: {note}", note=note), cols, "  ", "    "))
     causes = data.get("causes") or []
     verdict = data.get("verdict") or {}
     lines.append("")
     lines.extend(_verdict(verdict, cols))
     if not causes:
-        lines.append("No known failure signature in these logs.")
-        lines.extend(_wrap("Next: turn on NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL, "
-                           "rerun the job, and read its new logs:", cols, "", ""))
+        lines.append(_("No known failure signature in these logs."))
+        lines.extend(_wrap(_("Next: turn on NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL, "
+                             "rerun the job, and read its new logs:"), cols, "", ""))
         lines.append("  distdoctor logs <dir> --symptom hang")
     else:
         if not verdict.get("failed", True):
-            lines.extend(_wrap("No failure line in these logs. What they show about the set-up, and "
-                               "what the symptom points at (facts and priors, not evidence):", cols, "", ""))
+            lines.extend(_wrap(_("No failure line in these logs. What they show about the set-up, and "
+                                 "what the symptom points at (facts and priors, not evidence):"),
+                               cols, "", ""))
         else:
-            lines.append("Most likely causes (basis: evidence = lines that show the failure, facts = "
-                         "what the logs show, prior = the symptom alone):")
+            lines.append(_("Most likely causes (basis: evidence = lines that show the failure, facts = "
+                           "what the logs show, prior = the symptom alone):"))
         for n, c in enumerate(causes[:top], 1):
             cause = kb.causes.get(c["id"])
-            title = cause.title if cause else "outside the guide's causes"
-            lines.extend(_wrap(f"{n:>2}. {c['id']}  [{c.get('basis', 'evidence')}]  {title}", cols,
-                               "", "      "))
+            title = cause.title if cause else _("outside the guide's causes")
+            basis = _(str(c.get('basis', 'evidence')))  # the JSON keeps the English word
+            lines.extend(_wrap(f"{n:>2}. {c['id']}  [{basis}]  {title}", cols, "", "      "))
+            why_, against_ = _("why: "), _("against: ")
             for why in [r for r in c.get("reasons", []) if not r.startswith("signatures:")][:3]:
-                lines.extend(_wrap(f"why: {why}", cols, "      ", "           "))
+                lines.extend(_wrap(why_ + why, cols, "      ", "           "))
             for e in c.get("evidence", [])[:4]:
                 lines.extend(_located(e["file"], e["line"], e["text"], "      ", cols))
             for against in c.get("against", [])[:2]:
-                lines.extend(_wrap(f"against: {against}", cols, "      ", "           "))
+                lines.extend(_wrap(against_ + against, cols, "      ", "           "))
         if len(causes) > top:
-            lines.append(f"    ... {len(causes) - top} more (--top {len(causes)})")
+            lines.append("    " + _("... {n} more (--top {top})", n=len(causes) - top, top=len(causes)))
     ff = data.get("first_failure")
     if ff:
         lines.append("")
         who = f"{_who(ff['rank'])}, " if ff.get("rank") is not None else ""
-        lines.append(f"First failure: {who}{printable(ff['file'])}:{ff['line']}")
+        lines.append(_("First failure: {where}", where=f"{who}{printable(ff['file'])}:{ff['line']}"))
         lines.append(f"  {_clip(ff['text'], cols - 2)}")
     lines.extend(_timeline(data.get("timeline") or {}, cols) or _collectives(data.get("ranks") or {}))
     lines.extend(_disagreements(data.get("facts") or {}, cols))
     if causes:
         lines.append("")
-        lines.append("Next action:")
+        lines.append(_("Next action:"))
         lines.extend(("  " + ln) if ln else ln for ln in next_action(kb, causes[0]["id"], data, cols))
     return "\n".join(lines) + "\n"
 
@@ -154,9 +162,9 @@ def _verdict(verdict: dict[str, Any], cols: int) -> list[str]:
     out: list[str] = []
     if who:
         ranks = rank_span([str(r) for r in who.get("ranks") or []]) or "?"
-        out.append(f"Culprit: rank {printable(ranks)} ({who.get('role')})")
+        out.append(_("Culprit: rank {ranks} ({role})", ranks=printable(ranks), role=_(str(who.get('role')))))
     elif verdict.get("failed"):
-        out.append("Culprit: not named by these logs (no rank's own lines show who failed first)")
+        out.append(_("Culprit: not named by these logs (no rank's own lines show who failed first)"))
     if verdict.get("summary"):
         out.extend(_wrap(verdict["summary"], cols, "  ", "  "))
     return out + ([""] if out else [])
@@ -172,22 +180,24 @@ def _timeline(timeline: dict[str, dict[str, Any]], cols: int) -> list[str]:
             or t.get("last_collective") or t.get("step")]
     if not rows:
         return []
-    out = ["", "Ranks (how each rank's own lines end; last collective from the watchdog):"]
+    out = ["", _("Ranks (how each rank's own lines end; last collective from the watchdog):")]
     for r, t in rows[:16]:
         end = t.get("end") or {}
         lc = t.get("last_collective") or {}
         at = " ".join(p for p in (f"SeqNum {lc['seq']}" if lc.get("seq") is not None else "",
                                   str(lc.get("op") or "")) if p)
         step = t.get("step") or {}
-        doing = ", ".join(p for p in (at, f"{step.get('kind')} {step.get('n')}" if step else "") if p)
+        doing = ", ".join(p for p in (at, f"{_(str(step.get('kind')))} {step.get('n')}" if step else "")
+                          if p)
         detail = end.get("type") or ""
-        line = f"  rank {printable(r):<4} {ENDS.get(end.get('kind', ''), end.get('kind', '')):<11} {doing}"
+        ends = _(ENDS.get(end.get('kind', ''), end.get('kind', '')))
+        # padded by display width: the columns stay aligned when the words are Chinese
+        line = f"  {i18n.pad(_('rank {rank}', rank=i18n.pad(printable(r), 4)), 9)} {i18n.pad(ends, 11)} {doing}"
         if detail:
             line += f"  {detail}"
-        line = printable(line)
-        out.append(line if len(line) <= cols else line[:cols - 3] + "...")
+        out.append(i18n.clip(printable(line), cols))
     if len(rows) > 16:
-        out.append(f"  ... {len(rows) - 16} more ranks (--json for all)")
+        out.append("  " + _("... {n} more ranks (--json for all)", n=len(rows) - 16))
     return out
 
 
@@ -201,16 +211,17 @@ def _collectives(ranks: dict[str, dict[str, Any]]) -> list[str]:
         groups.setdefault(key, []).append(r)
     if not groups:
         return []
-    out = ["", "Ranks (last collective from the watchdog):"]
+    out = ["", _("Ranks (last collective from the watchdog):")]
     rows = sorted(groups.items(), key=lambda kv: (kv[0][0] != "crashed", -len(kv[1])))[:12]
     spans = [printable(_clip(rank_span(rs), 40)) for _, rs in rows]
-    pad = max(len(s) for s in spans)
-    for ((status, seq, op, pos), _), span in zip(rows, spans):
+    pad = max(i18n.cells(s) for s in spans)
+    for ((status, seq, op, pos), _n), span in zip(rows, spans):
         # a watchdog line may name the op without its SeqNum (or the reverse)
         where = " ".join(p for p in (f"SeqNum {seq}" if seq is not None else "", op or "") if p)
-        out.append(f"  rank {span:<{pad}}  {status or '':<8} {where} {pos or ''}".rstrip())
+        who = _("rank {rank}", rank=i18n.pad(span, pad))
+        out.append(f"  {who}  {i18n.pad(_(status or ''), 8)} {where} {pos or ''}".rstrip())
     if len(groups) > 12:
-        out.append(f"  ... {len(groups) - 12} more groups (--json for all)")
+        out.append("  " + _("... {n} more groups (--json for all)", n=len(groups) - 12))
     return out
 
 
@@ -218,9 +229,10 @@ def _disagreements(facts: dict[str, Any], cols: int) -> list[str]:
     bad = facts.get("disagree") or []
     if not bad:
         return []
-    out = ["", "Facts that differ across ranks:"]
+    out = ["", _("Facts that differ across ranks:")]
     for k in bad:
         vals = facts.get("values", {}).get(k, {})
-        out.extend(_wrap(f"{k}: " + "; ".join(f"{v} on rank {rs}" for v, rs in vals.items()),
+        out.extend(_wrap(f"{k}: " + _("; ").join(_("{value} on rank {ranks}", value=v, ranks=rs)
+                                                 for v, rs in vals.items()),
                          cols, "  ", "    "))
     return out
