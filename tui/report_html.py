@@ -5,7 +5,10 @@ import re
 from html import escape
 from typing import Any, Iterable, Mapping, Sequence
 
-from .report_causes import basis_words, split
+from distdoctor.knowledge import i18n
+
+from .report_causes import split
+from .report_md import basis_text, col, tr
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:72rem;margin:2rem auto;
@@ -109,58 +112,59 @@ def pre(text: Any) -> str:
 
 
 def _header(r: Mapping[str, Any]) -> str:
-    out = f"<h1>{e(r.get('title', 'distdoctor report'))}</h1>"
+    out = f"<h1>{e(r.get('title', tr('distdoctor report')))}</h1>"
     if not r.get("redacted"):
-        out += ('<p class="warning">WARNING: redaction was turned off. This report may contain '
-                "tokens, passwords and keys. Do not share it.</p>")
+        out += ('<p class="warning">' + e(tr("WARNING: redaction was turned off.")) + " "
+                + e(tr("This report may contain tokens, passwords and keys. Do not share it.")) + "</p>")
     return out
 
 
 def _verdict(r: Mapping[str, Any]) -> str:
     """The first section: who failed, what happened, the top cause and its fix."""
     v = _d(r.get("verdict"))
-    out = '<h2>Verdict</h2>'
+    out = f"<h2>{e(tr('Verdict'))}</h2>"
     who = _d(v.get("culprit"))
     if who:
         ranks = ", ".join(str(x) for x in who.get("ranks") or [])
-        out += f"<p><strong>Culprit: rank {e(ranks)} ({e(who.get('role'))})</strong>: {e(who.get('why'))}</p>"
+        culprit = tr("Culprit: rank {ranks} ({role})", ranks=ranks, role=tr(str(who.get('role'))))
+        out += f"<p><strong>{e(culprit)}</strong>: {e(who.get('why'))}</p>"
     else:
-        out += "<p>No rank is named by the evidence gathered.</p>"
+        out += f"<p>{e(tr('No rank is named by the evidence gathered.'))}</p>"
     if v.get("summary"):
         out += f"<p>{e(v['summary'])}</p>"
     top = _d(v.get("top_cause"))
     if top:
-        out += (f"<p>Top cause: <code>{e(top.get('id'))}</code> {e(top.get('title'))} "
-                f"(basis: {e(top.get('basis'))})</p>")
+        out += (f"<p>{e(tr('Top cause:'))} <code>{e(top.get('id'))}</code> {e(top.get('title'))} "
+                f"{e(tr('(basis: {basis})', basis=tr(str(top.get('basis')))))}</p>")
         if top.get("fix"):
-            out += f"<p>Fix: {e(top['fix'])}</p>"
+            out += f"<p>{e(tr('Fix: {fix}', fix=top['fix']))}</p>"
     return out
 
 
 def _metadata(r: Mapping[str, Any]) -> str:
     s, v = _d(r.get("session")), _d(r.get("versions"))
-    out = "<h2>Session</h2>"
-    rows = [["session", s.get("id")], ["host", s.get("host")], ["created", s.get("created")],
-            ["updated", s.get("updated")], ["report generated", r.get("generated")],
-            ["distdoctor", v.get("distdoctor")], ["knowledge", v.get("knowledge")],
-            ["redacted", "yes" if r.get("redacted") else "NO"],
-            ["pseudonymized", "yes" if r.get("pseudonymized") else "no"]]
+    out = f"<h2>{e(tr('Session'))}</h2>"
+    rows = [[col("session"), s.get("id")], [col("host"), s.get("host")], [col("created"), s.get("created")],
+            [col("updated"), s.get("updated")], [col("report generated"), r.get("generated")],
+            ["distdoctor", v.get("distdoctor")], [col("knowledge"), v.get("knowledge")],
+            [col("redacted"), col("yes") if r.get("redacted") else col("NO")],
+            [col("pseudonymized"), col("yes") if r.get("pseudonymized") else col("no")]]
     return out + '<table class="meta"><tbody>' + "".join(
         f"<tr><td>{e(a)}</td><td>{e(b)}</td></tr>" for a, b in rows) + "</tbody></table>"
 
 
 def _symptom(r: Mapping[str, Any]) -> str:
     s = r.get("symptom")
-    out = "<h2>Symptom</h2>"
+    out = f"<h2>{e(tr('Symptom'))}</h2>"
     if not isinstance(s, dict):
-        return out + "<p>Not classified.</p>"
-    out += f"<p><strong>{e(s.get('kind') or '?')}</strong>"
+        return out + f"<p>{e(tr('Not classified.'))}</p>"
+    out += f"<p><strong>{e(col(str(s.get('kind') or '?')))}</strong>"
     out += f": {e(s.get('title') or s.get('sub'))}</p>" if s.get("sub") else "</p>"
     if s.get("text"):
-        out += "<p>Pasted line:</p>" + pre(s["text"])
+        out += f"<p>{e(tr('Pasted line:'))}</p>" + pre(s["text"])
     suspects = _l(s.get("suspects"))
     if suspects:
-        out += "<p>Suspects, in order:</p><ol>" + "".join(
+        out += f"<p>{e(tr('Suspects, in order:'))}</p><ol>" + "".join(
             f"<li><code>{e(x.get('id'))}</code> {e(x.get('title'))}"
             + (f": {e(x['why'])}" if x.get("why") else "") + "</li>" for x in suspects) + "</ol>"
     answers = _l(r.get("answers"))
@@ -172,14 +176,14 @@ def _symptom(r: Mapping[str, Any]) -> str:
 
 def _conclusion(r: Mapping[str, Any]) -> str:
     c = _d(r.get("conclusion"))
-    out = "<h2>Conclusion</h2>"
+    out = f"<h2>{e(tr('Conclusion'))}</h2>"
     causes = _l(c.get("causes"))
     if not causes:
-        out += "<p>No cause identified yet: the session holds no evidence that points at one.</p>"
+        out += f"<p>{e(tr('No cause identified yet: the session holds no evidence that points at one.'))}</p>"
     else:
         source = {"conclusion": "as concluded in the session",
                   "combined": "ranked from all the evidence gathered"}.get(str(c.get("source")), "")
-        out += f"<p>Causes {e(source)}, most likely first:</p>"
+        out += f"<p>{e(tr('Causes {source}, most likely first:', source=tr(source) if source else ''))}</p>"
         if c.get("note"):
             out += f'<p class="note">{e(c["note"])}</p>'
         main, considered = split(causes)
@@ -188,46 +192,48 @@ def _conclusion(r: Mapping[str, Any]) -> str:
             items = [f"<li><code>{wrap(line)}</code></li>" for line in _l(cause.get("evidence_lines"))]
             more = int(cause.get("evidence_count") or 0) - len(_l(cause.get("evidence_lines")))
             if more > 0:
-                items.append(f"<li>and {more} more line(s): see Log evidence</li>")
-            items += [f"<li>check: {wrap(c)}</li>" for c in _l(cause.get("checks"))]
+                items.append(f"<li>{e(tr('and {n} more line(s): see Log evidence', n=more))}</li>")
+            items += [f"<li>{e(tr('check: '))}{wrap(c)}</li>" for c in _l(cause.get("checks"))]
             if _l(cause.get("reasons")):
-                items.append(f"<li>why: {wrap('; '.join(_l(cause.get('reasons'))))}</li>")
+                items.append(f"<li>{e(tr('why: '))}{wrap('; '.join(_l(cause.get('reasons'))))}</li>")
             out += (f"<li><strong><code>{e(cause.get('id'))}</code></strong> {e(cause.get('title'))} "
-                    f'<span class="basis">basis: {e(basis_words(cause))}</span>'
+                    f'<span class="basis">{e(tr("basis: {basis}", basis=basis_text(cause)))}</span>'
                     + (f"<ul>{''.join(items)}</ul>" if items else "") + "</li>")
         out += "</ol>"
         if considered:
-            out += (f"<details><summary>Also considered: {len(considered)} cause(s) with neither "
-                    "evidence nor a failed check</summary><ul>" + "".join(
-                        f"<li><code>{e(c.get('id'))}</code> {e(c.get('title'))} (basis: {e(c.get('basis'))})"
+            out += ("<details><summary>" + e(tr("Also considered: {n} cause(s) with neither evidence "
+                                                "nor a failed check", n=len(considered)))
+                    + "</summary><ul>" + "".join(
+                        f"<li><code>{e(c.get('id'))}</code> {e(c.get('title'))} "
+                        f"{e(tr('(basis: {basis})', basis=tr(str(c.get('basis')))))}"
                         + (f": {wrap('; '.join(_l(c.get('reasons'))))}" if _l(c.get("reasons")) else "")
                         + "</li>" for c in considered) + "</ul></details>")
     fixes = _l(r.get("fixes"))
     if fixes:
-        out += "<h2>Fixes</h2>"
+        out += f"<h2>{e(tr('Fixes'))}</h2>"
         for fix in fixes:
             out += (f"<h3>{e(fix.get('title'))} (<code>{e(fix.get('cause'))}</code>)</h3>"
                     f"<p>{e(fix.get('fix'))}</p>")
             for f in _l(fix.get("fixes")):
                 out += (f"<p>{e(f.get('note'))}</p>" if f.get("note") else "") + pre(f.get("text", ""))
     switches = _l(r.get("switches_to_remove"))
-    out += "<h2>Switches to remove later</h2>"
+    out += f"<h2>{e(tr('Switches to remove later'))}</h2>"
     if switches:
-        out += ("<p>Debugging switches must not stay in production scripts: find the root cause, "
-                "then remove each of these.</p>")
-        out += table(["switch", "value", "where", "why"],
+        out += ("<p>" + e(tr("Debugging switches must not stay in production scripts: find the root cause, "
+                             "then remove each of these.")) + "</p>")
+        out += table([col("switch"), col("value"), col("where"), col("why")],
                      [[s.get("name"), s.get("value"), s.get("where"), s.get("why")] for s in switches])
     else:
-        out += "<p>None found in the checked environment or the bisection.</p>"
+        out += f"<p>{e(tr('None found in the checked environment or the bisection.'))}</p>"
     return out
 
 
 def _steps(r: Mapping[str, Any]) -> str:
     steps = _l(r.get("steps"))
     if not steps:
-        return "<h2>Steps taken</h2><p>No step recorded yet.</p>"
-    return "<h2>Steps taken</h2>" + table(
-        ["#", "step", "kind", "time", "result"],
+        return f"<h2>{e(tr('Steps taken'))}</h2><p>{e(tr('No step recorded yet.'))}</p>"
+    return f"<h2>{e(tr('Steps taken'))}</h2>" + table(
+        ["#", col("step"), col("kind"), col("time"), col("result")],
         [[s.get("n"), s.get("step"), s.get("kind"), s.get("time"), s.get("summary")] for s in steps])
 
 
@@ -235,14 +241,14 @@ def _findings(r: Mapping[str, Any]) -> str:
     out = ""
     findings = _l(r.get("findings"))
     if findings:
-        out += "<h2>Findings</h2>" + table(
-            ["status", "finding", "detail", "causes", "fix"],
+        out += f"<h2>{e(tr('Findings'))}</h2>" + table(
+            [col("status"), col("finding"), col("detail"), col("causes"), col("fix")],
             [[status(f.get("status")), wrap(f.get("title")), wrap(f.get("detail")),
               wrap(", ".join(map(str, _l(f.get("cause_ids"))))), wrap(f.get("fix"))] for f in findings],
             raw_cols=range(5))
     evidence = _l(r.get("evidence"))
     if evidence:
-        out += "<h2>Log evidence</h2>"
+        out += f"<h2>{e(tr('Log evidence'))}</h2>"
         by_cause: dict[str, list[dict[str, Any]]] = {}
         for ev in evidence:
             by_cause.setdefault(str(ev.get("cause")), []).append(ev)
@@ -251,8 +257,8 @@ def _findings(r: Mapping[str, Any]) -> str:
                 "\n".join(f"{x.get('file')}:{x.get('line')}: {x.get('text')}" for x in lines))
     first = _d(_d(r.get("logs")).get("first_failure"))
     if first:
-        out += (f"<p>First failure: rank {e(first.get('rank'))}, {e(first.get('file'))}:"
-                f"{e(first.get('line'))}</p>" + pre(first.get("text", "")))
+        where = f"rank {first.get('rank')}, {first.get('file')}:{first.get('line')}"
+        out += f"<p>{e(tr('First failure: {where}', where=where))}</p>" + pre(first.get("text", ""))
     return out
 
 
@@ -264,10 +270,11 @@ def _environment(r: Mapping[str, Any]) -> str:
     groups: dict[str, list[Any]] = {}
     for x in rows:
         groups.setdefault(str(x.get("group")), []).append([e(x.get("name")), wrap(x.get("value"))])
-    out = (f'<h2>Environment facts</h2><details class="facts"><summary>{len(rows)} facts from '
-           f"{len(groups)} probes: {e(', '.join(groups))}</summary>")
+    out = (f'<h2>{e(tr("Environment facts"))}</h2><details class="facts"><summary>'
+           + e(tr("{n} facts from {g} probes: {names}", n=len(rows), g=len(groups), names=", ".join(groups)))
+           + "</summary>")
     for group, facts in groups.items():
-        out += f"<h3>{e(group)}</h3>" + table(["fact", "value"], facts, raw_cols=(0, 1))
+        out += f"<h3>{e(group)}</h3>" + table([col("fact"), col("value")], facts, raw_cols=(0, 1))
     return out + "</details>"
 
 
@@ -275,7 +282,7 @@ def _topology(r: Mapping[str, Any]) -> str:
     t = r.get("topology")
     if not isinstance(t, dict):
         return ""
-    out = '<h2>Topology</h2><div class="topo">'
+    out = f'<h2>{e(tr("Topology"))}</h2><div class="topo">'
     summary = _d(t.get("summary"))
     if summary:
         out += "<p>" + ", ".join(f"{e(k)}: <strong>{e(v)}</strong>" for k, v in summary.items()) + "</p>"
@@ -301,15 +308,16 @@ def _topology(r: Mapping[str, Any]) -> str:
 def _tables(title: str, data: Any) -> str:
     if not isinstance(data, dict):
         return ""
-    out = f"<h2>{e(title)}</h2>"
+    out = f"<h2>{e(tr(title))}</h2>"
     if _l(data.get("summary")):
         out += table(["", ""], _l(data.get("summary")))
     for t in _l(data.get("tables")):
         out += f"<h3>{e(t.get('title'))}</h3>" + table(_l(t.get("columns")), _l(t.get("rows")))
         if t.get("more"):
-            out += f"<p>({e(t['more'])} more rows not shown)</p>"
+            out += f"<p>{e(tr('({n} more rows not shown)', n=t['more']))}</p>"
     if data.get("log_tail"):
-        out += "<details><summary>Last lines of its output</summary>" + pre(data["log_tail"]) + "</details>"
+        out += (f"<details><summary>{e(tr('Last lines of its output'))}</summary>" + pre(data["log_tail"])
+                + "</details>")
     return out
 
 
@@ -321,7 +329,8 @@ def render_html(report: Mapping[str, Any]) -> str:
             + _tables("Fleet comparison", report.get("fleet"))
             + _tables("Stacks (where each rank was)", report.get("stacks"))
             + _tables("Flight Recorder", report.get("flight_recorder")) + _metadata(report))
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    lang = "zh-Hans" if i18n.resolve() == "zh" else "en"  # CJK fonts and line breaking in browsers
+    return (f"<!DOCTYPE html>\n<html lang=\"{lang}\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{e(report.get('title', 'distdoctor report'))}</title><style>{CSS}</style></head>"
+            f"<title>{e(report.get('title', tr('distdoctor report')))}</title><style>{CSS}</style></head>"
             f"<body>{body}</body></html>\n")

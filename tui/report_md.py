@@ -4,12 +4,36 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from distdoctor.knowledge import i18n
+
 from .report_causes import basis_words, split
 
 # Backticks stay: the knowledge base's prose uses them for commands, and a stray one only
 # changes how text looks, never what it says.
 _ESCAPE = re.compile(r"([\\|<*])")
 PROBLEMS = ("fail", "error", "warn")  # findings shown with their detail and fix
+
+
+def tr(message: str, **values: Any) -> str:
+    """A fixed phrase in the report's language (knowledge/i18n.py; English is the key)."""
+    return i18n.t(message, **values)
+
+
+def col(name: str) -> str:
+    """A column or row heading: its own key, since "step" or "kind" mean something else in a log."""
+    text = tr(f"report column: {name}")
+    return name if text.startswith("report column: ") else text
+
+
+def basis_text(cause: Mapping[str, Any]) -> str:
+    """basis_words in the report's language: "evidence: 8 log lines" / "证据：8 行日志"."""
+    if i18n.resolve() == "en":
+        return basis_words(cause)
+    basis, n = str(cause.get("basis") or "?"), int(cause.get("evidence_count") or 0)
+    detail = {"evidence": tr("{n} log line(s)", n=n) if n else tr("runs or dumps"),
+              "facts": tr("what the logs and checks show about the setup"),
+              "prior": tr("the symptom's usual suspects")}.get(basis, "")
+    return tr("{basis}: {detail}", basis=tr(basis), detail=detail) if detail else tr(basis)
 
 
 def esc(value: Any) -> str:
@@ -41,43 +65,45 @@ def _l(value: Any) -> list[Any]:
 
 
 def _header(r: Mapping[str, Any]) -> list[str]:
-    out = [f"# {esc(r.get('title', 'distdoctor report'))}\n"]
+    out = [f"# {esc(r.get('title', tr('distdoctor report')))}\n"]
     if not r.get("redacted"):
-        out.append("> **WARNING: redaction was turned off.** This report may contain tokens, "
-                   "passwords and keys. Do not share it.\n")
+        out.append("> **" + tr("WARNING: redaction was turned off.") + "** " + tr(
+            "This report may contain tokens, passwords and keys. Do not share it.") + "\n")
     return out
 
 
 def _verdict(r: Mapping[str, Any]) -> list[str]:
     """The first section: who failed, what happened, the top cause and its fix."""
     v = _d(r.get("verdict"))
-    out = ["## Verdict\n"]
+    out = [f"## {tr('Verdict')}\n"]
     who = _d(v.get("culprit"))
     if who:
         ranks = ", ".join(str(x) for x in _l(who.get("ranks")))
-        out.append(f"**Culprit: rank {esc(ranks)} ({esc(who.get('role'))})**: {esc(who.get('why'))}\n")
+        culprit = tr("Culprit: rank {ranks} ({role})", ranks=esc(ranks), role=esc(tr(str(who.get('role')))))
+        out.append(f"**{culprit}**: {esc(who.get('why'))}\n")
     else:
-        out.append("No rank is named by the evidence gathered.\n")
+        out.append(tr("No rank is named by the evidence gathered.") + "\n")
     if v.get("summary"):
         out.append(f"{esc(v['summary'])}\n")
     top = _d(v.get("top_cause"))
     if top:
-        out.append(f"Top cause: **`{esc(top.get('id'))}`** {esc(top.get('title'))} (basis: {esc(top.get('basis'))})\n")
+        out.append(f"{tr('Top cause:')} **`{esc(top.get('id'))}`** {esc(top.get('title'))} "
+                   f"{tr('(basis: {basis})', basis=esc(tr(str(top.get('basis')))))}\n")
         if top.get("fix"):
-            out.append(f"Fix: {esc(top['fix'])}\n")
+            out.append(tr("Fix: {fix}", fix=esc(top['fix'])) + "\n")
     return out
 
 
 def _metadata(r: Mapping[str, Any]) -> list[str]:
     session, versions = _d(r.get("session")), _d(r.get("versions"))
-    out = ["## Session\n"]
+    out = [f"## {tr('Session')}\n"]
     out.append(table(["", ""], [
-        ["session", session.get("id")], ["host", session.get("host")],
-        ["created", session.get("created")], ["updated", session.get("updated")],
-        ["report generated", r.get("generated")],
-        ["distdoctor", versions.get("distdoctor")], ["knowledge", versions.get("knowledge")],
-        ["redacted", "yes" if r.get("redacted") else "NO"],
-        ["pseudonymized", "yes" if r.get("pseudonymized") else "no"],
+        [col("session"), session.get("id")], [col("host"), session.get("host")],
+        [col("created"), session.get("created")], [col("updated"), session.get("updated")],
+        [col("report generated"), r.get("generated")],
+        ["distdoctor", versions.get("distdoctor")], [col("knowledge"), versions.get("knowledge")],
+        [col("redacted"), col("yes") if r.get("redacted") else col("NO")],
+        [col("pseudonymized"), col("yes") if r.get("pseudonymized") else col("no")],
     ]))
     return out
 
@@ -85,13 +111,13 @@ def _metadata(r: Mapping[str, Any]) -> list[str]:
 def _symptom(r: Mapping[str, Any]) -> list[str]:
     s = r.get("symptom")
     if not isinstance(s, dict):
-        return ["## Symptom\n", "Not classified.\n"]
-    out = ["## Symptom\n", f"**{esc(s.get('kind') or '?')}**"
+        return [f"## {tr('Symptom')}\n", tr("Not classified.") + "\n"]
+    out = [f"## {tr('Symptom')}\n", f"**{esc(col(str(s.get('kind') or '?')))}**"
            + (f": {esc(s.get('title') or s.get('sub'))}" if s.get("sub") else "") + "\n"]
     if s.get("text"):
-        out.append("Pasted line:\n\n" + fence(str(s["text"])))
+        out.append(tr("Pasted line:") + "\n\n" + fence(str(s["text"])))
     if _l(s.get("suspects")):
-        out.append("Suspects, in order:\n")
+        out.append(tr("Suspects, in order:") + "\n")
         out += [f"{n}. `{esc(x.get('id'))}` {esc(x.get('title'))}"
                 + (f": {esc(x['why'])}" if x.get("why") else "")
                 for n, x in enumerate(_l(s.get("suspects")), 1)]
@@ -103,37 +129,39 @@ def _symptom(r: Mapping[str, Any]) -> list[str]:
 
 def _conclusion(r: Mapping[str, Any]) -> list[str]:
     c = _d(r.get("conclusion"))
-    out = ["## Conclusion\n"]
+    out = [f"## {tr('Conclusion')}\n"]
     causes = _l(c.get("causes"))
     if not causes:
-        return out + ["No cause identified yet: the session holds no evidence that points at one.\n"]
+        return out + [tr("No cause identified yet: the session holds no evidence that points at one.") + "\n"]
     source = {"conclusion": "as concluded in the session",
               "combined": "ranked from all the evidence gathered"}.get(str(c.get("source")), "")
-    out.append(f"Causes {source}, most likely first:\n")
+    out.append(tr("Causes {source}, most likely first:", source=tr(source) if source else "") + "\n")
     if c.get("note"):
         out.append(f"> {esc(c['note'])}\n")
     main, considered = split(causes)
     for n, cause in enumerate(main, 1):
-        out.append(f"{n}. **`{esc(cause.get('id'))}`** {esc(cause.get('title'))} (basis: {esc(basis_words(cause))})")
+        out.append(f"{n}. **`{esc(cause.get('id'))}`** {esc(cause.get('title'))} "
+                   f"{tr('(basis: {basis})', basis=esc(basis_text(cause)))}")
         # a code span shows a log line as it is (backslash escapes do not apply inside one)
         out += ["   - `" + str(line).replace("`", "'").replace("\n", " ") + "`"
                 for line in _l(cause.get("evidence_lines"))]
         more = int(cause.get("evidence_count") or 0) - len(_l(cause.get("evidence_lines")))
         if more > 0:
-            out.append(f"   - and {more} more line(s): see Log evidence")
-        out += [f"   - check: {esc(c)}" for c in _l(cause.get("checks"))]
+            out.append("   - " + tr("and {n} more line(s): see Log evidence", n=more))
+        out += [f"   - {tr('check: ')}{esc(c)}" for c in _l(cause.get("checks"))]
         if _l(cause.get("reasons")):
-            out.append(f"   - why: {esc('; '.join(_l(cause.get('reasons'))))}")
+            out.append(f"   - {tr('why: ')}{esc('; '.join(_l(cause.get('reasons'))))}")
     out.append("")
     if considered:
-        out.append("<details><summary>Also considered: "
-                   f"{len(considered)} cause(s) with neither evidence nor a failed check</summary>\n")
-        out += [f"- `{esc(c.get('id'))}` {esc(c.get('title'))} (basis: {esc(c.get('basis'))})"
+        out.append("<details><summary>" + tr("Also considered: {n} cause(s) with neither evidence "
+                                             "nor a failed check", n=len(considered)) + "</summary>\n")
+        out += [f"- `{esc(c.get('id'))}` {esc(c.get('title'))} "
+                f"{tr('(basis: {basis})', basis=esc(tr(str(c.get('basis')))))}"
                 + (f": {esc('; '.join(_l(c.get('reasons'))))}" if _l(c.get("reasons")) else "")
                 for c in considered]
         out.append("\n</details>\n")
     if _l(r.get("fixes")):
-        out.append("## Fixes\n")
+        out.append(f"## {tr('Fixes')}\n")
         for fix in _l(r.get("fixes")):
             out.append(f"### {esc(fix.get('title'))} (`{esc(fix.get('cause'))}`)\n")
             out.append(esc(fix.get("fix")) + "\n")
@@ -143,22 +171,22 @@ def _conclusion(r: Mapping[str, Any]) -> list[str]:
                 lang = {"env": "sh", "command": "sh", "code": "python"}.get(str(f.get("kind")), "")
                 out.append(fence(str(f.get("text", "")), lang))
     switches = _l(r.get("switches_to_remove"))
-    out.append("## Switches to remove later\n")
+    out.append(f"## {tr('Switches to remove later')}\n")
     if switches:
-        out.append("Debugging switches must not stay in production scripts: find the root cause, "
-                   "then remove each of these.\n")
-        out.append(table(["switch", "value", "where", "why"],
+        out.append(tr("Debugging switches must not stay in production scripts: find the root cause, "
+                      "then remove each of these.") + "\n")
+        out.append(table([col("switch"), col("value"), col("where"), col("why")],
                          [[s.get("name"), s.get("value"), s.get("where"), s.get("why")] for s in switches]))
     else:
-        out.append("None found in the checked environment or the bisection.\n")
+        out.append(tr("None found in the checked environment or the bisection.") + "\n")
     return out
 
 
 def _steps(r: Mapping[str, Any]) -> list[str]:
     steps = _l(r.get("steps"))
     if not steps:
-        return ["## Steps taken\n", "No step recorded yet.\n"]
-    return ["## Steps taken\n", table(["#", "step", "kind", "time", "result"],
+        return [f"## {tr('Steps taken')}\n", tr("No step recorded yet.") + "\n"]
+    return [f"## {tr('Steps taken')}\n", table(["#", col("step"), col("kind"), col("time"), col("result")],
                                       [[s.get("n"), s.get("step"), s.get("kind"), s.get("time"),
                                         s.get("summary")] for s in steps])]
 
@@ -167,7 +195,7 @@ def _findings(r: Mapping[str, Any]) -> list[str]:
     out = []
     findings = [f for f in _l(r.get("findings")) if isinstance(f, dict)]
     if findings:
-        out.append("## Findings\n")
+        out.append(f"## {tr('Findings')}\n")
         # a problem gets its detail as prose and its fix as a block one can copy: in a table
         # cell a command is escaped (\\|, \\<) and wraps wherever the viewer likes
         problems = [f for f in findings if str(f.get("status")) in PROBLEMS]
@@ -183,12 +211,12 @@ def _findings(r: Mapping[str, Any]) -> list[str]:
             out.append("")
         rest = [f for f in findings if str(f.get("status")) not in PROBLEMS]
         if rest:
-            out.append(table(["status", "finding", "detail"],
+            out.append(table([col("status"), col("finding"), col("detail")],
                              [[str(f.get("status", "")).upper(), f.get("title"), f.get("detail")]
                               for f in rest]))
     evidence = _l(r.get("evidence"))
     if evidence:
-        out.append("## Log evidence\n")
+        out.append(f"## {tr('Log evidence')}\n")
         by_cause: dict[str, list[dict[str, Any]]] = {}
         for e in evidence:
             by_cause.setdefault(str(e.get("cause")), []).append(e)
@@ -198,8 +226,8 @@ def _findings(r: Mapping[str, Any]) -> list[str]:
     logs = _d(r.get("logs"))
     first = _d(logs.get("first_failure"))
     if first:
-        out.append(f"First failure: rank {esc(first.get('rank'))}, {esc(first.get('file'))}:"
-                   f"{esc(first.get('line'))}\n")
+        out.append(tr("First failure: {where}", where=f"rank {esc(first.get('rank'))}, {esc(first.get('file'))}:"
+                                                      f"{esc(first.get('line'))}") + "\n")
         out.append(fence(str(first.get("text", ""))))
     return out
 
@@ -212,11 +240,11 @@ def _environment(r: Mapping[str, Any]) -> list[str]:
     groups: dict[str, list[Any]] = {}
     for e in rows:
         groups.setdefault(str(e.get("group")), []).append([e.get("name"), e.get("value")])
-    out = ["## Environment facts\n",
-           f"<details><summary>{len(rows)} facts from {len(groups)} probes: "
-           f"{esc(', '.join(groups))}</summary>\n"]
+    out = [f"## {tr('Environment facts')}\n",
+           "<details><summary>" + tr("{n} facts from {g} probes: {names}", n=len(rows), g=len(groups),
+                                     names=esc(', '.join(groups))) + "</summary>\n"]
     for group, facts in groups.items():
-        out += [f"**{esc(group)}**\n", table(["fact", "value"], facts)]
+        out += [f"**{esc(group)}**\n", table([col("fact"), col("value")], facts)]
     return out + ["</details>\n"]
 
 
@@ -224,7 +252,7 @@ def _topology(r: Mapping[str, Any]) -> list[str]:
     t = r.get("topology")
     if not isinstance(t, dict):
         return []
-    out = ["## Topology\n"]
+    out = [f"## {tr('Topology')}\n"]
     summary = _d(t.get("summary"))
     if summary:
         out.append(", ".join(f"{esc(k)}: **{esc(v)}**" for k, v in summary.items()) + "\n")
@@ -239,16 +267,16 @@ def _topology(r: Mapping[str, Any]) -> list[str]:
 def tables_md(title: str, data: Any) -> list[str]:
     if not isinstance(data, dict):
         return []
-    out = [f"## {title}\n"]
+    out = [f"## {tr(title)}\n"]
     if _l(data.get("summary")):
         out.append(table(["", ""], _l(data.get("summary"))))
     for t in _l(data.get("tables")):
         out.append(f"{esc(t.get('title'))}:\n")
         out.append(table(_l(t.get("columns")), _l(t.get("rows"))))
         if t.get("more"):
-            out.append(f"({t['more']} more rows not shown)\n")
+            out.append(tr("({n} more rows not shown)", n=t['more']) + "\n")
     if data.get("log_tail"):
-        out.append("Last lines of its output:\n")
+        out.append(tr("Last lines of its output:") + "\n")
         out.append(fence(str(data["log_tail"])))
     return out
 

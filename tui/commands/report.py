@@ -25,6 +25,8 @@ examples:
   distdoctor report 20261130-101500-ab12 --format json -o incident.json
   distdoctor report --pseudonymize -o incident.md
                                            safe to paste into a public issue
+  distdoctor report --lang zh -o incident-zh.md
+                                           the same session's report in Chinese
   distdoctor sessions                      list the sessions to pick an ID from
 
 exit codes: 0 report written, 2 no such session, unreadable session, -o not
@@ -51,6 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="replace host names, IP addresses and user names with stable tokens")
     parser.add_argument("--no-redact", dest="redact", action="store_false",
                         help="keep secrets in the report (prints a warning; never share it)")
+    # its own dest: a subcommand's default would otherwise overwrite the top-level --lang
+    parser.add_argument("--lang", dest="report_lang", choices=("en", "zh"),
+                        help="the report's language (default: the session's, else --lang, "
+                             "$DISTDOCTOR_LANG or the locale); a report can be exported in either")
     add_common(parser, session=False)
     parser.set_defaults(func=run)
 
@@ -112,6 +118,11 @@ def run(args: argparse.Namespace) -> int:
         mapping = store.pseudonyms_path(record.get("id") or args.id)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
+    lang = args.report_lang or record.get("lang")
+    if lang in ("en", "zh"):  # the knowledge texts and the renderers follow it (knowledge/i18n.py)
+        from distdoctor.knowledge import i18n
+
+        i18n.set_lang(lang)
     kb = knowledge(args)
     if not args.redact:
         print("distdoctor: warning: redaction is off: the report may contain tokens, passwords "
