@@ -371,3 +371,45 @@ def test_report_json_identical_across_languages_but_for_text(capsys) -> None:
         data.pop("generated", None)
     assert _same_but_text(en_data, zh_data) == []
     assert en_data != zh_data
+
+
+# --- every fixed phrase of the translated outputs is in the catalogue -------------------------------
+
+TRANSLATED_MODULES = ("tui/commands/logs_text.py", "tui/commands/knowledge.py", "tui/report_md.py",
+                      "tui/report_html.py")
+# words that reach the catalogue through a variable: roles, ends of a rank's lines, bases, kinds
+DYNAMIC = ["crashed", "stuck", "slow", "missing", "misconfigured", "killed", "lost peer", "timed out",
+           "exited", "finished", "no end seen", "evidence", "facts", "prior", "step", "iteration",
+           "as concluded in the session", "ranked from all the evidence gathered",
+           "Minimal repro", "Bisection", "Fleet comparison", "Stacks (where each rank was)",
+           "Flight Recorder", "What it is", "Why it happens", "Evidence", "Fix", "What it checks",
+           "Finding", "Causes", "Why it matters", "Permanent fix", "Implicates", "raises",
+           *(f"knowledge kind: {k}" for k in ("cause", "check", "switch", "symptom", "step",
+                                              "signature", "harmless"))]
+
+
+def _phrases() -> list[str]:
+    import ast
+
+    found = []
+    for rel in TRANSLATED_MODULES:
+        tree = ast.parse((HERE.parent / rel).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                if node.func.id in ("_", "tr"):
+                    found.append(node.args[0].value)
+                elif node.func.id == "col":
+                    found.append("report column: " + node.args[0].value)
+    return found
+
+
+def test_every_phrase_in_the_code_has_chinese() -> None:
+    phrases = _phrases()
+    assert len(phrases) > 60  # the scan does find the calls
+    zh = i18n.messages("zh")
+    missing = sorted({p for p in phrases + DYNAMIC if p not in zh} - {"report column: distdoctor"})
+    assert missing == []
+    # and every translation keeps its placeholders
+    for english, chinese in zh.items():
+        assert sorted(re.findall(r"\{\w*\}", english)) == sorted(re.findall(r"\{\w*\}", chinese)), english
