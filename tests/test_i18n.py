@@ -413,3 +413,22 @@ def test_every_phrase_in_the_code_has_chinese() -> None:
     # and every translation keeps its placeholders
     for english, chinese in zh.items():
         assert sorted(re.findall(r"\{\w*\}", english)) == sorted(re.findall(r"\{\w*\}", chinese)), english
+
+
+def test_validate_checks_both_languages(capsys, tmp_path: Path) -> None:
+    assert cli(capsys, "knowledge", "validate")[0] == 0
+    # an English-only overlay stays valid; once it has a zh/ folder its texts must be complete
+    site = _overlay(tmp_path, {"site.toml": '[[cause]]\nid = "site-cause"\ntitle = "Site"\nwhat = "w"\n'
+                                            'why = "y"\nfix = "f"\nsection = "9"\nfixes = []\n'})
+    assert cli(capsys, "knowledge", "validate", str(site))[0] == 0
+    (site / "zh").mkdir()
+    (site / "zh" / "site.toml").write_text('[[cause]]\nid = "site-cause"\ntitle = "本站根因"\n', encoding="utf-8")
+    code, out, _ = cli(capsys, "knowledge", "validate", str(site))
+    assert code == 1 and out.startswith(f"knowledge: invalid: {site / 'zh'}: cause.site-cause.what: no Chinese")
+    code, out, _ = cli(capsys, "knowledge", "validate", str(site), "--json")
+    data = json.loads(out)
+    assert code == 1 and data["valid"] is False and len(data["untranslated"]) == 3
+    # a broken Chinese file is found by validate in an English shell too
+    (site / "zh" / "site.toml").write_text('[[cause]]\nid = "nope"\ntitle = "x"\n', encoding="utf-8")
+    code, out, _ = cli(capsys, "knowledge", "validate", str(site))
+    assert code == 1 and "no cause with id 'nope' to translate" in out

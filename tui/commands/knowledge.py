@@ -24,6 +24,8 @@ examples:
 A site overlay is a folder of .toml files using the same tables ([[cause]], [[check]],
 [[switch]], [[signature]], [[harmless]], [[symptom]], [[step]]); an entry with an existing id
 replaces it, a new id adds one. Point at it with --knowledge DIR or $DISTDOCTOR_KNOWLEDGE.
+Its zh/ folder may hold the Chinese texts of its entries (the same ids, text fields only, as
+in the packaged data/zh/); validate then requires every text in both languages.
 """
 TABLES = ("causes", "symptoms", "checks", "switches", "signatures", "harmless", "steps")
 KNOWLEDGE_HELP = "site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)"
@@ -96,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     overlay = given[0] or given[1]
     try:
         kb = load_knowledge(overlay)
+        if args.action == "validate":  # the other language's files too (a broken zh/ file)
+            load_knowledge(overlay, lang="zh" if i18n.resolve() == "en" else "en")
     except KnowledgeError as exc:
         missing = exc.key == "-" and exc.file == _overlay_path(overlay)
         if args.action != "validate" or missing:
@@ -108,6 +112,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"knowledge: invalid: {exc}")
         return 1
     if args.action == "validate":
+        missing = _untranslated(overlay)
+        if missing:
+            file, key = missing[0]
+            reason = f"no Chinese text ({len(missing)} text(s) exist in English only)"
+            if args.json:
+                print_json({"valid": False, "file": file, "key": key, "reason": reason,
+                            "untranslated": [f"{f}: {k}" for f, k in missing]})
+            else:
+                print(f"knowledge: invalid: {file}: {key}: {reason}")
+                for f, k in missing[1:20]:
+                    print(f"  {f}: {k}")
+            return 1
         counts = {t: len(getattr(kb, t)) for t in TABLES}
         if args.json:
             print_json({"valid": True, "version": kb.version, "counts": counts, "files": list(kb.sources)})
@@ -132,6 +148,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(explain(item))
     return 0
+
+
+def _untranslated(overlay: str | None) -> list[tuple[str, str]]:
+    """(folder, 'kind.id.field') for each text in English only: the packaged ones always; an
+    overlay's once it has a zh/ folder (a site that writes only English stays valid)."""
+    from distdoctor.knowledge.i18n import DATA_DIR
+
+    folders = [DATA_DIR] + [Path(p) for p in [_overlay_path(overlay)] if p and (Path(p) / "zh").is_dir()]
+    return [(str(folder / "zh"), key) for folder in folders for key in i18n.untranslated(folder)]
 
 
 def _overlay_path(overlay: str | None) -> str | None:
