@@ -22,6 +22,9 @@ def shared_fixtures(sub: str) -> Path:
 def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
     monkeypatch.delenv("DISTDOCTOR_KNOWLEDGE", raising=False)
+    # English output is what the tests compare, whatever the developer's locale (zh_CN would
+    # switch it to Chinese: knowledge/i18n.py); tests/test_i18n.py chooses its language itself
+    monkeypatch.setenv("DISTDOCTOR_LANG", "en")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
