@@ -388,10 +388,13 @@ def refine(kb: KnowledgeBase, view: View, symptom: str | None) -> str | None:
         return symptom
     col = view.col
     phases = {ph for ph, _hit in col.phases.values()}
-    if col.progress:
-        sub = "hang-save-eval" if phases & {"save", "eval"} else "hang-mid-training"
-    elif col.world or col.announce:
+    seqs = [t.seq for per in view.timeouts.values() for t in per.values() if t.seq is not None]
+    if seqs and max(seqs) <= 2:  # no collective ever completed: the first one hung
         sub = "hang-first-step"
+    elif col.progress:
+        sub = "hang-save-eval" if phases & {"save", "eval"} else "hang-mid-training"
+    elif col.world or col.announce or any("nccl_version" in f or "net_if" in f for f in col.facts.values()):
+        sub = "hang-first-step"  # ranks got through init (NCCL set up its transports)
     else:
         return symptom
     return sub if sub in kb.symptoms else symptom
