@@ -375,7 +375,8 @@ def test_report_json_identical_across_languages_but_for_text(capsys) -> None:
 
 # --- every fixed phrase of the translated outputs is in the catalogue -------------------------------
 
-TRANSLATED_MODULES = ("tui/commands/logs_text.py", "tui/commands/knowledge.py", "tui/report_md.py",
+TRANSLATED_MODULES = ("tui/commands/logs_text.py", "tui/commands/check_text.py", "tui/commands/knowledge.py",
+                      "tui/report_md.py",
                       "tui/report_html.py")
 # words that reach the catalogue through a variable: roles, ends of a rank's lines, bases, kinds
 DYNAMIC = ["crashed", "stuck", "slow", "missing", "misconfigured", "killed", "lost peer", "timed out",
@@ -384,6 +385,7 @@ DYNAMIC = ["crashed", "stuck", "slow", "missing", "misconfigured", "killed", "lo
            "Minimal repro", "Bisection", "Fleet comparison", "Stacks (where each rank was)",
            "Flight Recorder", "What it is", "Why it happens", "Evidence", "Fix", "What it checks",
            "Finding", "Causes", "Why it matters", "Permanent fix", "Implicates", "raises",
+           "FAIL", "WARN", "ERROR", "UNAVAILABLE", "OK", "fail", "warn", "error", "unavailable", "ok",
            *(f"knowledge kind: {k}" for k in ("cause", "check", "switch", "symptom", "step",
                                               "signature", "harmless"))]
 
@@ -432,3 +434,39 @@ def test_validate_checks_both_languages(capsys, tmp_path: Path) -> None:
     (site / "zh" / "site.toml").write_text('[[cause]]\nid = "nope"\ntitle = "x"\n', encoding="utf-8")
     code, out, _ = cli(capsys, "knowledge", "validate", str(site))
     assert code == 1 and "no cause with id 'nope' to translate" in out
+
+
+def test_check_text_in_chinese_aligned_and_wrapped(monkeypatch) -> None:
+    """`check` in Chinese: status words of different display widths in one aligned column,
+    the finding's Chinese detail wrapped within the width (it has no spaces to break at)."""
+    import contextlib
+    import io
+
+    from distdoctor.tui.commands import check_text
+
+    data = {"host": "node1", "duration_s": 0.12, "findings": [
+        {"check": "shm-too-small", "probe": "shm", "status": "fail", "cause_ids": ["shm-insufficient"],
+         "title": "/dev/shm 只有 64 MiB（运行环境：docker）", "fix": "docker run --shm-size=16g ...",
+         "detail": "NCCL 的共享内存传输和 DataLoader 的 worker 需要超过 1 GiB；不足时任务会报 "
+                   "'Error while creating shared memory segment' 或 bus error。容器默认只有 64 MB。"},
+        {"check": "rdma-ports-down", "probe": "rdma", "status": "unavailable", "cause_ids": [],
+         "title": "无法读取 RDMA 设备", "detail": "", "fix": ""},
+        {"check": "error-handling-off", "probe": "switches", "status": "ok", "cause_ids": [],
+         "title": "NCCL 异步错误处理已开启", "detail": "", "fix": ""}]}
+    monkeypatch.setenv("COLUMNS", "60")
+    i18n.set_lang("zh")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        check_text.render(data)
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "distdoctor 检查 node1（0.12 秒）：失败 1，无法检查 1，正常 1"
+    fail = next(ln for ln in lines if ln.startswith("失败"))
+    unavailable = next(ln for ln in lines if ln.startswith("无法检查"))
+    ok = next(ln for ln in lines if ln.startswith("正常"))
+    starts = {_cells(ln[:ln.index(t)]) for ln, t in ((fail, "/dev/shm"), (unavailable, "无法读取"), (ok, "NCCL"))}
+    assert starts == {9}  # the longest word (无法检查, 8 cells) and a space
+    body = lines[lines.index(fail) + 1: lines.index(fail) + 6]
+    assert body[0].strip() == "根因：shm-insufficient"
+    assert all(ln.startswith(" " * 9) and _cells(ln) <= 60 for ln in body[1:] if "Error while" not in ln)
+    assert "下一步操作（可直接复制粘贴）：" in lines and "docker run --shm-size=16g ..." in lines
+    assert "# [1] 失败 shm-too-small (shm-insufficient)" in lines
