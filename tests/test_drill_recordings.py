@@ -26,11 +26,7 @@ RECORDED = sorted(p for p in (FIXTURES / "recorded").glob("*-drill-*") if (p / "
 HEALTHY = sorted(p for p in (FIXTURES / "healthy").glob("drill-healthy*") if (p / "label.json").is_file())
 
 # recording -> what the current analyser says instead (the lead removes entries as it improves)
-XFAIL: dict[str, str] = {
-    "08-drill-world-size": "analyser ranks rank-crash-deadlock first (rank-env-mismatch second) and "
-                           "blames rank 1 as crashed: it reads rank 1's DistStoreError wait timeout "
-                           "at init as a crash, not '2/3 clients joined' as a missing rank",
-}
+XFAIL: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -84,6 +84,7 @@ class Collector:
         self.phases: dict[str, tuple[str, Hit]] = {}  # rank -> its last phase word and line
         self.file_progress: dict[str, int] = {}  # file -> line of its last progress line
         self.sample_ids: dict[str, dict[str, Hit]] = defaultdict(dict)  # id list -> rank -> line
+        self.epoch_sizes: dict[str, tuple[int, Hit]] = {}  # rank -> its first "N batches" line
         self.files: list[FileState] = []
         self.file: FileState | None = None
         self._channel_memo: set[tuple[str, str]] = set()
@@ -204,6 +205,10 @@ class Collector:
                 ids = " ".join(m.group("ids").split())
                 if len(self.sample_ids) < MAX_HITS * 4:
                     self.sample_ids[ids].setdefault(who.rank, self._hit("x-sample-ids", line, text, who))
+        if " batches" in text and who.rank is not None and who.rank not in self.epoch_sizes:
+            m = x.EPOCH_SIZE.search(text)
+            if m:
+                self.epoch_sizes[who.rank] = (int(m.group("n")), self._hit("x-epoch-size", line, text, who))
         if "terminated with" in text:
             self._spawn(line, text, who)
         if x.TRACEBACK in text:

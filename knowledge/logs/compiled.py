@@ -27,6 +27,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("x-call", r"torch\.distributed\.\w+\("),
     ("x-traceback", r"Traceback \(most recent call last\)"),
     ("x-exception", r"Error: |Exception: |KeyboardInterrupt|Failure: "),
+    ("x-epoch-size", r"\d batches"),
     ("x-spawn-exit", r"terminated with (?:the following error|exit code|signal)"),
     ("x-sample-ids", r"ids \[|ids: \[|ids=\[|indices \[|indices: \[|indices=\["),
 )
@@ -59,7 +60,8 @@ class Compiled:
     harmless: re.Pattern[str] | None
     plan: Plan
     finds: tuple[bytes, ...]
-    roots: tuple[re.Pattern[bytes], ...]
+    roots: tuple[re.Pattern[bytes], ...]  # searched
+    rare: tuple[tuple[bytes, re.Pattern[bytes]], ...]  # (root char, regex) matched where find lands
     unanchored: tuple[str, ...]  # signature ids no literal can prefilter: every line is a candidate
     comm_ids_free: bool = True  # no signature or harmless pattern can see a communicator's address
 
@@ -81,14 +83,16 @@ def _compile(key: tuple) -> Compiled:
         (tail_sigs if "tail" in sig.tags else sigs).append(sig)
     unanchored = tuple(s.id for s in sigs if not s.needles) + _trigger_items()[1]
     harmless = re.compile("|".join(f"(?:{p})" for _i, p in harmless_rows)) if harmless_rows else None
-    roots = tuple(re.compile((re.escape(c) + trie_regex([t[1:] for t in tails])).encode())
-                  for c, tails in pl.roots)
+    rooted = [(c, re.compile((re.escape(c) + trie_regex([t[1:] for t in tails])).encode()))
+              for c, tails in pl.roots]
+    roots = tuple(rx for c, rx in rooted if c not in pl.rare)
+    rare = tuple((c.encode(), rx) for c, rx in rooted if c in pl.rare)
     # scan.py blanks `comm 0x...` addresses to find repeated NCCL init lines: only safe when no
     # pattern (a site overlay's) could match on or across them
     every = [p for _i, p, *_r in sig_rows] + [p for _i, p in harmless_rows]
     free = not any("0x" in p or "comm" in p for p in every)
     return Compiled(tuple(sigs), tuple(tail_sigs), harmless, pl,
-                    tuple(x.encode() for x in pl.literals), roots, unanchored, free)
+                    tuple(x.encode() for x in pl.literals), roots, rare, unanchored, free)
 
 
 @functools.lru_cache(maxsize=1)

@@ -18,8 +18,6 @@ from .timeline import RankLine, exceptions_unranked, short, where
 from .view import View
 
 WAITING = ("timeout", "lost-peer")
-ROLE_WORDS = {"crashed": "crashed", "stuck": "was left in a collective no other rank joined", "slow": "was behind",
-              "misconfigured": "was set up differently"}
 
 
 def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
@@ -31,6 +29,9 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         if waiters:
             why += f"; rank {_names(waiters)} {'was' if len(waiters) == 1 else 'were'} left waiting"
         return {"ranks": [first.rank], "role": "crashed", "why": why}
+    uneven = _uneven(view, waiters)
+    if uneven:
+        return uneven
     late = _late(waiters)
     if late:
         timed = [rl for rl in waiters if rl.end.kind == "timeout"]
@@ -76,6 +77,20 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
 
 def _earliest_exit(exited: list[RankLine]) -> RankLine:
     return min(exited, key=lambda rl: rl.end.hit.order if rl.end.hit else (1 << 30, 0))
+
+
+def _uneven(view: View, waiters: list[RankLine]) -> dict[str, Any] | None:
+    """Ranks that said they hold more batches per epoch than the others, when someone was left
+    waiting: they kept calling collectives after the others ran out (GUIDE 4.1, uneven inputs)."""
+    sizes = {r: n for r, (n, _hit) in view.col.epoch_sizes.items()}
+    if not waiters or len(set(sizes.values())) < 2:
+        return None
+    most = max(sizes.values())
+    ranks = sorted((r for r, n in sizes.items() if n == most), key=int)
+    others = ", ".join(f"rank {r}: {n}" for r, n in sorted(sizes.items(), key=lambda kv: int(kv[0])) if n != most)
+    return {"ranks": ranks, "role": "stuck",
+            "why": f"rank {', '.join(ranks)} has {most} batches per epoch ({others}): it kept calling "
+                   "collectives after the others ran out of data"}
 
 
 def _late(waiters: list[RankLine]) -> list[RankLine]:
@@ -153,11 +168,14 @@ def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) 
         parts.append(f"rank {rl.rank} {how}" + (f" after {rl.step[0]} {rl.step[1]}" if rl.step else ""))
     elif who and who["role"] in ("stuck", "slow"):
         waiting = {rl.rank for rl in lines.values() if rl.end.kind in WAITING}
-        for r in who["ranks"][:3]:
-            rl = lines.get(r)
-            doing = rl.doing() if rl else ""
-            words = ROLE_WORDS[who["role"]] if r in waiting or who["role"] == "slow" else "never reached the collective"
-            parts.append(f"rank {r} {words}" + (f" (last seen {doing})" if doing else ""))
+        if set(who["ranks"]) & waiting:  # the culprit is one of the waiters: say why it is the one
+            rl = lines.get(who["ranks"][0])
+            parts.append(who["why"] + (_where_waiting(rl) if rl else ""))
+        else:
+            for r in who["ranks"][:3]:
+                rl = lines.get(r)
+                doing = rl.doing() if rl else ""
+                parts.append(f"rank {r} never reached the collective" + (f" (last seen {doing})" if doing else ""))
         done = [rl for rl in lines.values() if rl.end.kind == "finished"]
         if done and waiting:
             parts.append(f"rank {_names(done)} had finished")
@@ -168,8 +186,7 @@ def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) 
         if unranked:
             e = unranked[0]
             parts.append(f"a process raised {e.type} ({where(e.hit)}): {e.message[:90]}")
-    blamed = set(who["ranks"]) if who and who["role"] != "stuck" or who and not (
-        set(who["ranks"]) & {rl.rank for rl in lines.values() if rl.end.kind in WAITING}) else set()
+    blamed = set(who["ranks"]) if who else set()
     for kind, words in (("lost-peer", "lost its peer"), ("timeout", "timed out")):
         rls = [rl for rl in lines.values() if rl.end.kind == kind and rl.rank not in blamed]
         if rls:

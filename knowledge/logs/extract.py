@@ -13,6 +13,7 @@ from dataclasses import dataclass
 _PREFIX = re.compile(
     r"^(?:\s*\x1b\[[0-9;]*m)?\s*(?:"
     r"\[(?:rank|default|trainer)(?P<a>\d+)\]:"
+    r"|\[rank ?(?P<d>\d+)\] "
     r"|\[\d+,(?P<b>\d+)\]<std(?:out|err)>:"
     r"|(?P<c>\d{1,6}): "
     r")")
@@ -45,7 +46,7 @@ def who(text: str) -> Who:
     rank = proc = host = None
     m = _PREFIX.match(text)
     if m:
-        rank = m.group("a") or m.group("b") or m.group("c")
+        rank = m.group("a") or m.group("b") or m.group("c") or m.group("d")
     h = _NCCL_HOST.search(text, 0, 200)
     if h:
         host = h.group("host")
@@ -169,7 +170,7 @@ RESUME_STEP = re.compile(r"(?:checkpoint|global_step|step|iter(?:ation)?)[-_ ]?(
 # ------------------------------------------------------------------ Python exceptions
 # The last line of a Python traceback, after any launcher prefixes: `ValueError: bad record`,
 # `torch.distributed.DistBackendError: ...`, `KeyboardInterrupt`. Warnings are not failures.
-_PREFIXES = re.compile(r"^(?:\s*(?:\[(?:rank|default|trainer)\d+\]:|\[\d+,\d+\]<std(?:out|err)>:|\d{1,6}: ))+")
+_PREFIXES = re.compile(r"^(?:\s*(?:\[(?:rank|default|trainer)\d+\]:|\[rank ?\d+\] |\[\d+,\d+\]<std(?:out|err)>:|\d{1,6}: ))+")
 EXCEPTION = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Failed))"
     r"(?::\s?(?P<msg>.*))?$")
@@ -180,6 +181,7 @@ TRACEBACK = "Traceback (most recent call last)"
 PEER_LOSS = re.compile(
     r"Connection closed by peer|Connection reset by peer|remote worker crash|remote process exited"
     r"|ncclRemoteError|Broken pipe|[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)"
+    r"|wait timeout|clients joined"
     r"|NCCL communicator was aborted|ProcessGroup\w* is aborted|peer .*(?:closed|reset)")
 # Exceptions the launcher raises in its own process when a worker fails or it is told to stop.
 TIMED_OUT = re.compile(r"[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)|timeout")
@@ -242,3 +244,6 @@ SAMPLE_IDS = re.compile(r"(?:sample|example|batch|item|cut)s? ?(?:ids|indices)(?
 SPAWN_ERROR = re.compile(r"-- Process (?P<i>\d+) terminated with the following error")
 SPAWN_EXIT = re.compile(r"process (?P<i>\d+) terminated with (?:exit code (?P<code>-?\d+)|signal (?P<sig>SIG\w+))")
 SIGNAL_CODES = {"SIGKILL": -9, "SIGSEGV": -11, "SIGABRT": -6, "SIGBUS": -7, "SIGTERM": -15, "SIGINT": -2}
+
+# What a rank says its epoch holds: `[rank1] epoch 0: 28 batches`, `rank 1: 448 samples`.
+EPOCH_SIZE = re.compile(r"\b(?P<n>\d+) batches\b")

@@ -132,15 +132,21 @@ def _char_freq() -> dict[str, float]:
     return out
 
 
-# Cost of one pass, in seconds per GB measured on NCCL-heavy logs: bytes.find gets faster with
-# longer needles; a char-rooted regex scans at about 2 GB/s plus ~45 ns per occurrence of its root
-# character (a match attempt).
+# Cost of one pass, in seconds per GB measured on NCCL-heavy logs (CPython 3.11): bytes.find gets
+# faster with longer needles; a char-rooted regex scans at about 3.5 GB/s (sre's loop over a
+# literal first character) plus ~23 ns per occurrence of its root character (a match attempt).
+# A root character rarer than RARE is found with bytes.find instead (memchr, ~20 GB/s), at
+# ~0.5 us a match attempt from Python: see scan.py.
+RARE = 4e-4
+
+
 def _literal_cost(gram: str) -> float:
     return 1.0 / (0.9 + 0.14 * min(len(gram), 40))
 
 
 def _root_cost(ch: str, freq: dict[str, float]) -> float:
-    return 0.45 + 45.0 * freq.get(ch, 0.002)
+    f = freq.get(ch, 0.002)
+    return 0.05 + 500.0 * f if f < RARE else 0.27 + 23.0 * f
 
 
 def sample_freq(sample: bytes) -> tuple[tuple[str, float], ...]:
@@ -151,7 +157,7 @@ def sample_freq(sample: bytes) -> tuple[tuple[str, float], ...]:
     out = []
     for b in range(32, 127):
         ch = chr(b)
-        p = 0.8 * sample.count(bytes([b])) / n + 0.2 * model.get(ch, 0.002)
+        p = 0.95 * sample.count(bytes([b])) / n + 0.05 * model.get(ch, 0.002)
         out.append((ch, round(p, 4)))
     return tuple(out)
 
@@ -165,10 +171,12 @@ class Plan:
 
     literals: tuple[str, ...]
     roots: tuple[tuple[str, tuple[str, ...]], ...]  # (root char, literals starting with it)
+    rare: frozenset[str] = frozenset()  # root chars rare in the input: found by bytes.find
 
     def describe(self) -> str:
         return (f"{len(self.literals)} literal(s), {len(self.roots)} rooted group(s): "
-                + ", ".join(f"{c!r}x{len(t)}" for c, t in self.roots))
+                + ", ".join(f"{c!r}x{len(t)}{'*' if c in self.rare else ''}" for c, t in self.roots)
+                + (" (* found by bytes.find)" if self.rare else ""))
 
 
 @functools.lru_cache(maxsize=16)
@@ -195,58 +203,80 @@ def plan(items: tuple[Anchored, ...], freq: tuple[tuple[str, float], ...] | None
                     best = root_cover.setdefault(ch, {}).get(idx)
                     if best is None or len(lit) > len(best):
                         root_cover[ch][idx] = lit
-    best: tuple[float, list[str], dict[str, set[str]]] | None = None
-    banned: set[str] = set()
-    for _ in range(4):  # greedy, then again without its costliest root while that helps
-        cost, literals, roots = _cover(universe, literal_cover, root_cover, freqs, banned)
-        if best is not None and cost >= best[0]:
-            break
-        best = (cost, literals, roots)
-        if not roots:
-            break
-        banned.add(max(roots, key=lambda ch: _root_cost(ch, freqs)))
-    assert best is not None
-    _cost, literals, roots = best
+    def cost(p: tuple[str, str]) -> float:
+        return _literal_cost(p[1]) if p[0] == "lit" else _root_cost(p[1], freqs)
+
+    def covers(p: tuple[str, str]) -> set[int]:
+        return literal_cover[p[1]] if p[0] == "lit" else set(root_cover[p[1]])
+
+    chosen, forced = _cover(set(range(len(universe))), literal_cover, root_cover, cost, covers)
+    chosen = _improve(chosen, literal_cover, root_cover, cost, covers)
+    literals = sorted({k for kind, k in chosen if kind == "lit"} | {max(universe[i], key=len) for i in forced},
+                      key=lambda g: (-len(g), g))
+    # each alternative a literal does not find goes to its cheapest chosen root
+    roots: dict[str, set[str]] = {}
+    by_cost = sorted((k for kind, k in chosen if kind == "root"), key=lambda ch: _root_cost(ch, freqs))
+    for idx in range(len(universe)):
+        if idx in forced or any(idx in literal_cover[k] for kind, k in chosen if kind == "lit"):
+            continue
+        ch = next(c for c in by_cost if idx in root_cover[c])
+        roots.setdefault(ch, set()).add(root_cover[ch][idx])
     root_groups = tuple(sorted((ch, _prefix_free(lits)) for ch, lits in roots.items()))
-    return Plan(tuple(sorted(set(literals), key=lambda g: (-len(g), g))), root_groups)
+    rare = frozenset(ch for ch in roots if freqs.get(ch, 0.002) < RARE)
+    return Plan(tuple(literals), root_groups, rare)
 
 
-def _cover(universe: list[tuple[str, ...]], literal_cover: dict[str, set[int]],
-           root_cover: dict[str, dict[int, str]], freqs: dict[str, float],
-           banned: set[str]) -> tuple[float, list[str], dict[str, set[str]]]:
-    """One weighted greedy set cover; returns its estimated cost per GB, literals and roots."""
+Pass = tuple[str, str]  # ("lit", substring) or ("root", char)
+
+
+def _cover(need: set[int], literal_cover: dict[str, set[int]], root_cover: dict[str, dict[int, str]],
+           cost, covers, banned: frozenset[Pass] = frozenset()) -> tuple[set[Pass], set[int]]:
+    """Weighted greedy set cover (lazy) of `need`: the passes, and what none can cover (every
+    run noise-like)."""
     heap: list[tuple[float, int, str, str]] = []
     for gram, cov in literal_cover.items():
-        heap.append((-len(cov) / _literal_cost(gram), -len(gram), "lit", gram))
+        if ("lit", gram) not in banned and cov & need:
+            heap.append((-len(cov & need) / _literal_cost(gram), -len(gram), "lit", gram))
     for ch, cov2 in root_cover.items():
-        if ch not in banned:
-            heap.append((-len(cov2) / _root_cost(ch, freqs), 0, "root", ch))
+        if ("root", ch) not in banned and need.intersection(cov2):
+            heap.append((-len(need.intersection(cov2)) / cost(("root", ch)), 0, "root", ch))
     heapq.heapify(heap)
-    uncovered = set(range(len(universe)))
-    literals: list[str] = []
-    roots: dict[str, set[str]] = {}
+    uncovered = set(need)
+    chosen: set[Pass] = set()
     while uncovered and heap:
         _neg, neg_len, kind, key = heapq.heappop(heap)
-        if kind == "lit":
-            covered = literal_cover[key] & uncovered
-            gain = len(covered) / _literal_cost(key)
-        else:
-            covered = set(root_cover[key]) & uncovered
-            gain = len(covered) / _root_cost(key, freqs)
+        covered = covers((kind, key)) & uncovered
+        gain = len(covered) / cost((kind, key))
         if gain <= 0:
             continue
         if heap and gain < -heap[0][0] - 1e-12:
             heapq.heappush(heap, (-gain, neg_len, kind, key))
             continue
-        if kind == "lit":
-            literals.append(key)
-        else:
-            roots.setdefault(key, set()).update(root_cover[key][i] for i in covered)
+        chosen.add((kind, key))
         uncovered -= covered
-    for idx in uncovered:  # every run is noise-like: fall back to the longest one
-        literals.append(max(universe[idx], key=len))
-    cost = sum(_literal_cost(g) for g in set(literals)) + sum(_root_cost(ch, freqs) for ch in roots)
-    return cost, literals, roots
+    return chosen, uncovered
+
+
+def _improve(chosen: set[Pass], literal_cover: dict[str, set[int]], root_cover: dict[str, dict[int, str]],
+             cost, covers) -> set[Pass]:
+    """Local search after the greedy: drop a pass (costliest first) when the alternatives only it
+    finds are found more cheaply by others (the greedy takes a frequent root such as 'e' early
+    for its many tails, where a few rare roots do the same for less)."""
+    for _round in range(len(chosen) + 4):
+        for p in sorted(chosen, key=cost, reverse=True):
+            rest = chosen - {p}
+            others: set[int] = set().union(*(covers(q) for q in rest)) if rest else set()
+            need = covers(p) - others
+            if not need:
+                chosen = rest
+                break
+            add, left = _cover(need, literal_cover, root_cover, cost, covers, frozenset({p}))
+            if not left and sum(cost(q) for q in add) < cost(p) - 1e-9:
+                chosen = rest | add
+                break
+        else:
+            return chosen
+    return chosen
 
 
 def _rooted(run: str, pos: int, noise: str) -> str:

@@ -56,6 +56,8 @@ def candidates(comp: Compiled, blk: Block, channel_budget: int) -> tuple[list[in
             if nl < 0:
                 break
             m = rx.search(data, nl + 1, end)
+    for ch, rx in comp.rare:
+        _rare_root(data, end, ch, rx, starts)
     if len(starts) > 1:
         starts = _drop_repeats(comp, data, end, starts)
     taken = 0
@@ -72,6 +74,35 @@ def candidates(comp: Compiled, blk: Block, channel_budget: int) -> tuple[list[in
                 break
             pos = find(VIA, nl + 1, end)
     return sorted(starts | via), via, taken
+
+
+def _rare_root(data: bytes, end: int, ch: bytes, rx: re.Pattern[bytes], starts: set[int]) -> None:
+    """Lines where a root regex matches, jumping between its (rare) root characters with
+    bytes.find (memchr) instead of sre's byte loop; past its budget of tries in this block the
+    character is not rare here after all, and sre searches the rest."""
+    find, rfind = data.find, data.rfind
+    tries = max(64, end >> 12)  # about RARE (prefilter) of the block's bytes
+    pos = find(ch, 0, end)
+    while pos >= 0:
+        if rx.match(data, pos) is not None:
+            starts.add(rfind(b"\n", 0, pos) + 1)
+            nl = find(b"\n", pos, end)
+            if nl < 0:
+                return
+            pos = find(ch, nl + 1, end)
+        else:
+            pos = find(ch, pos + 1, end)
+        tries -= 1
+        if tries == 0 and pos >= 0:
+            m = rx.search(data, pos, end)
+            while m is not None:
+                pos = m.start()
+                starts.add(rfind(b"\n", 0, pos) + 1)
+                nl = find(b"\n", pos, end)
+                if nl < 0:
+                    return
+                m = rx.search(data, nl + 1, end)
+            return
 
 
 def _drop_repeats(comp: Compiled, data: bytes, end: int, starts: set[int]) -> set[int]:

@@ -344,6 +344,16 @@ def _path_rules(view: View, s: Scores, hang: bool | None) -> None:
                       f"and rank {hi[0]} at {kind} {hi[1][0]}: ranks ran different numbers of steps",
                       [hi[1][1], lo[1][1]], "facts")
                 break
+    sizes = {r: v for r, v in col.epoch_sizes.items()}
+    if len({n for n, _h in sizes.values()}) > 1:
+        # GUIDE 4.1: ranks with different numbers of batches run different numbers of steps;
+        # without Join the one with more waits in a collective the others never call
+        waited = bool(view.timeouts or view.unranked or view.hits_with("wait") or col.exceptions)
+        lo = min(sizes.items(), key=lambda kv: kv[1][0])
+        hi = max(sizes.items(), key=lambda kv: kv[1][0])
+        s.add("asymmetric-collective", 4.0, f"rank {hi[0]} has {hi[1][0]} batches per epoch, rank {lo[0]} "
+              f"{lo[1][0]}: uneven inputs make ranks run different numbers of steps",
+              [hi[1][1], lo[1][1]], "evidence" if waited else "facts")
     shared = {ids: per for ids, per in col.sample_ids.items() if len(per) > 1}
     if shared:
         ids, per = next(iter(shared.items()))
