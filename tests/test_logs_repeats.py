@@ -136,3 +136,52 @@ def test_what_the_scan_drops_changes_nothing_in_the_collector() -> None:
     if checked == 0:
         pytest.skip("no NCCL INFO fact lines in the shared fixtures")
     assert checked >= 20
+
+
+# ------------------------------------------------------------------ the prefilter plan
+def _freq(text: str) -> tuple:
+    from distdoctor.knowledge.logs.prefilter import sample_freq
+
+    return sample_freq(text.encode())
+
+
+MIXES = {
+    "built-in": None,
+    "nccl": _freq("\n".join(
+        f"node0:1:2 [3] NCCL INFO AllReduce: opCount {i:x} sendbuff 0x7f1c count 1024 datatype 7 "
+        f"op 0 root 0 comm 0x5581 [nranks=8] stream 0x55" for i in range(2000))),
+    "prose": _freq("The quick brown fox jumps over the lazy dog; Error codes and warnings. " * 500),
+    "uppercase": _freq("ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789 UDA MAR WARN SIGBUS " * 500),
+}
+
+
+@pytest.mark.parametrize("mix", sorted(MIXES))
+def test_the_plan_covers_every_alternative_whatever_the_input(mix: str) -> None:
+    """Whatever the sampled character mix makes the plan choose (rare roots found by bytes.find,
+    frequent ones searched, literals), every alternative of every signature and trigger keeps
+    a literal or a rooted tail it contains: the prefilter stays a superset."""
+    from distdoctor.knowledge.logs import compiled
+
+    rows, _harmless, _f, plan = kb_key(KB, MIXES[mix])
+    items = compiled.build_items([(r[0], r[1]) for r in rows if "tail" not in r[4]])[0]
+    items += compiled._trigger_items()[0]
+    tails = [t for _c, ts in plan.roots for t in ts]  # each starts with its root character
+    for item in items:
+        for runs in item.alternatives:
+            assert any(lit in run for lit in plan.literals for run in runs) or \
+                any(t in run for t in tails for run in runs), (mix, item.key, runs)
+    assert plan.rare <= {c for c, _t in plan.roots}
+
+
+def test_a_rare_root_that_is_not_rare_falls_back_to_searching() -> None:
+    """The bytes.find loop gives up after its budget of misses and searches the rest: the same
+    lines either way."""
+    import re
+
+    rx = re.compile(rb"U(?:DA error: |sing )")
+    body = b"".join(b"UUUU line %d Using eth0\n" % i if i % 7 == 0 else b"U U U plain %d\n" % i
+                    for i in range(20000))
+    found: set[int] = set()
+    scan._rare_root(body, len(body), b"U", rx, found)
+    want = {body.rfind(b"\n", 0, m.start()) + 1 for m in rx.finditer(body)}
+    assert found == want and len(want) == len(range(0, 20000, 7))
