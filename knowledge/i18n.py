@@ -140,6 +140,10 @@ def merge_texts(tables: dict[str, dict[str, tuple[str, dict[str, Any]]]],
 
 def _merge_one(tables: Any, kind: str, n: int, entry: Any, file: str,
                applies: Callable[[str], bool], error: Callable[[str, str, str], Exception]) -> None:
+    """Fatal: an unknown id (ids are stable, GUIDE.md), a field that is not text, a wrong type.
+    Not fatal, the English text stays and `untranslated` reports it: a translation that went
+    stale when the English changed (other placeholders, a fix or term no longer there), so an
+    English edit never stops distdoctor from starting in Chinese."""
     entry_id = entry.get("id") if isinstance(entry, dict) else None
     if not isinstance(entry_id, str) or entry_id not in tables[kind]:
         raise error(file, f"{kind}[{n}].id", f"no {kind} with id {entry_id!r} to translate")
@@ -149,56 +153,45 @@ def _merge_one(tables: Any, kind: str, n: int, entry: Any, file: str,
     if extra:
         raise error(file, where, f"not a text field: {', '.join(sorted(extra))} (only "
                     f"{', '.join(TEXT_FIELDS[kind])} are translated)")
+    for name, text in entry.items():
+        shape = dict if name in ("fix_notes", "terms") else str
+        if name != "id" and (not isinstance(text, shape) or (shape is dict and not all(
+                isinstance(v, str) for v in text.values()))):
+            raise error(file, f"{where}.{name}", "must be a table of strings" if shape is dict
+                        else "must be a string")
     if not applies(src):
         return
     merged = dict(english)
     for name, text in entry.items():
-        if name == "id":
-            continue
         if name == "fix_notes":
-            merged["fixes"] = _notes(english.get("fixes"), text, file, where, error)
+            merged["fixes"] = [{**fix, "note": text[fix_key(fix)]}
+                               if isinstance(fix, dict) and text.get(fix_key(fix)) else fix
+                               for fix in english.get("fixes") or []]
         elif name == "terms":
-            merged["terms"] = _terms(english.get("terms") or {}, text, file, where, error)
-        else:
-            if not isinstance(text, str):
-                raise error(file, f"{where}.{name}", "must be a string")
-            _same_placeholders(str(english.get(name, "")), text, file, f"{where}.{name}", error)
+            terms = english.get("terms") or {}
+            merged["terms"] = {**dict(terms), **{k: v for k, v in text.items() if k in terms}}
+        elif name != "id" and not _placeholders_differ(str(english.get(name, "")), text):
             merged[name] = text
     tables[kind][entry_id] = (src, merged)
 
 
-def _notes(fixes: Any, notes: Any, file: str, where: str, error: Callable) -> Any:
-    if not isinstance(fixes, list) or not isinstance(notes, list) or len(notes) != len(fixes) \
-            or not all(isinstance(x, str) for x in notes):
-        raise error(file, f"{where}.fix_notes", "must be one string per fix, in the fixes' order")
-    out = []
-    for fix, note in zip(fixes, notes):
-        if isinstance(fix, dict) and note:
-            fix = {**fix, "note": note}
-        out.append(fix)
-    return out
+def fix_key(fix: Any) -> str:
+    """A fix's note is translated under the first line of the fix's text (the code itself, which
+    never changes by language), so adding or reordering fixes keeps every translation."""
+    return str(fix.get("text", "")).split("\n", 1)[0].strip() if isinstance(fix, dict) else ""
 
 
-def _terms(english: Any, terms: Any, file: str, where: str, error: Callable) -> dict[str, Any]:
-    if not isinstance(terms, dict) or not all(isinstance(v, str) for v in terms.values()):
-        raise error(file, f"{where}.terms", "must be a table of strings")
-    unknown = set(terms) - set(english)
-    if unknown:
-        raise error(file, f"{where}.terms", f"no such term: {', '.join(sorted(unknown))}")
-    return {**dict(english), **terms}
-
-
-def _same_placeholders(english: str, text: str, file: str, where: str, error: Callable) -> None:
-    """A check's template is filled with the probe's facts: a translation must name the same."""
+def _placeholders_differ(english: str, text: str) -> str:
+    """A check's template is filled with the probe's facts: a translation must name the same
+    {placeholders}. '' when it does, else why not."""
     want, got = set(_PLACEHOLDER.findall(english)), set(_PLACEHOLDER.findall(text))
-    if want != got:
-        raise error(file, where, f"placeholders differ from the English text (English "
-                    f"{sorted(want)}, here {sorted(got)})")
+    return "" if want == got else f"placeholders differ (English {sorted(want)}, here {sorted(got)})"
 
 
 def untranslated(base: Path = DATA_DIR, lang: str = "zh") -> list[str]:
-    """'kind.id.field' for every packaged English text with no translation in `lang`
-    (every required table; signatures and harmless lines are optional)."""
+    """'kind.id.field: why' for every English text of `base` (the packaged data, or an overlay)
+    with no usable translation in base/<lang>/: missing, or stale (other placeholders, a fix
+    or term the English no longer has). Signatures and harmless lines are optional."""
     tomllib = _tomllib()
 
     def load(folder: Path) -> dict[str, dict[str, dict[str, Any]]]:
@@ -207,29 +200,35 @@ def untranslated(base: Path = DATA_DIR, lang: str = "zh") -> list[str]:
             for kind, entries in tomllib.loads(path.read_text(encoding="utf-8")).items():
                 if kind in TEXT_FIELDS and isinstance(entries, list):
                     for e in entries:
-                        out.setdefault(kind, {})[e["id"]] = e
+                        if isinstance(e, dict) and isinstance(e.get("id"), str):
+                            out.setdefault(kind, {})[e["id"]] = e
         return out
 
     english, other = load(base), load(base / lang)
-    missing = []
-    for kind in REQUIRED:
+    problems = []
+    for kind in TEXT_FIELDS:
         for entry_id, entry in english.get(kind, {}).items():
             have = other.get(kind, {}).get(entry_id, {})
             for name in TEXT_FIELDS[kind]:
+                where = f"{kind}.{entry_id}.{name}"
                 if name == "fix_notes":
-                    wanted = any(f.get("note") for f in entry.get("fixes", []))
-                    notes = have.get("fix_notes") or []
-                    gaps = [i for i, f in enumerate(entry.get("fixes", []))
-                            if f.get("note") and not (i < len(notes) and notes[i])]
-                    if wanted and gaps:
-                        missing.append(f"{kind}.{entry_id}.fix_notes{gaps}")
+                    fixes = {fix_key(f): f for f in entry.get("fixes", []) if isinstance(f, dict)}
+                    notes = have.get("fix_notes") or {}
+                    problems += [f"{where}: no translation of the note of '{k}'" for k, f in fixes.items()
+                                 if f.get("note") and not notes.get(k) and kind in REQUIRED]
+                    problems += [f"{where}: no fix starts with '{k}' (stale)" for k in notes if k not in fixes]
                 elif name == "terms":
-                    gone = sorted(set(entry.get("terms", {})) - set(have.get("terms", {})))
-                    if gone:
-                        missing.append(f"{kind}.{entry_id}.terms{gone}")
-                elif entry.get(name) and not have.get(name):
-                    missing.append(f"{kind}.{entry_id}.{name}")
-    return missing
+                    terms, mine = entry.get("terms") or {}, have.get("terms") or {}
+                    problems += [f"{where}: no translation of '{k}'" for k in terms
+                                 if k not in mine and kind in REQUIRED]
+                    problems += [f"{where}: no term '{k}' (stale)" for k in mine if k not in terms]
+                elif name in have:
+                    why = _placeholders_differ(str(entry.get(name, "")), str(have[name]))
+                    if why:
+                        problems.append(f"{where}: {why} (stale)")
+                elif entry.get(name) and kind in REQUIRED:
+                    problems.append(f"{where}: no translation")
+    return problems
 
 
 # --- display width -----------------------------------------------------------------------------

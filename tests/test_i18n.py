@@ -100,8 +100,9 @@ def test_untranslated_names_what_is_missing(tmp_path: Path) -> None:
         '[[cause]]\nid = "a"\ntitle = "T"\nwhat = "W"\nwhy = "Y"\nfix = "F"\nsection = "1"\n'
         'fixes = [{ kind = "env", text = "export X=1", note = "n" }]\n', encoding="utf-8")
     (base / "zh" / "causes.toml").write_text('[[cause]]\nid = "a"\ntitle = "标题"\n', encoding="utf-8")
-    assert i18n.untranslated(base) == ["cause.a.what", "cause.a.why", "cause.a.fix",
-                                       "cause.a.fix_notes[0]"]
+    assert i18n.untranslated(base) == [
+        "cause.a.what: no translation", "cause.a.why: no translation", "cause.a.fix: no translation",
+        "cause.a.fix_notes: no translation of the note of 'export X=1'"]
 
 
 def test_chinese_knowledge_changes_text_never_code() -> None:
@@ -142,9 +143,8 @@ def _overlay(tmp_path: Path, files: dict[str, str]) -> Path:
 @pytest.mark.parametrize("text, reason", [
     ('[[cause]]\nid = "no-such-cause"\ntitle = "标题"\n', "no cause with id 'no-such-cause'"),
     ('[[cause]]\nid = "cuda-oom"\nsection = "9"\n', "not a text field: section"),
-    ('[[check]]\nid = "shm-too-small"\ntitle = "/dev/shm 只有 {size}"\n', "placeholders differ"),
-    ('[[cause]]\nid = "cuda-oom"\nfix_notes = ["只有一条"]\n', "one string per fix"),
-    ('[[step]]\nid = "logs"\nterms = { "bogus" = "x" }\n', "no such term: bogus"),
+    ('[[cause]]\nid = "cuda-oom"\nfix_notes = ["只有一条"]\n', "must be a table of strings"),
+    ('[[cause]]\nid = "cuda-oom"\ntitle = 3\n', "must be a string"),
     ('[[widget]]\nid = "x"\n', "unknown table"),
 ])
 def test_broken_translation_is_a_one_line_error(tmp_path: Path, text: str, reason: str) -> None:
@@ -153,6 +153,31 @@ def test_broken_translation_is_a_one_line_error(tmp_path: Path, text: str, reaso
         load_knowledge(overlay, lang="zh")
     assert reason in str(exc.value) and "bad.toml" in exc.value.file
     load_knowledge(overlay, lang="en")  # English never reads the zh/ folder
+
+
+def test_stale_translation_keeps_the_english_and_is_reported(tmp_path: Path) -> None:
+    """The English changed after it was translated (other placeholders, a fix or term gone):
+    distdoctor still starts in Chinese with the English text there, and validate names it."""
+    overlay = _overlay(tmp_path, {"zh/stale.toml": (
+        '[[check]]\nid = "shm-too-small"\ntitle = "/dev/shm 只有 {size}"\ndetail = "本站：至少 {min_size_human}"\n'
+        '[[step]]\nid = "logs"\nterms = { "bogus" = "x", "SeqNum" = "流水号" }\n'
+        '[[cause]]\nid = "cuda-oom"\n[cause.fix_notes]\n"no such fix" = "x"\n'
+        '"export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" = "本站：减少碎片"\n')})
+    packaged, kb = load_knowledge(lang="zh"), load_knowledge(overlay, lang="zh")
+    # the stale title is not used: the text before it (here the packaged Chinese) stays
+    assert kb.checks["shm-too-small"].title == packaged.checks["shm-too-small"].title
+    assert "{size}" not in kb.checks["shm-too-small"].title
+    assert kb.checks["shm-too-small"].detail == "本站：至少 {min_size_human}"  # an overlay's zh wins
+    assert "bogus" not in kb.steps["logs"].terms and kb.steps["logs"].terms["SeqNum"] == "流水号"
+    assert kb.causes["cuda-oom"].fixes[0].note == "本站：减少碎片"
+    # the overlay defines no English of its own here: its zh/ folder is checked by loading;
+    # the same stale shapes in a folder's own zh/ are named by untranslated()
+    base = _overlay(tmp_path / "b", {
+        "c.toml": '[[check]]\nid = "x"\nprobe = "p"\nfact = "f"\nop = "true"\nvalue = true\n'
+                  'status = "warn"\ntitle = "{a} is low"\ndetail = "d"\ncause_ids = []\n',
+        "zh/c.toml": '[[check]]\nid = "x"\ntitle = "{b} 太低"\ndetail = "详情"\n'})
+    assert i18n.untranslated(base) == [
+        "check.x.title: placeholders differ (English ['{a}'], here ['{b}']) (stale)"]
 
 
 def test_site_overlay_adds_either_language(tmp_path: Path) -> None:
@@ -426,7 +451,7 @@ def test_validate_checks_both_languages(capsys, tmp_path: Path) -> None:
     (site / "zh").mkdir()
     (site / "zh" / "site.toml").write_text('[[cause]]\nid = "site-cause"\ntitle = "本站根因"\n', encoding="utf-8")
     code, out, _ = cli(capsys, "knowledge", "validate", str(site))
-    assert code == 1 and out.startswith(f"knowledge: invalid: {site / 'zh'}: cause.site-cause.what: no Chinese")
+    assert code == 1 and out.startswith(f"knowledge: invalid: {site / 'zh'}: cause.site-cause.what: no translation (3 text(s)")
     code, out, _ = cli(capsys, "knowledge", "validate", str(site), "--json")
     data = json.loads(out)
     assert code == 1 and data["valid"] is False and len(data["untranslated"]) == 3

@@ -114,8 +114,9 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "validate":
         missing = _untranslated(overlay)
         if missing:
-            file, key = missing[0]
-            reason = f"no Chinese text ({len(missing)} text(s) exist in English only)"
+            file, problem = missing[0]
+            key, _sep, why = problem.partition(": ")
+            reason = f"{why} ({len(missing)} text(s) lack a usable Chinese translation)"
             if args.json:
                 print_json({"valid": False, "file": file, "key": key, "reason": reason,
                             "untranslated": [f"{f}: {k}" for f, k in missing]})
@@ -151,8 +152,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _untranslated(overlay: str | None) -> list[tuple[str, str]]:
-    """(folder, 'kind.id.field') for each text in English only: the packaged ones always; an
-    overlay's once it has a zh/ folder (a site that writes only English stays valid)."""
+    """(folder, 'kind.id.field: why') for each text without a usable Chinese translation
+    (missing or stale): the packaged ones always; an overlay's once it has a zh/ folder (a
+    site that writes only English stays valid)."""
     from distdoctor.knowledge.i18n import DATA_DIR
 
     folders = [DATA_DIR] + [Path(p) for p in [_overlay_path(overlay)] if p and (Path(p) / "zh").is_dir()]
