@@ -51,3 +51,15 @@ async def test_logs_reveal_the_launcher_and_a_folder_with_dumps_is_read_as_fligh
         await pilot.press("k")
         await pilot.pause()
         assert "torchrun" in screen_text(app) and "TORCH_FR_BUFFER_SIZE" not in screen_text(app)
+
+
+@run_async
+async def test_the_palette_says_how_to_practise_on_a_drill(tmp_path: Path) -> None:
+    app = appkit.build(tmp_path, appkit.ERROR_ENV, session_id="drills")
+    async with app.run_test(size=(100, 30)) as pilot:
+        entry = [c for c in app.palette_commands() if c[0] == "Practise on a drill"]
+        assert entry
+        entry[0][2]()
+        await pilot.pause()
+        shown = " ".join(str(n.message) for n in app._notifications)
+        assert "distdoctor --drill NAME" in shown and "straggler" in shown

@@ -269,6 +269,13 @@ class DistDoctorApp(App[int]):
         await self.switch_mode(step_id)
         await self.screen.run_action(action)
 
+    def action_drills(self) -> None:
+        """Drills run in their own app (they start a real job): say how, with the list."""
+        from distdoctor.probes.drill import DRILLS
+
+        self.notify("Run one in a shell: distdoctor --drill NAME (distdoctor drill list shows which you "
+                    f"passed). Drills: {', '.join(DRILLS)}", title="Drills", timeout=20)
+
     def palette_commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
         """(name, help, callback) for every action: the command palette lists these."""
         out: list[tuple[str, str, Callable[[], Any]]] = []
@@ -298,6 +305,8 @@ class DistDoctorApp(App[int]):
                 out.append((name, help_, partial(self.run_step_action, step_id, action)))
         out.append(("Stop the running job", "Cancel a running repro or bisection",
                     self.action_stop_runs))
+        out.append(("Practise on a drill", "A small job with one real fault, diagnosed and scored",
+                    self.action_drills))
         # no "Quit" here: Textual's own palette entry calls action_quit, which stops a running
         # repro first (a second entry called exit(), and the exit waited for the run)
         return out

@@ -13,7 +13,8 @@ from textual.screen import ModalScreen
 
 INTRO = ("distdoctor walks a hung or failing multi-GPU PyTorch job to its root cause: "
          "classify -> logs -> environment -> minimal repro -> bisection -> conclusion. "
-         "Everything you do is saved in the session; `distdoctor --resume` reopens it.")
+         "Everything you do is saved in the session; `distdoctor --resume` reopens it. "
+         "To practise on a real fault: `distdoctor drill list`, then `distdoctor --drill NAME`.")
 
 from ..widgets import Plain
 
