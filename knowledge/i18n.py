@@ -25,8 +25,9 @@ LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG")
 DATA_DIR = Path(__file__).with_name("data")
 
 # Fields of each knowledge table that are prose for a human; everything else (ids, env lines,
-# commands, patterns, weights) is code and never translated. `fix_notes` stands for the notes
-# of a cause's fixes, in the order of its `fixes`; `terms` maps the same term names to texts.
+# commands, patterns, weights) is code and never translated. `fix_notes` is a table of the
+# notes of a cause's fixes, keyed by the first line of each fix's text (fix_key); `terms` maps
+# the same term names to texts.
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "cause": ("title", "what", "why", "fix", "evidence", "fix_notes"),
     "symptom": ("title", "question"),
