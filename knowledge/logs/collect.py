@@ -280,6 +280,10 @@ class Collector:
                 self.announce[r].append(self._hit("x-announce", line, text, who))
                 if m.group("w"):
                     self.world = max(self.world, int(m.group("w")))
+        if "in _engine_run_backward" in text and len(self.ops["ddp-backward"]) < MAX_HITS:
+            # a traceback through autograd's engine waits in DDP's gradient all-reduce: a
+            # collective of its own, which an explicit all_reduce on another rank cannot pair with
+            self.ops["ddp-backward"].append(self._hit("x-collective", line, text, who))
         if "distributed" in text or "default_pg" in text:
             for m in list(x.FRAME.finditer(text)) + list(x.CALL.finditer(text)):
                 op = x.collective_op(m.group("op"))

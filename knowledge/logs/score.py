@@ -54,7 +54,7 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
     _crash_rules(view, s, _kind(kb, symptom), lines, who)
     _timeout_rules(view, s, lines, who)
     _fact_rules(view, s)
-    _path_rules(view, s, None if symptom is None else _kind(kb, symptom) == "hang")
+    _path_rules(view, s, None if symptom is None else _kind(kb, symptom) == "hang", lines)
     _launch_rules(view, s)
     _shift(kb, refine(kb, view, symptom), s)
     if symptom is None and "evidence" not in s.basis.values():
@@ -326,13 +326,17 @@ def _values_text(vals: dict[str, list[str]]) -> str:
     return "; ".join(f"{v} on rank {span(rs)}" for v, rs in vals.items())
 
 
-def _path_rules(view: View, s: Scores, hang: bool | None) -> None:
+def _path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLine]) -> None:
     """hang: True when the symptom is a hang, False for another symptom, None when none was given."""
     col = view.col
-    if len(col.ops) > 1:
-        hits = [hs[0] for hs in col.ops.values()]
+    # where the waiters' tracebacks stop (a crashed rank's own traceback says where it died)
+    crashed = {r for r, rl in lines.items() if rl.end.kind in ("crashed", "killed")}
+    ops = {op: [h for h in hs if view.rank(h) not in crashed] for op, hs in col.ops.items()}
+    ops = {op: hs for op, hs in ops.items() if hs}
+    if len(ops) > 1:
+        hits = [hs[0] for hs in ops.values()]
         s.add("asymmetric-collective", 2.5, "tracebacks stop in different collectives: "
-              + ", ".join(sorted(col.ops)), hits)
+              + ", ".join(sorted(ops)), hits)
     for kind in ("step", "iteration", "batch"):
         last = {r: p[kind] for r, p in col.progress.items() if kind in p}
         if len(last) > 1:
