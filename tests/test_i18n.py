@@ -77,6 +77,23 @@ def test_lang_flag_reaches_the_command_and_does_not_leak(capsys, monkeypatch) ->
     assert not CJK.search(out)
 
 
+@pytest.mark.parametrize("args", [
+    ("logs", str(CRASH_LOGS), "--lang", "zh"),
+    ("knowledge", "show", "hang", "--lang", "zh"),
+    ("knowledge", "list", "symptoms", "--lang", "zh"),
+    ("--lang", "en", "logs", str(CRASH_LOGS), "--lang", "zh"),  # the command's own wins
+])
+def test_lang_after_the_command_too(capsys, args) -> None:
+    code, out, _ = cli(capsys, *args)
+    assert code in (0, 1) and CJK.search(out)
+
+
+def test_lang_before_the_command_is_kept_by_it(capsys) -> None:
+    """A command's --lang defaults to nothing, so it never resets the one given before it."""
+    code, out, _ = cli(capsys, "--lang", "zh", "logs", str(CRASH_LOGS), "--top", "1")
+    assert CJK.search(out)
+
+
 def test_bad_lang_is_one_line_and_exit_2(capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["--lang", "fr", "knowledge", "list", "causes"])

@@ -13,13 +13,16 @@ from ..cli import UsageError
 
 
 def add_common(parser: argparse.ArgumentParser, *, session: bool = True) -> None:
-    """--json, --session and --knowledge, the same on every command."""
+    """--json, --session, --knowledge and --lang, the same on every command."""
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     if session:
         parser.add_argument("--session", metavar="ID",
                             help="add the results to this session (see `distdoctor sessions`)")
     parser.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS,
                         help="site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)")
+    # SUPPRESS: `distdoctor --lang zh CMD` keeps its value when the command's own is not given
+    parser.add_argument("--lang", choices=("en", "zh"), default=argparse.SUPPRESS,
+                        help="language of the text output (also $DISTDOCTOR_LANG, else the locale)")
 
 
 def print_json(data: Any) -> None:

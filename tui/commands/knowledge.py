@@ -86,6 +86,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         action.add_argument("--json", action="store_true", help="print machine-readable JSON")
         # after the action too, as on every other command; SUPPRESS keeps a value given before it
         action.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS, help=KNOWLEDGE_HELP)
+        action.add_argument("--lang", choices=("en", "zh"), default=argparse.SUPPRESS,
+                            help="language of the text output (also $DISTDOCTOR_LANG, else the locale)")
     parser.set_defaults(func=run)
 
 

@@ -53,10 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="replace host names, IP addresses and user names with stable tokens")
     parser.add_argument("--no-redact", dest="redact", action="store_false",
                         help="keep secrets in the report (prints a warning; never share it)")
-    # its own dest: a subcommand's default would otherwise overwrite the top-level --lang
-    parser.add_argument("--lang", dest="report_lang", choices=("en", "zh"),
-                        help="the report's language (default: the session's, else --lang, "
-                             "$DISTDOCTOR_LANG or the locale); a report can be exported in either")
     add_common(parser, session=False)
     parser.set_defaults(func=run)
 
@@ -118,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         mapping = store.pseudonyms_path(record.get("id") or args.id)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
-    lang = args.report_lang or record.get("lang")
+    # --lang (before or after `report`) chooses; else the session's language when it records one
+    lang = getattr(args, "lang", None) or record.get("lang")
     if lang in ("en", "zh"):  # the knowledge texts and the renderers follow it (knowledge/i18n.py)
         from distdoctor.knowledge import i18n
 
