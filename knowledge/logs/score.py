@@ -183,7 +183,7 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
     if not view.timeouts and not view.unranked and not lost and not waited:
         return
     explained = bool(who and who["role"] == "crashed") or bool(view.crashes) and not (
-        who and who["role"] in ("stuck", "slow"))
+        who and who["role"] in ("stuck", "slow")) or len(waiter_ops(view, lines)) > 1
     for pg, per in view.timeouts.items():
         seqs = {r: t.seq for r, t in per.items() if t.seq is not None}
         by_seq: dict[int, set[str]] = defaultdict(set)
@@ -326,17 +326,24 @@ def _values_text(vals: dict[str, list[str]]) -> str:
     return "; ".join(f"{v} on rank {span(rs)}" for v, rs in vals.items())
 
 
+def waiter_ops(view: View, lines: dict[str, RankLine]) -> dict[str, list[Hit]]:
+    """Where the waiters' tracebacks stop, per collective (a crashed rank's own traceback says
+    where it died, not what it waited for)."""
+    crashed = {r for r, rl in lines.items() if rl.end.kind in ("crashed", "killed")}
+    ops = {op: [h for h in hs if view.rank(h) not in crashed] for op, hs in view.col.ops.items()}
+    return {op: hs for op, hs in ops.items() if hs}
+
+
 def _path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLine]) -> None:
     """hang: True when the symptom is a hang, False for another symptom, None when none was given."""
     col = view.col
-    # where the waiters' tracebacks stop (a crashed rank's own traceback says where it died)
-    crashed = {r for r, rl in lines.items() if rl.end.kind in ("crashed", "killed")}
-    ops = {op: [h for h in hs if view.rank(h) not in crashed] for op, hs in col.ops.items()}
-    ops = {op: hs for op, hs in ops.items() if hs}
+    ops = waiter_ops(view, lines)
     if len(ops) > 1:
         hits = [hs[0] for hs in ops.values()]
-        s.add("asymmetric-collective", 2.5, "tracebacks stop in different collectives: "
-              + ", ".join(sorted(ops)), hits)
+        ranked = all(view.rank(h) is not None for hs in ops.values() for h in hs)
+        s.add("asymmetric-collective", 4.5 if ranked else 2.5, "tracebacks stop in different collectives: "
+              + ", ".join(sorted(ops)) + (" (ranks waiting in different collectives never meet)" if ranked else ""),
+              hits)
     for kind in ("step", "iteration", "batch"):
         last = {r: p[kind] for r, p in col.progress.items() if kind in p}
         if len(last) > 1:
