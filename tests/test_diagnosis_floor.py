@@ -21,6 +21,7 @@ FLOORS = {  # set: (top-1, top-3)
     "recorded": (0.7, 0.8),
     "own-recorded": (0.85, 0.95),
 }
+CULPRIT_FLOOR = 0.75
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,8 @@ def test_failure_sets_stay_above_their_floor(result: dict, name: str) -> None:
     top1, top3 = FLOORS[name]
     misses = [f"{r['case']}: want {r['want']} got {r['got']}" for r in result[name]["cases"] if not r["top1"]]
     assert f["top1"] >= top1 and f["top3"] >= top3, (f, misses)
+    if "culprit_rank" in f:  # the recordings that name the rank at fault
+        assert f["culprit_rank"] >= CULPRIT_FLOOR, [r for r in result[name]["cases"] if r.get("rank_ok") is False]
 
 
 @pytest.mark.parametrize("name", ["healthy", "own-healthy"])
