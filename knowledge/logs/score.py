@@ -52,7 +52,8 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
     lines = lines or {}
     _signatures(view, s)
     _crash_rules(view, s, _kind(kb, symptom), lines, who)
-    _timeout_rules(view, s, lines, who)
+    if not _main_work_rule(view, s, lines):
+        _timeout_rules(view, s, lines, who)
     _fact_rules(view, s)
     _path_rules(view, s, None if symptom is None else _kind(kb, symptom) == "hang", lines)
     _launch_rules(view, s)
@@ -177,13 +178,34 @@ def _timeout_hits(view: View) -> list[Hit]:
     return out
 
 
+def _main_work_rule(view: View, s: Scores, lines: dict[str, RankLine]) -> bool:
+    """GUIDE 4.2: work only the main process does (HF's main_process_first, tokenising, caching)
+    while another rank ended without a failure of its own (a timeout, a lost peer, or only an
+    exit code): that rank was waiting for rank 0. Never when a rank failed on its own."""
+    main_work = view.hits_with("main-work")
+    if not main_work or any(rl.end.kind in ("crashed", "killed") for rl in lines.values()):
+        return False
+    waited = [rl for rl in lines.values() if rl.rank != "0" and rl.end.kind in ("timeout", "lost-peer", "exited")]
+    timed = [e for e in view.col.exceptions if e.peer_loss and not e.launcher]
+    if not waited and not timed and not view.timeouts and not view.unranked:
+        return False
+    who = f"rank {span([rl.rank for rl in waited])}" if waited else "another rank"
+    s.add("rank0-overload", 6.0, f"{who} ended waiting while the main process did work only it does ("
+          + main_work[0].text.strip()[:60] + ")", main_work[:2] + [rl.end.hit for rl in waited[:1] if rl.end.hit]
+          + [e.hit for e in timed[:1]])
+    return True
+
+
 def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict | None) -> None:
     lost = [rl for rl in lines.values() if rl.end.kind == "lost-peer"]
     waited = [e for e in view.col.exceptions if e.peer_loss and not e.launcher]
     if not view.timeouts and not view.unranked and not lost and not waited:
         return
-    explained = bool(who and who["role"] == "crashed") or bool(view.crashes) and not (
-        who and who["role"] in ("stuck", "slow")) or len(waiter_ops(view, lines)) > 1
+    # a culprit known only from the launcher's exit code explains nothing: a waiter exits too
+    own = bool(who and who["role"] == "crashed" and lines.get(who["ranks"][0]) is not None
+               and lines[who["ranks"][0]].end.kind != "exited")
+    explained = own or bool(view.crashes) and not (who and who["role"] in ("stuck", "slow")) \
+        or len(waiter_ops(view, lines)) > 1
     for pg, per in view.timeouts.items():
         seqs = {r: t.seq for r, t in per.items() if t.seq is not None}
         by_seq: dict[int, set[str]] = defaultdict(set)
@@ -234,7 +256,7 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
               + ([view.col.phases["0"][1]] if "0" in view.col.phases else []), "evidence" if busy else "facts")
         explained = busy
     main_work = view.hits_with("main-work")
-    if not explained and main_work:
+    if not explained and main_work and waiting:
         s.add("rank0-overload", 6.0, "others timed out or lost their peer while the main process did "
               "work only it does (" + main_work[0].text[:60] + ")", main_work[:2] + _timeout_hits(view)[:1]
               + [rl.end.hit for rl in lost[:1] if rl.end.hit is not None])
