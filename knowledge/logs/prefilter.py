@@ -209,8 +209,15 @@ def plan(items: tuple[Anchored, ...], freq: tuple[tuple[str, float], ...] | None
     def covers(p: tuple[str, str]) -> set[int]:
         return literal_cover[p[1]] if p[0] == "lit" else set(root_cover[p[1]])
 
-    chosen, forced = _cover(set(range(len(universe))), literal_cover, root_cover, cost, covers)
-    chosen = _improve(chosen, literal_cover, root_cover, cost, covers)
+    touch: dict[int, set[Pass]] = {}  # alternative -> the passes that find it
+    for gram, cov in literal_cover.items():
+        for i in cov:
+            touch.setdefault(i, set()).add(("lit", gram))
+    for ch, cov2 in root_cover.items():
+        for i in cov2:
+            touch.setdefault(i, set()).add(("root", ch))
+    chosen, forced = _cover(set(range(len(universe))), touch, cost, covers)
+    chosen = _improve(chosen, touch, cost, covers)
     literals = sorted({k for kind, k in chosen if kind == "lit"} | {max(universe[i], key=len) for i in forced},
                       key=lambda g: (-len(g), g))
     # each alternative a literal does not find goes to its cheapest chosen root
@@ -229,17 +236,14 @@ def plan(items: tuple[Anchored, ...], freq: tuple[tuple[str, float], ...] | None
 Pass = tuple[str, str]  # ("lit", substring) or ("root", char)
 
 
-def _cover(need: set[int], literal_cover: dict[str, set[int]], root_cover: dict[str, dict[int, str]],
-           cost, covers, banned: frozenset[Pass] = frozenset()) -> tuple[set[Pass], set[int]]:
+def _cover(need: set[int], touch: dict[int, set[Pass]], cost, covers,
+           banned: frozenset[Pass] = frozenset()) -> tuple[set[Pass], set[int]]:
     """Weighted greedy set cover (lazy) of `need`: the passes, and what none can cover (every
     run noise-like)."""
     heap: list[tuple[float, int, str, str]] = []
-    for gram, cov in literal_cover.items():
-        if ("lit", gram) not in banned and cov & need:
-            heap.append((-len(cov & need) / _literal_cost(gram), -len(gram), "lit", gram))
-    for ch, cov2 in root_cover.items():
-        if ("root", ch) not in banned and need.intersection(cov2):
-            heap.append((-len(need.intersection(cov2)) / cost(("root", ch)), 0, "root", ch))
+    for kind, key in set().union(*(touch.get(i, ()) for i in need)) - banned if need else ():
+        gain = len(covers((kind, key)) & need) / cost((kind, key))
+        heap.append((-gain, -len(key) if kind == "lit" else 0, kind, key))
     heapq.heapify(heap)
     uncovered = set(need)
     chosen: set[Pass] = set()
@@ -257,8 +261,7 @@ def _cover(need: set[int], literal_cover: dict[str, set[int]], root_cover: dict[
     return chosen, uncovered
 
 
-def _improve(chosen: set[Pass], literal_cover: dict[str, set[int]], root_cover: dict[str, dict[int, str]],
-             cost, covers) -> set[Pass]:
+def _improve(chosen: set[Pass], touch: dict[int, set[Pass]], cost, covers) -> set[Pass]:
     """Local search after the greedy: drop a pass (costliest first) when the alternatives only it
     finds are found more cheaply by others (the greedy takes a frequent root such as 'e' early
     for its many tails, where a few rare roots do the same for less)."""
@@ -270,7 +273,7 @@ def _improve(chosen: set[Pass], literal_cover: dict[str, set[int]], root_cover: 
             if not need:
                 chosen = rest
                 break
-            add, left = _cover(need, literal_cover, root_cover, cost, covers, frozenset({p}))
+            add, left = _cover(need, touch, cost, covers, frozenset({p}))
             if not left and sum(cost(q) for q in add) < cost(p) - 1e-9:
                 chosen = rest | add
                 break
