@@ -73,7 +73,7 @@ class StepScreen(Screen[None]):
 
     def _main_resized(self) -> None:
         if isinstance(self.focused, OptionList) or is_table(self.focused):
-            self.call_after_refresh(self.keep_highlight_in_view, self.focused)
+            self.follow_highlight(self.focused)
 
     def on_screen_resume(self) -> None:
         if self.focused is None:
@@ -131,7 +131,10 @@ class StepScreen(Screen[None]):
         if not self.is_mounted:
             return
         focused = self.focused
-        chain = [w for w in self.focus_chain if w is not None]
+        # the tab order from the DOM as it is now (Textual's own chain is refreshed lazily, so
+        # a list just shown could be missing from it)
+        chain = [w for w in self.query("*") if w.focusable and w.display
+                 and all(a.display for a in w.ancestors if isinstance(a, Widget))]
         title = ""
         if focused in chain and len(chain) > 1:
             after = chain[(chain.index(focused) + 1) % len(chain)]
@@ -145,13 +148,30 @@ class StepScreen(Screen[None]):
     def _highlight_moved(self, event: events.Event) -> None:
         widget = getattr(event, "widget", None) or getattr(event, "control", None)
         if (isinstance(widget, OptionList) or is_table(widget)) and widget.id != "nav":
-            self.call_after_refresh(self.keep_highlight_in_view, widget)
+            self.follow_highlight(widget)
 
     def on_data_table_row_highlighted(self, event: events.Event) -> None:
         self._highlight_moved(event)
 
     def on_data_table_cell_highlighted(self, event: events.Event) -> None:
         self._highlight_moved(event)
+
+    def follow_highlight(self, widget: Widget) -> None:
+        """Keep `widget`'s highlight in view now (rows already laid out) and once more after the
+        next refresh (rows just added or a list just shown), unless something else scrolled the
+        page in between: a deliberate scroll (the logs step's, a test's) wins, deterministically."""
+        self.keep_highlight_in_view(widget)
+        try:
+            main = self.query_one("#main")
+        except Exception:  # noqa: BLE001 - no #main: nothing to follow
+            return
+        before = main.scroll_offset.y
+
+        def later() -> None:
+            if main.scroll_offset.y == before and self.app.screen is self:
+                self.keep_highlight_in_view(widget)
+
+        self.call_after_refresh(later)
 
     def keep_highlight_in_view(self, widget: Widget) -> None:
         """Scroll #main so that `widget`'s highlighted row (or, for a list of choices that fits,
@@ -197,7 +217,7 @@ class GenericStepScreen(StepScreen):
         self.query_one(LearnPanel).add_class("always")
 
 
-FOCUS_NAMES = {"nav": "steps", "kind": "symptom", "sub": "where", "paste": "paste field",
+FOCUS_NAMES = {"nav": "steps", "main": "page (arrows scroll)", "kind": "symptom", "sub": "where", "paste": "paste field",
                "path": "logs path", "causes": "causes", "evidence": "evidence lines",
                "findings": "findings", "runs": "runs", "ranking": "causes",
                "export-path": "export path", "fleet-path": "snapshots path", "outliers": "outliers",
