@@ -24,7 +24,8 @@ examples:
   distdoctor bisect                  then one switch at a time until it passes
   distdoctor report --format html -o incident.html
 
-exit codes: 0 nothing failed, 1 a problem was found, 2 bad usage or unreadable input.
+exit codes: 0 nothing wrong (or not available here), 1 a problem was found, 2 bad usage or
+unreadable input (the rule: distdoctor/tui/commands/exitcodes.py).
 """
 
 
