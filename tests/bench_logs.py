@@ -266,9 +266,10 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def run_analyser(root: str, engine_env: dict[str, str]) -> tuple[float, int, int, dict]:
-    """Wall time, peak RSS of the analyser process (wait4), peak RSS of its process tree
-    (sampled every 50 ms, so it counts worker processes too), and its JSON."""
+def run_analyser(root: str, engine_env: dict[str, str]) -> tuple[float, float, int, int, dict]:
+    """Wall time, CPU time (wait4: the process and the workers it reaped), peak RSS of the
+    analyser process, peak RSS of its process tree (sampled every 50 ms, so it counts worker
+    processes too; never below the process's own), and its JSON."""
     import threading
 
     env = dict(os.environ, **engine_env)
@@ -295,7 +296,8 @@ def run_analyser(root: str, engine_env: dict[str, str]) -> tuple[float, int, int
         err = proc.stderr.read().decode() if proc.stderr else ""
         raise SystemExit(f"analyser failed ({proc.returncode}): {err[-2000:]}")
     out.seek(0)
-    return wall, usage.ru_maxrss * 1024, peak_tree[0], json.loads(out.read())
+    rss = usage.ru_maxrss * 1024
+    return wall, usage.ru_utime + usage.ru_stime, rss, max(rss, peak_tree[0]), json.loads(out.read())
 
 
 def run_grep(files: list[str], pattern_file: str, env_extra: dict[str, str]) -> tuple[float, int]:
@@ -317,8 +319,10 @@ NCCL_INFO_SECONDS = 2.0
 PEAK_MIB = 200
 
 
-def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb) -> dict:
-    """Generate one mix, time the analyser (workers, then one process) and grep on it."""
+def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb,
+          baseline: str | None = None) -> dict:
+    """Generate one mix, time the analyser (workers, then one process) and grep on it; with a
+    baseline (a folder holding a `distdoctor` link to another checkout), that one too."""
     root = keep or tempfile.mkdtemp(prefix=f"dd-bench-logs-{mix}-")
     os.makedirs(root, exist_ok=True)
     try:
@@ -332,13 +336,19 @@ def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb) -
         with open(pattern_file, "w") as fh:
             fh.write("\n".join(to_ere(s.pattern) for s in kb.signatures.values()) + "\n")
         best: dict[str, float] = {}
+        cpu: dict[str, float] = {}
         rss, tree, report, matches = 0, 0, {}, 0
         workers = {"analyser": {}, "analyser, 1 process": {"DISTDOCTOR_LOG_WORKERS": "1"}}
+        if baseline:
+            workers.update({"baseline": {"PYTHONPATH": baseline},
+                            "baseline, 1 process": {"PYTHONPATH": baseline, "DISTDOCTOR_LOG_WORKERS": "1"}})
         for _ in range(rounds):
             for label, env in workers.items():
-                wall, rss_now, tree_now, report = run_analyser(root, env)
+                wall, cpu_now, rss_now, tree_now, rep = run_analyser(root, env)
                 best[label] = min(best.get(label, 1e9), wall)
-                rss, tree = max(rss, rss_now), max(tree, tree_now)
+                cpu[label] = min(cpu.get(label, 1e9), cpu_now)
+                if not label.startswith("baseline"):
+                    rss, tree, report = max(rss, rss_now), max(tree, tree_now), rep
             for label, env in (("grep", {}), ("grep LC_ALL=C", {"LC_ALL": "C"})):
                 g, matches = run_grep(files, pattern_file, env)
                 best[label] = min(best.get(label, 1e9), g)
@@ -360,13 +370,14 @@ def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb) -
         name = f"{label} ({locale})" if label == "grep" else label
         print(f"  {name:28} {mb / best[label]:8.1f} MB/s   wall {best[label]:6.2f} s")
     for label in workers:
-        name = label if label != "analyser" else f"analyser, {n_workers} worker(s)"
-        print(f"  {name:28} {mb / best[label]:8.1f} MB/s   wall {best[label]:6.2f} s   "
+        name = label if label not in ("analyser", "baseline") else f"{label}, {n_workers} worker(s)"
+        print(f"  {name:28} {mb / best[label]:8.1f} MB/s   wall {best[label]:6.2f} s   cpu {cpu[label]:6.2f} s   "
               f"{best[label] / best['grep']:.2f}x grep's time, {best[label] / best['grep LC_ALL=C']:.2f}x "
               "grep LC_ALL=C's")
     print(f"  peak RSS: analyser process {rss / 2**20:.0f} MiB, with its workers {tree / 2**20:.0f} MiB")
     return {"mix": mix, "mib": size / 2**20, "wall": best["analyser"], "grep": best["grep"],
-            "times_grep": best["analyser"] / best["grep"], "tree_mib": tree / 2**20}
+            "times_grep": best["analyser"] / best["grep"], "tree_mib": tree / 2**20,
+            "cpu": cpu["analyser"], "base_cpu": cpu.get("baseline"), "base_wall": best.get("baseline")}
 
 
 def main() -> int:
@@ -378,6 +389,9 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, help="files, one per rank (default: the mix's, 256 for default)")
     ap.add_argument("--dir", help="generate into (and keep) this directory (one mix only)")
     ap.add_argument("--rounds", type=int, default=2, help="timed rounds; the best is reported")
+    ap.add_argument("--baseline", metavar="CHECKOUT",
+                    help="also time the analyser of another checkout of this repository (e.g. a "
+                         "`git worktree add` of an older commit) on the same files")
     args = ap.parse_args()
     if args.rounds < 1 or (args.gib is not None and args.gib <= 0) or (args.ranks is not None and args.ranks < 2):
         ap.error("--rounds must be >= 1, --gib > 0, --ranks >= 2")
@@ -387,10 +401,23 @@ def main() -> int:
 
     kb = load_knowledge(use_env=False)
     mixes = list(MIXES) if args.mix == "all" else [args.mix]
+    link_dir = None
+    if args.baseline:
+        if not os.path.isfile(os.path.join(args.baseline, "knowledge", "logs", "engine.py")):
+            ap.error(f"--baseline {args.baseline}: not a checkout of this repository")
+        # the package is the repository root (package-dir mapping): a link named distdoctor on
+        # PYTHONPATH is found before the editable install
+        link_dir = tempfile.mkdtemp(prefix="dd-bench-baseline-")
+        os.symlink(os.path.abspath(args.baseline), os.path.join(link_dir, "distdoctor"))
     results = []
-    for mix in mixes:
-        gib, ranks = MIX_SIZES[mix]
-        results.append(bench(mix, args.gib or gib, args.ranks or ranks, args.rounds, args.dir, kb))
+    try:
+        for mix in mixes:
+            gib, ranks = MIX_SIZES[mix]
+            results.append(bench(mix, args.gib or gib, args.ranks or ranks, args.rounds, args.dir, kb,
+                                 link_dir))
+    finally:
+        if link_dir:
+            shutil.rmtree(link_dir, ignore_errors=True)
     print("\nsummary (goals of issue 11: realistic <= 3x grep, init-heavy <= 10x grep, 50 MB of NCCL INFO "
           f"< {NCCL_INFO_SECONDS:.0f} s, peak < {PEAK_MIB} MiB with workers)")
     for r in results:
@@ -399,8 +426,10 @@ def main() -> int:
         if r["mix"] == "nccl-info":
             verdict = " ok" if r["wall"] < NCCL_INFO_SECONDS else f" over {NCCL_INFO_SECONDS:.0f} s"
         mem = "ok" if r["tree_mib"] < PEAK_MIB else "over"
+        base = "" if r["base_cpu"] is None else (
+            f"; baseline {r['base_wall']:.2f} s wall, cpu {r['base_cpu']:.2f} s against {r['cpu']:.2f} s")
         print(f"  {r['mix']:11} {r['mib']:6.0f} MiB  analyser {r['wall']:6.2f} s  grep {r['grep']:6.2f} s  "
-              f"{r['times_grep']:5.2f}x grep{verdict}; peak {r['tree_mib']:.0f} MiB {mem}")
+              f"{r['times_grep']:5.2f}x grep{verdict}; peak {r['tree_mib']:.0f} MiB {mem}{base}")
     return 0
 
 
