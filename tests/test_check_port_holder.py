@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
