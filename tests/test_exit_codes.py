@@ -22,7 +22,7 @@ TOPO = HERE / "topology"
 RECORDED = HERE / "recorded"
 
 NOT_HERE = {
-    ("repro", OK): "a real two-rank Gloo job (test_repro.py)",
+    ("repro", OK): "a real two-rank Gloo job (test_repro.py); --help here",
     ("repro", PROBLEM): "a real failing job (test_repro.py)",
     ("bisect", PROBLEM): "a baseline plus switch runs (test_bisect.py)",
     ("stacks", OK): "a live job to dump (test_stacks_real.py)",
@@ -74,7 +74,10 @@ TABLE: list[tuple[str, str, list[str], int]] = [
     ("topo", "ok", ["topo", "--input", str(TOPO / "topo-m-8gpu-4nic-hybrid-cube-mesh.txt")], OK),
     ("topo", "problem", ["topo", "--input", str(TOPO / "topo-m-and-p2p-r-4gpu-2socket.txt")], PROBLEM),
     ("topo", "usage", ["topo", "--input", "{tmp}/garbage.txt"], USAGE),
+    ("repro", "ok: --help (a real run is test_repro.py's)", ["repro", "--help"], OK),
     ("repro", "usage", ["repro", "--nproc", "0"], USAGE),
+    ("bisect", "ok: --help", ["bisect", "--help"], OK),
+    ("stacks", "ok: --help", ["stacks", "--help"], OK),
     ("bisect", "usage", ["bisect", "--switch", "nosuch"], USAGE),
     ("drill", "ok: list", ["drill", "list"], OK),
     ("drill", "usage", ["drill", "run", "nosuch"], USAGE),
