@@ -337,7 +337,7 @@ def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb,
             fh.write("\n".join(to_ere(s.pattern) for s in kb.signatures.values()) + "\n")
         best: dict[str, float] = {}
         cpu: dict[str, float] = {}
-        rss, tree, report, matches = 0, 0, {}, 0
+        rss, tree, base_tree, report, matches = 0, 0, 0, {}, 0
         workers = {"analyser": {}, "analyser, 1 process": {"DISTDOCTOR_LOG_WORKERS": "1"}}
         if baseline:
             workers.update({"baseline": {"PYTHONPATH": baseline},
@@ -347,7 +347,9 @@ def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb,
                 wall, cpu_now, rss_now, tree_now, rep = run_analyser(root, env)
                 best[label] = min(best.get(label, 1e9), wall)
                 cpu[label] = min(cpu.get(label, 1e9), cpu_now)
-                if not label.startswith("baseline"):
+                if label.startswith("baseline"):
+                    base_tree = max(base_tree, tree_now)
+                else:
                     rss, tree, report = max(rss, rss_now), max(tree, tree_now), rep
             for label, env in (("grep", {}), ("grep LC_ALL=C", {"LC_ALL": "C"})):
                 g, matches = run_grep(files, pattern_file, env)
@@ -374,10 +376,12 @@ def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb,
         print(f"  {name:28} {mb / best[label]:8.1f} MB/s   wall {best[label]:6.2f} s   cpu {cpu[label]:6.2f} s   "
               f"{best[label] / best['grep']:.2f}x grep's time, {best[label] / best['grep LC_ALL=C']:.2f}x "
               "grep LC_ALL=C's")
-    print(f"  peak RSS: analyser process {rss / 2**20:.0f} MiB, with its workers {tree / 2**20:.0f} MiB")
+    print(f"  peak RSS: analyser process {rss / 2**20:.0f} MiB, with its workers {tree / 2**20:.0f} MiB"
+          + (f"; baseline with its workers {base_tree / 2**20:.0f} MiB" if baseline else ""))
     return {"mix": mix, "mib": size / 2**20, "wall": best["analyser"], "grep": best["grep"],
             "times_grep": best["analyser"] / best["grep"], "tree_mib": tree / 2**20,
-            "cpu": cpu["analyser"], "base_cpu": cpu.get("baseline"), "base_wall": best.get("baseline")}
+            "cpu": cpu["analyser"], "base_cpu": cpu.get("baseline"), "base_wall": best.get("baseline"),
+            "base_mib": base_tree / 2**20}
 
 
 def main() -> int:
@@ -427,7 +431,8 @@ def main() -> int:
             verdict = " ok" if r["wall"] < NCCL_INFO_SECONDS else f" over {NCCL_INFO_SECONDS:.0f} s"
         mem = "ok" if r["tree_mib"] < PEAK_MIB else "over"
         base = "" if r["base_cpu"] is None else (
-            f"; baseline {r['base_wall']:.2f} s wall, cpu {r['base_cpu']:.2f} s against {r['cpu']:.2f} s")
+            f"; baseline {r['base_wall']:.2f} s wall, cpu {r['base_cpu']:.2f} s against {r['cpu']:.2f} s, "
+            f"peak {r['base_mib']:.0f} MiB")
         print(f"  {r['mix']:11} {r['mib']:6.0f} MiB  analyser {r['wall']:6.2f} s  grep {r['grep']:6.2f} s  "
               f"{r['times_grep']:5.2f}x grep{verdict}; peak {r['tree_mib']:.0f} MiB {mem}{base}")
     return 0

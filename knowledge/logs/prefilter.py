@@ -183,9 +183,11 @@ class Plan:
 def plan(items: tuple[Anchored, ...], freq: tuple[tuple[str, float], ...] | None = None) -> Plan:
     """Cover every alternative of every item with as little scanning as possible.
 
-    Weighted greedy set cover (lazy): a candidate is either a substring (one bytes.find pass)
-    or a root character (one regex pass matching a trie of literals that start with it).
-    Nothing that occurs in ordinary healthy log lines is ever used.
+    Weighted greedy set cover (lazy), then a local search that drops a pass where cheaper ones do
+    its work: a candidate is either a substring (one bytes.find pass) or a root character (one
+    regex pass matching a trie of literals that start with it; for a character rare in the
+    input, bytes.find between its occurrences). Nothing that occurs in ordinary healthy log
+    lines is used unless an alternative has nothing else.
     """
     noise = "\n".join(NOISE_SAMPLES)
     freqs = dict(freq) if freq else _char_freq()
@@ -203,6 +205,7 @@ def plan(items: tuple[Anchored, ...], freq: tuple[tuple[str, float], ...] | None
                     best = root_cover.setdefault(ch, {}).get(idx)
                     if best is None or len(lit) > len(best):
                         root_cover[ch][idx] = lit
+
     def cost(p: tuple[str, str]) -> float:
         return _literal_cost(p[1]) if p[0] == "lit" else _root_cost(p[1], freqs)
 
