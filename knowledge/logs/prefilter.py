@@ -134,14 +134,26 @@ def _char_freq() -> dict[str, float]:
 
 # Cost of one pass, in seconds per GB measured on NCCL-heavy logs (CPython 3.11): bytes.find gets
 # faster with longer needles; a char-rooted regex scans at about 3.5 GB/s (sre's loop over a
-# literal first character) plus ~23 ns per occurrence of its root character (a match attempt).
+# literal first character) plus ~23 ns per occurrence of its root character (a match attempt),
+# ~1.5 ns when the regex is one literal (sre compares its next characters in the same loop).
 # A root character rarer than RARE is found with bytes.find instead (memchr, ~20 GB/s), at
 # ~0.5 us a match attempt from Python: see scan.py.
 RARE = 4e-4
 
 
-def _literal_cost(gram: str) -> float:
+def _literal_cost(gram: str, freq: dict[str, float]) -> float:
+    # what the cover weighs: bytes.find's cost (with sre's, the cover takes more, shorter passes,
+    # and their fixed cost adds up); the cheaper of the two runs (plan)
+    return _find_cost(gram)
+
+
+def _find_cost(gram: str) -> float:
     return 1.0 / (0.9 + 0.14 * min(len(gram), 40))
+
+
+def _search_cost(gram: str, freq: dict[str, float]) -> float:
+    f = freq.get(gram[0], 0.002)
+    return 0.05 + 500.0 * f if f < RARE else 0.27 + 1.5 * f
 
 
 def _root_cost(ch: str, freq: dict[str, float]) -> float:
@@ -169,7 +181,7 @@ ROOT_TAIL = 10  # characters after the root that a char-rooted alternative must 
 class Plan:
     """How to find candidate lines: plain substrings, plus char-rooted tries of short literals."""
 
-    literals: tuple[str, ...]
+    literals: tuple[str, ...]  # found by bytes.find
     roots: tuple[tuple[str, tuple[str, ...]], ...]  # (root char, literals starting with it)
     rare: frozenset[str] = frozenset()  # root chars rare in the input: found by bytes.find
 
@@ -207,7 +219,7 @@ def plan(items: tuple[Anchored, ...], freq: tuple[tuple[str, float], ...] | None
                         root_cover[ch][idx] = lit
 
     def cost(p: tuple[str, str]) -> float:
-        return _literal_cost(p[1]) if p[0] == "lit" else _root_cost(p[1], freqs)
+        return _literal_cost(p[1], freqs) if p[0] == "lit" else _root_cost(p[1], freqs)
 
     def covers(p: tuple[str, str]) -> set[int]:
         return literal_cover[p[1]] if p[0] == "lit" else set(root_cover[p[1]])
@@ -221,8 +233,7 @@ def plan(items: tuple[Anchored, ...], freq: tuple[tuple[str, float], ...] | None
             touch.setdefault(i, set()).add(("root", ch))
     chosen, forced = _cover(set(range(len(universe))), touch, cost, covers)
     chosen = _improve(chosen, touch, cost, covers)
-    literals = sorted({k for kind, k in chosen if kind == "lit"} | {max(universe[i], key=len) for i in forced},
-                      key=lambda g: (-len(g), g))
+    literals = {k for kind, k in chosen if kind == "lit"} | {max(universe[i], key=len) for i in forced}
     # each alternative a literal does not find goes to its cheapest chosen root
     roots: dict[str, set[str]] = {}
     by_cost = sorted((k for kind, k in chosen if kind == "root"), key=lambda ch: _root_cost(ch, freqs))
@@ -231,9 +242,11 @@ def plan(items: tuple[Anchored, ...], freq: tuple[tuple[str, float], ...] | None
             continue
         ch = next(c for c in by_cost if idx in root_cover[c])
         roots.setdefault(ch, set()).add(root_cover[ch][idx])
-    root_groups = tuple(sorted((ch, _prefix_free(lits)) for ch, lits in roots.items()))
-    rare = frozenset(ch for ch in roots if freqs.get(ch, 0.002) < RARE)
-    return Plan(tuple(literals), root_groups, rare)
+    # a literal sre finds faster than bytes.find is a rooted group of its own (one tail)
+    searched = {g for g in literals if _search_cost(g, freqs) < _find_cost(g)}
+    groups = [(ch, _prefix_free(lits)) for ch, lits in roots.items()] + [(g[0], (g,)) for g in searched]
+    rare = frozenset(ch for ch, _t in groups if freqs.get(ch, 0.002) < RARE)
+    return Plan(tuple(sorted(literals - searched, key=lambda g: (-len(g), g))), tuple(sorted(groups)), rare)
 
 
 Pass = tuple[str, str]  # ("lit", substring) or ("root", char)
