@@ -221,9 +221,15 @@ _PHASE_WORDS = {
 }
 
 
+_PHASE_ANY = tuple({w.lower() for lower, cased in _PHASE_WORDS.values() for w in lower + cased}) \
+    if all(name in _PHASE_WORDS for name, _rx in PHASES) else ("",)  # a phase without words: no shortcut
+
+
 def phase(text: str) -> str | None:
     if text.isascii():  # lower() folds case as re.I does for ASCII only
         low = text.lower()
+        if not any(w in low for w in _PHASE_ANY):  # most lines: none of any phase's words
+            return None
         for name, rx in PHASES:
             lower, cased = _PHASE_WORDS.get(name, ((), ("",)))  # a phase not listed: always searched
             if (any(w in low for w in lower) or any(w in text for w in cased)) and rx.search(text):
