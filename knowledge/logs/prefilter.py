@@ -184,10 +184,15 @@ class Plan:
     literals: tuple[str, ...]  # found by bytes.find
     roots: tuple[tuple[str, tuple[str, ...]], ...]  # (root char, literals starting with it)
     rare: frozenset[str] = frozenset()  # root chars rare in the input: found by bytes.find
+    searched: frozenset[str] = frozenset()  # literals among the roots, each a group of its own
 
     def describe(self) -> str:
-        return (f"{len(self.literals)} literal(s), {len(self.roots)} rooted group(s): "
-                + ", ".join(f"{c!r}x{len(t)}{'*' if c in self.rare else ''}" for c, t in self.roots)
+        groups = [(c, t) for c, t in self.roots if not (len(t) == 1 and t[0] in self.searched)]
+        return (f"{len(self.literals) + len(self.searched)} literal(s)"
+                + (f" ({len(self.searched)} by regex: {', '.join(map(repr, sorted(self.searched)))})"
+                   if self.searched else "")
+                + f", {len(groups)} rooted group(s): "
+                + ", ".join(f"{c!r}x{len(t)}{'*' if c in self.rare else ''}" for c, t in groups)
                 + (" (* found by bytes.find)" if self.rare else ""))
 
 
@@ -246,7 +251,8 @@ def plan(items: tuple[Anchored, ...], freq: tuple[tuple[str, float], ...] | None
     searched = {g for g in literals if _search_cost(g, freqs) < _find_cost(g)}
     groups = [(ch, _prefix_free(lits)) for ch, lits in roots.items()] + [(g[0], (g,)) for g in searched]
     rare = frozenset(ch for ch, _t in groups if freqs.get(ch, 0.002) < RARE)
-    return Plan(tuple(sorted(literals - searched, key=lambda g: (-len(g), g))), tuple(sorted(groups)), rare)
+    return Plan(tuple(sorted(literals - searched, key=lambda g: (-len(g), g))), tuple(sorted(groups)), rare,
+                frozenset(searched))
 
 
 Pass = tuple[str, str]  # ("lit", substring) or ("root", char)
