@@ -351,7 +351,7 @@ def _trie_to_regex(node: dict) -> str:
     return body
 
 
-_GRAM_LENGTHS = (6, 8, 11, 16, 24, 32)
+_GRAM_LENGTHS = (6, 11, 24)  # more lengths made the same plans, twice as slowly
 
 
 def _grams(run: str) -> Iterable[str]:
