@@ -19,10 +19,14 @@ NCCL_INFO = b" NCCL INFO "
 _COMM_ID = re.compile(rb"(comm(?:Id)? 0x)[0-9a-f]+(?= )")
 # Words of Collector._extract's branches whose effect depends on the line's position or count
 # (exceptions, tracebacks, watchdog records, launcher exits, announcements, collectives in
-# frames, sample ids): a line with one of them is never dropped.
+# frames, sample ids): a line with one of them is never dropped. The other branches decide a
+# fact once (first wins) or keep a maximum: _FACT_WORDS. tests/test_logs_repeats.py checks that
+# every word _extract tests is in one list or the other.
 _EVENT_WORDS = ("Error", "Exception", "Interrupt", "Failure", "Traceback", "Watchdog", "WorkNCCL(",
                 "last enqueued", "local_rank", "exitcode", "terminated with", "distributed",
-                "default_pg", "ids", "indices", "RANK")
+                "default_pg", "ids", "indices", "RANK", "_engine_run_backward")
+_FACT_WORDS = ("NCCL version", "cudaDriverVersion", ": Using ", "Using network", "NET/IB : No device found",
+               " via ", "anks ", "nNodes", "set by environment to", " batches")
 
 
 def candidates(comp: Compiled, blk: Block, channel_budget: int) -> tuple[list[int], set[int], int]:
