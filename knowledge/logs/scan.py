@@ -11,6 +11,8 @@ from .compiled import Compiled
 from .sources import Block
 
 VIA = b" via "  # NCCL channel lines: sampled, there can be millions
+# sre scans for a literal's first character: 'v' is rarer than ' ' (0.3 s/GB instead of 0.55)
+_VIA = re.compile(rb"via ")
 CHANNEL_BUDGET = 96  # channel lines read per file: transports repeat for every communicator
 NCCL_INFO = b" NCCL INFO "
 # NCCL prints its init and transport lines again for every communicator a process joins (FSDP,
@@ -67,8 +69,12 @@ def candidates(comp: Compiled, blk: Block, channel_budget: int) -> tuple[list[in
     taken = 0
     via: set[int] = set()
     if channel_budget > 0:
-        pos = find(VIA, 0, end)
-        while pos >= 0 and taken < channel_budget:
+        m = _VIA.search(data, 0, end)
+        while m is not None and taken < channel_budget:
+            pos = m.start()
+            if pos == 0 or data[pos - 1] != 32:  # not " via "
+                m = _VIA.search(data, pos + 1, end)
+                continue
             ls = rfind(b"\n", 0, pos) + 1
             if ls not in starts:
                 via.add(ls)
@@ -76,7 +82,7 @@ def candidates(comp: Compiled, blk: Block, channel_budget: int) -> tuple[list[in
             nl = find(b"\n", pos, end)
             if nl < 0:
                 break
-            pos = find(VIA, nl + 1, end)
+            m = _VIA.search(data, nl + 1, end)
     return sorted(starts | via), via, taken
 
 
