@@ -1,7 +1,8 @@
 """The knowledge base: causes, symptoms, checks, switches, log signatures and the method's tree."""
 from __future__ import annotations
 
-from .loader import KnowledgeError, load_knowledge
+from .errors import KnowledgeError
+from .loader import load_knowledge
 from .model import Cause, Check, Fix, KnowledgeBase, Signature, Step, Switch, Symptom
 
 __all__ = ["Cause", "Check", "Fix", "KnowledgeBase", "KnowledgeError", "Signature", "Step",

@@ -16,6 +16,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from . import i18n, regex_guard
+from .errors import KnowledgeError
 from .model import (
     STATUSES, Cause, Check, Fix, Harmless, KnowledgeBase, Signature, Step, Switch, Symptom,
 )
@@ -35,12 +36,6 @@ MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 8
 
 
-class KnowledgeError(Exception):
-    """A broken knowledge file: which file, which key, and why."""
-
-    def __init__(self, file: str, key: str, reason: str) -> None:
-        super().__init__(f"{file}: {reason}" if key == "-" else f"{file}: {key}: {reason}")
-        self.file, self.key, self.reason = file, key, reason
 
 
 @dataclass

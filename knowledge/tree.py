@@ -20,7 +20,7 @@ def build_graph(kb: KnowledgeBase) -> nx.DiGraph:
 
 def check_tree(kb: KnowledgeBase, file_of: Callable[[str, str], str]) -> None:
     """Every id resolves, every node is reachable, no cycles, every leaf is a conclusion."""
-    from .loader import KnowledgeError
+    from .errors import KnowledgeError
 
     if kb.root_step not in kb.steps:
         raise KnowledgeError("meta", "meta.root_step", f"unknown step {kb.root_step!r}")

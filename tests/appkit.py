@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from distdoctor.knowledge import load_knowledge
 from distdoctor.probes.base import ProbeContext
 from distdoctor.probes.runner import RecordedRunner
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 ROOT = FIXTURES / "probes" / "vm-docker"  # a container's /proc, /sys, /etc, recorded
@@ -79,7 +79,7 @@ def _snippet() -> str:
 def build(tmp: Path, env: Mapping[str, str], *, session_id: str = "t1", learn: bool = False,
           resume: str | None = None, store: SessionStore | None = None) -> Any:
     """The real app with recorded probes and its own session store under `tmp`."""
-    from distdoctor.tui.app import make_app
+    from distdoctor.tui.app.app import make_app
 
     home = tmp / "home"
     home.mkdir(exist_ok=True)

@@ -58,8 +58,8 @@ def in_process(rounds: int) -> tuple[list[float], list[float]]:
     from distdoctor.knowledge import load_knowledge
     from distdoctor.probes.base import ProbeContext
     from distdoctor.probes.runner import RecordedRunner
-    from distdoctor.tui.app import make_app
-    from distdoctor.tui.session import SessionStore
+    from distdoctor.tui.app.app import make_app
+    from distdoctor.tui.record.session import SessionStore
 
     class Hello(App):
         def compose(self) -> ComposeResult:

@@ -12,7 +12,7 @@ from typing import Any
 import appkit
 from appkit import run_async, terminal_lines
 
-from distdoctor.tui import clipboard
+from distdoctor.tui.app import clipboard
 
 INCIDENT = appkit.FIXTURES / "recorded" / "incident-crash" / "logs"
 SIZE = (80, 24)

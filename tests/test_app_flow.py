@@ -11,7 +11,7 @@ import pytest
 import appkit
 from appkit import run_async, screen_text
 
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 
 LOGS = appkit.FIXTURES / "app"
 
@@ -313,7 +313,7 @@ async def test_environment_step_on_the_real_host(tmp_path: Path) -> None:
     """The registry's probes against this machine: whatever it has, every probe ends in a word."""
     from distdoctor.knowledge import load_knowledge
     from distdoctor.probes.base import ProbeContext
-    from distdoctor.tui.app import make_app
+    from distdoctor.tui.app.app import make_app
 
     app = make_app(load_knowledge(), ProbeContext(), SessionStore(tmp_path), session_id="host")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -335,7 +335,7 @@ async def test_repro_step_runs_for_real(tmp_path: Path, monkeypatch: pytest.Monk
     """A real two-rank Gloo job from the Repro step, live output into the Log, result recorded."""
     from distdoctor.knowledge import load_knowledge
     from distdoctor.probes.base import ProbeContext
-    from distdoctor.tui.app import make_app
+    from distdoctor.tui.app.app import make_app
 
     # the repro runs the job's interpreter, python3 on PATH: here, this virtual environment's
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -373,7 +373,7 @@ async def test_repro_step_runs_for_real(tmp_path: Path, monkeypatch: pytest.Monk
 async def test_a_broken_tree_in_an_overlay_ends_the_app_with_exit_code_2(tmp_path: Path) -> None:
     """The tree check runs after the first screen (it imports networkx); a cycle still fails."""
     from distdoctor.knowledge import load_knowledge
-    from distdoctor.tui.app import make_app
+    from distdoctor.tui.app.app import make_app
 
     overlay = tmp_path / "overlay"
     overlay.mkdir()

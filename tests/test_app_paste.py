@@ -8,7 +8,7 @@ from textual import events
 
 import appkit
 from appkit import run_async, screen_text
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 
 TRACEBACK = """[rank1]: Traceback (most recent call last):
 [rank1]:   File "/home/user/train.py", line 19, in <module>

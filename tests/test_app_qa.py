@@ -10,7 +10,7 @@ from pathlib import Path
 import appkit
 from appkit import run_async, screen_text, terminal_lines
 
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 
 LOGS = appkit.FIXTURES / "app"
 
@@ -39,7 +39,7 @@ def resumed(tmp_path: Path, events: list[tuple[str, dict]], **probes) -> object:
     """The app reopened on a session that already holds `events` (as the headless commands or
     an earlier run of the app wrote them)."""
     from distdoctor.knowledge import load_knowledge
-    from distdoctor.tui.app import make_app
+    from distdoctor.tui.app.app import make_app
 
     store = SessionStore(tmp_path / "sessions")
     for kind, data in events:
@@ -204,7 +204,7 @@ async def test_a_folder_of_runs_names_each_log_apart_and_brings_the_diagnosis_up
 
 @run_async
 async def test_log_viewer_keeps_the_marked_line_in_view_with_more_context(tmp_path: Path) -> None:
-    from distdoctor.tui.screens.logviewer import LogViewerScreen
+    from distdoctor.tui.app.screens.logviewer import LogViewerScreen
 
     log = tmp_path / "job.log"
     lines = [f"[rank0] step {n} loss 0.5" for n in range(1, 301)]
@@ -350,7 +350,7 @@ async def test_help_lists_the_dialogs_keys_in_full_lines(tmp_path: Path) -> None
 
 @run_async
 async def test_path_completion_lists_folders_off_the_event_loop(tmp_path: Path) -> None:
-    from distdoctor.tui.widgets import PathSuggester
+    from distdoctor.tui.app.widgets import PathSuggester
 
     (tmp_path / "nccl-logs").mkdir()
     threads: list[int] = []

@@ -21,8 +21,8 @@ from ptykit import Term
 DISTDOCTOR = [sys.executable, "-c", "import sys; from distdoctor.tui.cli import main; sys.exit(main())"]
 
 from distdoctor.knowledge import load_knowledge
-from distdoctor.tui.app import make_app
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.app.app import make_app
+from distdoctor.tui.record.session import SessionStore
 
 # Loaded by every Python started with this PYTHONPATH; acts only in the versions probe's child
 # (its command line carries the probe's output marker): it reports its pid through the FIFO, the

@@ -111,8 +111,8 @@ def test_environment_findings(app, snap_compare) -> None:
 def test_environment_probes_missing(tmp_path: Path, snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
     """Error state: a build without the probe registry says so instead of crashing."""
     from distdoctor.knowledge import load_knowledge
-    from distdoctor.tui.app import make_app
-    from distdoctor.tui.session import SessionStore
+    from distdoctor.tui.app.app import make_app
+    from distdoctor.tui.record.session import SessionStore
 
     monkeypatch.setitem(sys.modules, "distdoctor.probes.registry", None)
     app = make_app(load_knowledge(), appkit.recorded_ctx(appkit.HANG_ENV, tmp_path), SessionStore(tmp_path),

@@ -8,12 +8,12 @@ import pytest
 
 from distdoctor.knowledge import load_knowledge
 from distdoctor.knowledge.tree import main_path
-from distdoctor.tui import launchers
-from distdoctor.tui.app import method_order
-from distdoctor.tui.nextaction import next_action
-from distdoctor.tui.ranking import rank_causes, rank_session
-from distdoctor.tui.state import Flow, suspects
-from distdoctor.tui.widgets import PathSuggester, status_text
+from distdoctor.tui.app import launchers
+from distdoctor.tui.app.app import method_order
+from distdoctor.tui.app.nextaction import next_action
+from distdoctor.tui.record.ranking import rank_causes, rank_session
+from distdoctor.tui.record.state import Flow, suspects
+from distdoctor.tui.app.widgets import PathSuggester, status_text
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 from distdoctor.knowledge import load_knowledge
 from distdoctor.probes.repro import (ReproInputError, ReproOptions, find_switch, plan, run_bisect,
                                      trials)
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 
 DISTDOCTOR = Path(sys.executable).with_name("distdoctor")
 MISSING_NIC = "distdoctor-missing0"

@@ -17,7 +17,7 @@ from distdoctor.probes import cuda_driver, registry
 from distdoctor.probes.base import ProbeContext, ProbeResult
 from distdoctor.tui.cli import main
 from distdoctor.tui.commands import check_text
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 
 JOB_PREFIXES = ("NCCL_", "TORCH_", "GLOO_", "SLURM_", "OMPI_", "PMI_", "MASTER_", "TORCHELASTIC_")
 JOB_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",

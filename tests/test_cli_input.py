@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from distdoctor.tui.cli import build_parser
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 
 DISTDOCTOR = [sys.executable, "-c", "import sys; from distdoctor.tui.cli import main; sys.exit(main())"]
 NO_TERMINAL = ("distdoctor: error: the guided app needs a terminal (stdin and stdout); for scripts "

@@ -8,8 +8,8 @@ from appkit import run_async, screen_text
 
 from distdoctor.knowledge import load_knowledge
 from distdoctor.probes.drill import store as drills_store
-from distdoctor.tui.screens.drill import DrillApp
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.app.screens.drill import DrillApp
+from distdoctor.tui.record.session import SessionStore
 from textual.widgets import OptionList
 
 CRASH = Path(__file__).resolve().parent / "fixtures" / "recorded" / "01-drill-crash"
@@ -89,7 +89,7 @@ async def test_drill_screen_is_readable_at_both_sizes(tmp_path: Path) -> None:
 def test_score_reads_in_a_session_report_line():
     from distdoctor.probes.drill import get
     from distdoctor.probes.drill.score import Attempt, score
-    from distdoctor.tui.report import _step_summary
+    from distdoctor.tui.record.report import _step_summary
 
     attempt = Attempt("straggler", steps=["classify:hang", "open:console.log", "open:rank 1 stdout",
                                           "answer"], cause="collective-timeout", rank="1",

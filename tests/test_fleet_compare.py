@@ -11,7 +11,7 @@ import pytest
 
 from distdoctor.probes.fleet import compare, load_snapshots, outlier_line, validate_snapshot
 from distdoctor.tui.cli import main
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 from fleet_gen import GIB, base_snapshot, node_name, write_fleet
 
 PLANTS = {

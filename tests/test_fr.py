@@ -221,7 +221,7 @@ def test_stacks_file_and_session(tmp_path: Path, capsys: pytest.CaptureFixture[s
     code, out, _ = cli(capsys, str(FR / "never_reaches" / "json"), "--stacks", str(stacks),
                        "--session", "inc-fr")
     assert code == 1 and "note: stacks disagree" in out
-    from distdoctor.tui.session import SessionStore
+    from distdoctor.tui.record.session import SessionStore
 
     (event,) = SessionStore().load("inc-fr")["events"]
     assert event["kind"] == "fr" and event["data"]["culprit"]["ranks"] == ["2"]

@@ -418,8 +418,8 @@ def test_report_json_identical_across_languages_but_for_text(capsys) -> None:
 # --- every fixed phrase of the translated outputs is in the catalogue -------------------------------
 
 TRANSLATED_MODULES = ("tui/commands/logs_text.py", "tui/commands/check_text.py", "tui/commands/knowledge.py",
-                      "tui/report_md.py",
-                      "tui/report_html.py")
+                      "tui/record/report_md.py",
+                      "tui/record/report_html.py")
 # words that reach the catalogue through a variable: roles, ends of a rank's lines, bases, kinds
 DYNAMIC = ["crashed", "stuck", "slow", "missing", "misconfigured", "killed", "lost peer", "timed out",
            "exited", "finished", "no end seen", "evidence", "facts", "prior", "step", "iteration",

@@ -94,7 +94,7 @@ def test_one_bad_file_still_lints_the_others(tmp_path: Path) -> None:
 def test_session_records_the_findings() -> None:
     res = run(str(FIXTURES / "dd101_fire.py"), "--session", "lint-1", "--json")
     assert res.returncode == 1
-    from distdoctor.tui.session import SessionStore
+    from distdoctor.tui.record.session import SessionStore
 
     (event,) = SessionStore().load("lint-1")["events"]
     assert event["kind"] == "lint"

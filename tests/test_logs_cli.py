@@ -113,7 +113,7 @@ def test_symptom_changes_the_ranking(tmp_path: Path) -> None:
 def test_session_records_the_result(job: Path) -> None:
     res = run(str(job), "--session", "inc-7", "--json")
     assert res.returncode == 1
-    from distdoctor.tui.session import SessionStore
+    from distdoctor.tui.record.session import SessionStore
 
     events = SessionStore().load("inc-7")["events"]
     assert [e["kind"] for e in events] == ["logs"]

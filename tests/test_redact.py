@@ -12,8 +12,8 @@ import stat
 import pytest
 
 from conftest import shared_fixtures
-from distdoctor.tui.pseudonym import Pseudonymizer
-from distdoctor.tui.redact import MASK, is_secret_name, redact, redact_env, redact_text
+from distdoctor.tui.record.pseudonym import Pseudonymizer
+from distdoctor.tui.record.redact import MASK, is_secret_name, redact, redact_env, redact_text
 
 SECRET_NAMES = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID",
                 "AWS_SESSION_TOKEN", "MY_API_KEY", "WANDB_API_KEY", "GITHUB_PAT", "GH_TOKEN",
@@ -209,7 +209,7 @@ def test_user_names_in_free_log_text_are_learnt_and_replaced_everywhere() -> Non
 
 
 def test_the_reports_author_is_pseudonymized(monkeypatch, tmp_path) -> None:
-    import distdoctor.tui.report as report
+    import distdoctor.tui.record.report as report
 
     monkeypatch.setattr(report, "_login_name", lambda: "heidi")
     record = {"id": "x", "events": [{"kind": "logs", "data": {"causes": [{"id": "shm-size", "evidence": [
@@ -226,7 +226,7 @@ def test_ordinary_words_survive_pseudonyms() -> None:
 
 
 def test_shapes_that_once_slipped_through_are_masked() -> None:
-    from distdoctor.tui.redact import is_secret_name, redact, redact_text
+    from distdoctor.tui.record.redact import is_secret_name, redact, redact_text
 
     cases = {
         "post https://hooks.slack.com/services/T0000/B0000/XXSlackSecretXX now": "XXSlackSecretXX",
@@ -243,7 +243,7 @@ def test_shapes_that_once_slipped_through_are_masked() -> None:
 
 
 def test_a_commit_named_by_its_key_is_kept_a_secret_is_not() -> None:
-    from distdoctor.tui.redact import redact
+    from distdoctor.tui.record.redact import redact
 
     commit = "cf30153c4c131c8164ee7798e5022d810682e2cb"
     out = redact({"torch": {"git": commit, "other": commit}, "GIT_TOKEN": commit,
@@ -375,7 +375,7 @@ def test_near_miss_is_not_redacted(line: str) -> None:
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> dict[str, str]:
     from distdoctor.knowledge import load_knowledge
-    from distdoctor.tui.report import export_report
+    from distdoctor.tui.record.report import export_report
 
     kb = load_knowledge(use_env=False)
     record = _planted_record()

@@ -15,7 +15,7 @@ import pytest
 from distdoctor.knowledge import load_knowledge
 from distdoctor.probes.repro import ReproOptions, manual_commands, plan
 from distdoctor.probes.repro.run import new_run_dir, runs_root
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 
 DISTDOCTOR = Path(sys.executable).with_name("distdoctor")
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz123456"

@@ -15,8 +15,8 @@ import pytest
 
 import distdoctor.probes.topology as topology
 from distdoctor.knowledge import load_knowledge
-from distdoctor.tui.report import build_report, render_html, render_json, render_markdown
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.report import build_report, render_html, render_json, render_markdown
+from distdoctor.tui.record.session import SessionStore
 
 DISTDOCTOR = Path(sys.executable).with_name("distdoctor")
 SECRETS = [
@@ -348,7 +348,7 @@ def test_cli_errors_and_format_from_suffix(store: SessionStore, state: Path, tmp
 
 def test_report_command_imports_neither_textual_nor_torch() -> None:
     code = ("import sys; from distdoctor.tui.cli import build_parser; build_parser(); "
-            "import distdoctor.tui.report, distdoctor.tui.commands.report, distdoctor.tui.pseudonym; "
+            "import distdoctor.tui.record.report, distdoctor.tui.commands.report, distdoctor.tui.record.pseudonym; "
             "print(sorted(m for m in ('textual', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr

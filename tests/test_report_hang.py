@@ -8,7 +8,7 @@ from pathlib import Path
 from distdoctor.knowledge import load_knowledge
 from distdoctor.knowledge.logs import analyse
 from distdoctor.probes.flightrec import as_evidence, read_and_analyse, to_json
-from distdoctor.tui.report import build_report, render_html, render_markdown
+from distdoctor.tui.record.report import build_report, render_html, render_markdown
 
 KB = load_knowledge(use_env=False)
 FIX = Path(__file__).parent / "fixtures"

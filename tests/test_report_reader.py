@@ -12,7 +12,7 @@ import pytest
 
 from distdoctor.probes.topology import load_input, to_svg
 from distdoctor.tui.cli import main
-from distdoctor.tui.report_html import wrap
+from distdoctor.tui.record.report_html import wrap
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 INCIDENT = FIXTURES / "recorded" / "incident-crash" / "logs"

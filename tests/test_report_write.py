@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 
 DISTDOCTOR = Path(sys.executable).with_name("distdoctor")
 LOG = ("[rank1]: RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error, "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from distdoctor.tui.session import SessionError, SessionStore, summary, symptom_text
+from distdoctor.tui.record.session import SessionError, SessionStore, summary, symptom_text
 
 DISTDOCTOR = Path(sys.executable).with_name("distdoctor")
 
@@ -99,7 +99,7 @@ def test_pseudonym_mapping_is_not_a_session(tmp_path: Path) -> None:
 APPENDER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from distdoctor.tui.session import SessionStore
+    from distdoctor.tui.record.session import SessionStore
     store = SessionStore(Path(sys.argv[1]))
     for i in range(int(sys.argv[3])):
         store.append("shared", "check", {"writer": sys.argv[2], "n": i})
@@ -255,7 +255,7 @@ def test_a_file_where_the_sessions_folder_belongs_is_named(tmp_path: Path) -> No
 
 
 def test_the_writer_reports_a_failure_and_keeps_writing(tmp_path: Path) -> None:
-    from distdoctor.tui.session import SessionWriter
+    from distdoctor.tui.record.session import SessionWriter
 
     errors: list[str] = []
     store = SessionStore(tmp_path)

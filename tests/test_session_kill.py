@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 
 # Appends events with a large payload in a loop. It says "w N" just before writing event N and
 # "d N" once that append finished, so the test can kill it while a write is under way.
 WRITER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from distdoctor.tui import session
+    from distdoctor.tui.record import session
 
     real_write = session.write_atomic
     current = [0]

@@ -69,7 +69,7 @@ def test_odd_rank_text_json_and_session(ranks) -> None:
     assert doc["summary"] == "2 ranks in wait_for_peers (train.py:4); rank 2 in save_checkpoint (train.py:7)"
     assert doc["culprit"] is None  # the others are not in a collective: odd, but no culprit
     assert doc["job"]["world_size"] == 3
-    from distdoctor.tui.session import SessionStore
+    from distdoctor.tui.record.session import SessionStore
 
     events = SessionStore().load("inc-9")["events"]
     assert [e["kind"] for e in events] == ["stacks"] and events[0]["data"]["odd"] == doc["odd"]

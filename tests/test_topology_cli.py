@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from distdoctor.tui.cli import main
-from distdoctor.tui.session import SessionStore
+from distdoctor.tui.record.session import SessionStore
 
 HERE = Path(__file__).resolve().parent / "fixtures" / "topology"
 EIGHT = HERE / "topo-m-8gpu-4nic-hybrid-cube-mesh.txt"

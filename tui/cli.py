@@ -6,6 +6,8 @@ import importlib
 import sys
 from typing import Sequence
 
+from .errors import UsageError
+
 # Each subcommand lives in distdoctor.tui.commands.<module> with register(subparsers);
 # modules are imported only to build the parser, and none of them imports textual or torch.
 COMMANDS = ("check", "logs", "stacks", "fr", "ras", "knobs", "lint", "topo", "repro", "drill", "collect", "fleet",
@@ -62,8 +64,6 @@ def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> arg
     return parser
 
 
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
 
 
 def build_parser(with_commands: bool = True, only: str | None = None) -> Parser:
@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         if args.command is None:
-            from .app_main import run_app
+            from .app.run import run_app
             return run_app(args)
         try:
             return int(args.func(args) or 0)

@@ -40,7 +40,7 @@ def score(drill: Drill, attempt: Attempt) -> dict[str, Any]:
                f"rank {'right' if right_rank else 'wrong'} ({rank(attempt.rank)} for "
                f"{rank(drill.culprit)}), {len(attempt.steps)} steps (shortest {shortest}), "
                f"switches left on: {', '.join(attempt.switches) or 'none'}")
-    # scalars first: a session report's step line shows the first few (tui/report.py)
+    # scalars first: a session report's step line shows the first few (tui/record/report.py)
     return {"drill": drill.name, "points": max(0, points), "passed": right_cause and right_rank,
             "summary": summary,
             "cause": {"picked": attempt.cause, "expected": drill.cause, "right": right_cause},

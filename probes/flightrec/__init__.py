@@ -1,7 +1,8 @@
 """PyTorch Flight Recorder dumps: read them safely, compare the ranks, name the culprit."""
 from __future__ import annotations
 
-from .analyse import Culprit, FrResult, GroupResult, Mismatch, analyse
+from .analyse import analyse
+from .model import Culprit, FrResult, GroupResult, Mismatch
 from .reader import DumpError, RankDump, loads_plain, read_dumps
 from .verdict import as_evidence, cross_check, cross_check_logs, to_json
 

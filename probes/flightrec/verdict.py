@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .analyse import Culprit, FrResult, GroupResult, _names
+from .model import Culprit, FrResult, GroupResult, names as _names
 
 
 def _culprit_of(group: GroupResult) -> Culprit | None:

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any, Mapping
 
-from ..cli import UsageError
+from ..errors import UsageError
 from . import common
 from .check_text import render
 

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..cli import UsageError
+from ..errors import UsageError
 from .common import add_common, knowledge, print_json, require_answer
 
 EPILOG = """\

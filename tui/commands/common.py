@@ -9,7 +9,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
-from ..cli import UsageError
+from ..errors import UsageError
 
 
 def add_common(parser: argparse.ArgumentParser, *, session: bool = True) -> None:
@@ -55,7 +55,7 @@ def record(args: argparse.Namespace, kind: str, data: Any) -> None:
     reason is kept and printed as one line after the result (flush_notes), and the exit code
     stays the analysis's."""
     if getattr(args, "session", None):
-        from ..session import SessionError, SessionStore
+        from ..record.session import SessionError, SessionStore
 
         try:
             SessionStore(on_wait=_say_waiting).append(args.session, kind, data)

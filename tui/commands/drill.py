@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..cli import UsageError
+from ..errors import UsageError
 from . import common
 
 KIND = "drill"

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import UsageError
+from ..errors import UsageError
 from .collect import interpreter
 from .common import add_common, print_json, record, still_waiting
 

@@ -8,7 +8,7 @@ import shlex
 import sys
 from typing import Any
 
-from ..cli import UsageError
+from ..errors import UsageError
 from . import common
 from .exitcodes import problem_if
 
@@ -70,7 +70,7 @@ def _session_event(args: argparse.Namespace, kind: str) -> dict[str, Any] | None
     """The session's latest result of that kind (stacks, logs), if --session names one."""
     if not getattr(args, "session", None):
         return None
-    from ..session import SessionError, SessionStore, events_of
+    from ..record.session import SessionError, SessionStore, events_of
 
     try:
         record = SessionStore().load(args.session)

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from distdoctor.knowledge import i18n
 
-from ..cli import UsageError
+from ..errors import UsageError
 from .common import print_json
 
 EPILOG = """\

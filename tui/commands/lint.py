@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import UsageError
+from ..errors import UsageError
 from . import common
 from .exitcodes import USAGE, problem_if
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import UsageError
+from ..errors import UsageError
 from . import common
 from .logs_text import render
 

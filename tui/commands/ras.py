@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..cli import UsageError
+from ..errors import UsageError
 from . import common
 from .exitcodes import OK, problem_if
 

@@ -7,7 +7,7 @@ import stat
 import sys
 from pathlib import Path
 
-from ..cli import UsageError
+from ..errors import UsageError
 from .common import add_common, knowledge
 
 EPILOG = """\
@@ -81,7 +81,7 @@ def write_report(output: str, text: str, *, private: bool) -> None:
     unredacted report is its owner's only (0600); a redacted one gets the usual 0666 - umask.
     A target that is not a regular file (/dev/stdout, a FIFO) is written in place: a rename
     would replace the device or pipe itself."""
-    from ..session import write_atomic
+    from ..record.session import write_atomic
 
     path = Path(output)
     try:
@@ -104,8 +104,8 @@ def write_report(output: str, text: str, *, private: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import export_report
-    from ..session import SessionError, SessionStore
+    from ..record.report import export_report
+    from ..record.session import SessionError, SessionStore
 
     fmt = _format(args)
     store = SessionStore()

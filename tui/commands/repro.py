@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 
 from distdoctor.probes.secret_names import is_secret_name
 
-from ..cli import UsageError
+from ..errors import UsageError
 from .common import add_common, knowledge, print_json, record
 from .exitcodes import problem_if
 
@@ -106,7 +106,7 @@ def _prepare(args: argparse.Namespace, kb: Any) -> tuple[Any, Any]:
     """(options, python info); every input problem becomes a UsageError."""
     from distdoctor.probes.repro import ReproInputError, ReproOptions, check_python, parse_env
 
-    from ..session import SessionError, SessionStore
+    from ..record.session import SessionError, SessionStore
 
     if getattr(args, "session", None):
         store = SessionStore()

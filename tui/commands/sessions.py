@@ -7,7 +7,7 @@ import textwrap
 from datetime import datetime
 from typing import Any
 
-from ..cli import UsageError
+from ..errors import UsageError
 from .common import add_common, print_json
 
 EPILOG = """\
@@ -44,7 +44,7 @@ def _when(stamp: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..session import SessionError, SessionStore
+    from ..record.session import SessionError, SessionStore
 
     store = SessionStore()
     try:

@@ -6,7 +6,7 @@ import re
 import sys
 from typing import Any
 
-from ..cli import UsageError
+from ..errors import UsageError
 from .common import add_common, print_json, record
 
 DESCRIPTION = """\

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from ..cli import UsageError
+from ..errors import UsageError
 from .common import add_common, print_json, record
 from .exitcodes import OK, problem_if
 

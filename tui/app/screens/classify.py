@@ -12,7 +12,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from ..messages import LogsAnalysed
-from ..state import suspects
+from ...record.state import suspects
 from ..widgets import Plain
 from .base import StepScreen
 

@@ -14,7 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Log, Select, Static
 
 from ..messages import RunFinished, RunLine, RunRow
-from ..state import is_stopped
+from ...record.state import is_stopped
 from ..widgets import Plain, status_text
 from .base import StepScreen
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .state import Flow, is_stopped, suspects
+from ..record.state import Flow, is_stopped, suspects
 
 
 def _next_hint(kb: Any, step_id: str, order: list[str]) -> str:

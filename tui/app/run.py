@@ -16,8 +16,8 @@ def run_app(args: argparse.Namespace) -> int:
     from distdoctor.knowledge import KnowledgeError, load_knowledge
     from distdoctor.probes.base import ProbeContext
 
-    from .cli import UsageError
-    from .session import SessionError, SessionStore
+    from ..errors import UsageError
+    from ..record.session import SessionError, SessionStore
 
     overlay = getattr(args, "knowledge", None) or os.environ.get("DISTDOCTOR_KNOWLEDGE") or ""
     try:
@@ -44,11 +44,11 @@ def run_app(args: argparse.Namespace) -> int:
 
 
 def _run_drill_app(name: str, kb: object) -> int:
-    """`distdoctor --drill NAME`: the drill screen alone (tui/screens/drill.py)."""
+    """`distdoctor --drill NAME`: the drill screen alone (tui/app/screens/drill.py)."""
     from distdoctor.probes.drill import DRILLS
 
-    from .cli import UsageError
-    from .session import SessionStore
+    from ..errors import UsageError
+    from ..record.session import SessionStore
 
     if name not in DRILLS:
         raise UsageError(f"--drill {name}: unknown drill (one of: {', '.join(DRILLS)})")

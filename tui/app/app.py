@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import gc
-import importlib
 import threading
 from functools import partial
 from pathlib import Path
@@ -17,26 +16,12 @@ from textual.screen import Screen
 from .messages import KnowledgeChecked, SessionNotSaved
 from .nextaction import next_action
 from .palette import DistDoctorCommands
-from .session import SAVE_WAIT_S, SessionStore, SessionWriter, new_id
-from .state import Flow
+from .steps import screen_class
+from ..record.session import SAVE_WAIT_S, SessionStore, SessionWriter, new_id
+from ..record.state import Flow
 
 # Step id -> (module under tui.screens, class). Imported when the step is first opened, so the
 # first screen does not pay for DataTable, Log or the probes. Unknown steps get GenericStepScreen.
-STEP_SCREENS: dict[str, tuple[str, str]] = {
-    "classify": ("classify", "ClassifyScreen"),
-    "logs": ("logs", "LogsScreen"),
-    "environment": ("environment", "EnvironmentScreen"),
-    "repro": ("repro", "ReproScreen"),
-    "bisect": ("repro", "BisectScreen"),
-    "conclusion": ("conclusion", "ConclusionScreen"),
-}
-
-
-def screen_class(step_id: str) -> type[Screen[Any]]:
-    module, name = STEP_SCREENS.get(step_id, ("base", "GenericStepScreen"))
-    return getattr(importlib.import_module(f"distdoctor.tui.screens.{module}"), name)
-
-
 def _make_screen(step_id: str) -> Screen[Any]:
     return screen_class(step_id)(step_id)  # type: ignore[call-arg]
 

@@ -14,9 +14,9 @@ from textual.widgets import Button, DataTable, Input, Static
 
 from ..messages import Exported
 from .. import launchers
-from ..ranking import Ranked, rank_session, session_culprit
-from ..report_causes import plain_reason
-from ..session import SAVE_WAIT_S
+from ...record.ranking import Ranked, rank_session, session_culprit
+from ...record.report_causes import plain_reason
+from ...record.session import SAVE_WAIT_S
 from ..widgets import Plain
 from .base import StepScreen
 
@@ -114,8 +114,8 @@ class ConclusionScreen(StepScreen):
 
     def switches(self) -> list[dict[str, str]]:
         """The switches to remove afterwards, as the report lists them."""
-        from ..report import latest
-        from ..report_conclusion import switches_to_remove
+        from ...record.report import latest
+        from ...record.report_conclusion import switches_to_remove
 
         return switches_to_remove(record_view(self.dd.flow), self.dd.kb, latest)
 
@@ -172,8 +172,8 @@ class ConclusionScreen(StepScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="export", description="export report")
     def export(self, path: str, fmt: str) -> None:
-        from ..report import RENDERERS, build_report
-        from ..session import SessionError
+        from ...record.report import RENDERERS, build_report
+        from ...record.session import SessionError
 
         if not self.dd.saver.flush(timeout=SAVE_WAIT_S):
             self.post_message(Exported(path, f"the session is still being saved to "

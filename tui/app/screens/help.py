@@ -50,7 +50,7 @@ def _section(title: str, rows: Iterable[tuple[str, str]]) -> list[Any]:
 
 def key_table(app: Any) -> Group:
     """All keys: the app's, then each step screen's under its step title, then the dialogs'."""
-    from ..app import screen_class
+    from ..steps import screen_class
     from .logviewer import LogViewerScreen
     from .pathpicker import PathPickerScreen
     from .topology import FleetScreen, TopologyScreen

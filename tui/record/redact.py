@@ -11,7 +11,7 @@ MASK = "[redacted]"
 
 # One rule for secret variable names, shared with the repro's own records (probes cannot import
 # tui): is_secret_name is re-exported from here.
-from ..probes.secret_names import is_secret_name  # noqa: E402
+from ...probes.secret_names import is_secret_name  # noqa: E402
 
 
 def redact_env(mapping: Mapping[str, Any]) -> dict[str, Any]:
@@ -209,12 +209,3 @@ def _mask_all(value: Any) -> Any:
 def redact(obj: Any) -> Any:
     """Redact a whole JSON-like structure: secret-named values masked, every string scrubbed."""
     return walk(obj, redact_text)
-
-
-
-def __getattr__(name: str) -> Any:
-    # Pseudonymizer lives in its own module (it builds on walk() above); reachable from here too.
-    if name == "Pseudonymizer":
-        from .pseudonym import Pseudonymizer
-        return Pseudonymizer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""One screen per step of the method (see tui/app/steps.py) and the dialogs they open."""

@@ -1,1 +1,0 @@
-"""One screen per step of the method (see tui.app.STEP_SCREENS) and the dialogs they open."""
