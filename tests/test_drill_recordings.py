@@ -26,7 +26,11 @@ RECORDED = sorted(p for p in (FIXTURES / "recorded").glob("*-drill-*") if (p / "
 HEALTHY = sorted(p for p in (FIXTURES / "healthy").glob("drill-healthy*") if (p / "label.json").is_file())
 
 # recording -> what the current analyser says instead (the lead removes entries as it improves)
-XFAIL: dict[str, str] = {}
+XFAIL: dict[str, str] = {
+    "09-drill-spawn-in-torchrun": "no line shows the script's mp.spawn or a rank started twice (the grandchildren "
+                                  "print under their torchrun parent's prefix); it was 'right' only while the "
+                                  "torchrun banner alone counted for mixed-launchers, which was a false lead",
+}
 
 
 @pytest.fixture(scope="module")

@@ -178,13 +178,15 @@ def test_a_healthy_log_with_only_context_lines_is_not_a_failure(tmp_path: Path) 
     assert "Most likely causes" not in res.stdout
     data = json.loads(run(str(healthy), "--json").stdout)
     assert data["causes"] == [] and data["verdict"]["failed"] is False
-    # told it hangs, the same lines become leads: facts and priors, never evidence
+    # told it hangs, the same lines give leads: what the symptom points at, never evidence
     data = json.loads(run(str(healthy), "--json", "--symptom", "hang").stdout)
     assert data["causes"] and all(c["lead"] and c["basis"] != "evidence" for c in data["causes"])
+    assert "mixed-launchers" not in [c["id"] for c in data["causes"] if c["basis"] != "prior"]
     assert run(str(healthy), "--symptom", "hang").returncode == 0
     failing = tmp_path / "failing.log"
     failing.write_text(banner + OOM.format(r=1) + "\n")
     res = run(str(failing), "--json")
     assert res.returncode == 1
     leads = {c["id"]: c["lead"] for c in json.loads(res.stdout)["causes"]}
-    assert leads["cuda-oom"] is False and leads["mixed-launchers"] is True
+    # the banner is not a second launcher, failure or not
+    assert leads["cuda-oom"] is False and "mixed-launchers" not in leads

@@ -79,6 +79,17 @@ def test_signature_matches_its_documented_lines(sig_id: str) -> None:
     rx = re.compile(sig.pattern)
     for line in lines:
         assert rx.search(line), f"{sig_id} does not match its sample: {line}"
+    if "launcher" in sig.tags and "context" in sig.tags:
+        # a launcher banner names no cause alone (every torchrun job prints it): it is found, and
+        # with a script's own spawn it makes mixed-launchers evidence
+        spawn = SECTIONS["script-spawn"][0]
+        for line in lines:
+            alone = analyse_text("\n".join(NOISE[:2] + [line]) + "\n", KB, symptom="hang")
+            assert all(c.id != sig.cause or c.basis == "prior" for c in alone.causes), (sig_id, line)
+            both = analyse_text("\n".join(NOISE[:2] + [line, spawn]) + "\n", KB, symptom="hang")
+            cause = next((c for c in both.causes if c.id == sig.cause), None)
+            assert cause is not None and cause.basis == "evidence", (sig_id, line)
+        return
     for line in lines:
         # through the whole analyser: prefilter, harmless check, scoring; in some noise
         text = "\n".join(NOISE + [line] if "tail" in sig.tags else NOISE[:2] + [line] + NOISE[2:]) + "\n"

@@ -96,6 +96,8 @@ def _signatures(view: View, s: Scores) -> None:
     for sid, hits in view.col.hits.items():
         if hits:
             sig = view.sigs[sid]
+            if "context" in sig.tags and "launcher" in sig.tags:
+                continue  # a launcher banner alone is not two launchers: only the rule may use it
             per_cause[sig.cause].append((sig.weight, sid))
             if "context" not in sig.tags:
                 failing.add(sig.cause)
@@ -412,8 +414,9 @@ def _launch_rules(view: View, s: Scores) -> None:
     launcher = view.hits_with("launcher")
     spawn = view.hits_with("spawn")
     if launcher and spawn:
-        s.add("mixed-launchers", 3.0, "a launcher started the job and the script spawns its own "
-              "processes too", launcher[:1] + spawn[:1], "facts")
+        # both halves of the mechanism in the job's own lines: evidence, not a lead
+        s.add("mixed-launchers", 3.5, "a launcher started the job and the script spawns its own "
+              "processes too", launcher[:1] + spawn[:1])
     dups = {r: hs for r, hs in col.announce.items() if len({(h.file, h.proc, h.line) for h in hs}) > 1}
     if dups:
         r, hs = next(iter(sorted(dups.items(), key=lambda kv: rank_key(kv[0]))))
