@@ -133,7 +133,7 @@ def merge_texts(tables: dict[str, dict[str, tuple[str, dict[str, Any]]]],
                     continue
                 if kind not in TEXT_FIELDS or not isinstance(entries, list):
                     raise error(str(path), kind, "unknown table (a language file holds [[cause]], "
-                                f"[[symptom]], [[check]], [[switch]], [[step]], [[signature]], [[harmless]])")
+                                "[[symptom]], [[check]], [[switch]], [[step]], [[signature]], [[harmless]])")
                 for n, entry in enumerate(entries):
                     _merge_one(tables, kind, n, entry, str(path), applies, error)
     return read_files

@@ -5,7 +5,9 @@ from typing import Any
 
 from .collect import Hit
 from .report import Evidence
-from .score import not_waiting, rank_key, span, fact_values
+from .ranks import rank_key, span
+from .score import not_waiting
+from .setup_rules import fact_values
 from .view import View, resolve
 
 MAX_RANKS = 4096  # expected-but-missing ranks are listed up to this world size

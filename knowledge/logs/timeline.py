@@ -210,4 +210,4 @@ def _recovered_any(view: View, hit: Hit) -> bool:
     return view.col.file_progress.get(hit.file, 0) > hit.line
 
 
-__all__ = ["End", "RankLine", "build", "short", "where", "exceptions_unranked", "x"]
+__all__ = ["End", "RankLine", "build", "exceptions_unranked", "short", "where"]

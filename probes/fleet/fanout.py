@@ -88,7 +88,7 @@ def parse_output(text: str) -> tuple[dict[str, Any] | None, str]:
         doc = json.loads(text, **NUMBER_HOOKS)
     except RecursionError:
         return None, "bad output: JSON nested deeper than the parser's stack allows"
-    except json.JSONDecodeError as exc:
+    except json.JSONDecodeError:
         start = text.find("\n{")
         if start >= 0:  # a login banner or a shell rc file printed something first
             return parse_output(text[start + 1:])

@@ -12,7 +12,7 @@ import ast
 from collections import Counter
 from typing import Any
 
-from .model import Culprit, FrResult, GroupResult, Mismatch, names as _names
+from .model import FrResult, GroupResult, Mismatch, names as _names
 from .reader import Entry, RankDump
 
 # ops whose inputs (or outputs) may legitimately differ in size across ranks: fr_trace's list

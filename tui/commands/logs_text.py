@@ -6,7 +6,7 @@ import shutil
 from typing import Any
 
 from distdoctor.knowledge import i18n
-from distdoctor.knowledge.logs.score import span as rank_span
+from distdoctor.knowledge.logs.ranks import span as rank_span
 
 WIDTH = 120  # when stdout is not a terminal and $COLUMNS is unset
 MIN_WIDTH = 60

@@ -156,7 +156,7 @@ def render_repro(result: ReproResult, kb: Any, script_text: str,
         out += _prose(f"first error: {' '.join(str(result.first_error).split())}", cols)
     out.extend(_causes(result, kb, cols))
     if result.outcome == "hang":
-        out.append(f"  hang: no result within the timeout; the run's processes were killed")
+        out.append("  hang: no result within the timeout; the run's processes were killed")
     if not result.clean:
         out.append(f"  WARNING: left behind: pids {result.survivors}, port {result.port} "
                    f"{'free' if result.port_free else 'still bound'}")

@@ -1,0 +1,146 @@
+"""Rules on how the ranks were set up and which path each took: versions and interfaces that
+differ across ranks, transports, collectives the waiters stopped in, uneven inputs, steps apart,
+shared sample ids, resumes that differ, and two launchers in one job."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from . import extract as x
+from .collect import Hit
+from .ranks import rank_key, span
+from .tally import Scores
+from .timeline import RankLine
+from .view import View
+
+
+def fact_rules(view: View, s: Scores) -> None:
+    values = fact_values(view)
+    for fact, cause, amount in (("nccl_version", "version-mismatch", 4.0),
+                                ("nccl_cuda", "version-mismatch", 2.0),
+                                ("cuda_driver", "version-mismatch", 2.0)):
+        if len(values.get(fact, {})) > 1:
+            s.add(cause, amount, f"{fact} differs across ranks: " + _values_text(values[fact]),
+                  _fact_evidence(view, fact, values[fact]))
+    names = {}
+    for fact in ("bootstrap_if", "net_if"):
+        for val, ranks in values.get(fact, {}).items():
+            names.setdefault(val.split(":")[0], []).extend(ranks)
+    multi_host = len(view.col.hosts) > 1 or view.col.nodes > 1
+    if len(names) > 1:
+        s.add("nic-selection", 2.5, "ranks use different interfaces: " + _values_text(names),
+              _fact_evidence(view, "bootstrap_if", values.get("bootstrap_if", {}))
+              + _fact_evidence(view, "net_if", values.get("net_if", {})))
+    bad = []
+    for fact in ("bootstrap_if", "net_if"):
+        for val in values.get(fact, {}):
+            name, _, addr = val.partition(":")
+            if x.VIRTUAL_IF.match(name) or x.UNROUTABLE_ADDR.match(addr):
+                bad.append((fact, val))
+    if bad:
+        fact, val = bad[0]
+        s.add("nic-selection", 3.0 if multi_host else 1.0,
+              f"NCCL uses {val}" + (" across nodes" if multi_host else ""),
+              _fact_evidence(view, fact, {val: values[fact][val]}), "evidence" if multi_host else "facts")
+    transports = defaultdict(list)
+    for r, f in view.facts.items():
+        net = f.get("network", "")
+        if f.get("ib") == "none" or net.startswith("Socket"):
+            transports["sockets"].append(r)
+        elif (f.get("ib") and f.get("ib") != "none") or net.startswith("IB"):
+            transports["InfiniBand"].append(r)
+    if len(transports) > 1:
+        s.add("ib-rdma-failure", 3.5, "some ranks use InfiniBand, others fell back to sockets: "
+              + _values_text(transports), [view.fact_hits[(r, k)] for r in transports["sockets"][:1]
+                                           for k in ("ib", "network") if (r, k) in view.fact_hits])
+
+
+def fact_values(view: View) -> dict[str, dict[str, list[str]]]:
+    out: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for r, facts in view.facts.items():
+        for k, val in facts.items():
+            out[k][val].append(r)
+    return {k: {val: sorted(rs, key=rank_key) for val, rs in d.items()} for k, d in out.items()}
+
+
+def _fact_evidence(view: View, fact: str, vals: dict[str, list[str]]) -> list[Hit]:
+    return [view.fact_hits[(rs[0], fact)] for rs in vals.values() if (rs[0], fact) in view.fact_hits][:4]
+
+
+def _values_text(vals: dict[str, list[str]]) -> str:
+    return "; ".join(f"{v} on rank {span(rs)}" for v, rs in vals.items())
+
+
+def waiter_ops(view: View, lines: dict[str, RankLine]) -> dict[str, list[Hit]]:
+    """Where the waiters' tracebacks stop, per collective (a crashed rank's own traceback says
+    where it died, not what it waited for)."""
+    crashed = {r for r, rl in lines.items() if rl.end.kind in ("crashed", "killed")}
+    ops = {op: [h for h in hs if view.rank(h) not in crashed] for op, hs in view.col.ops.items()}
+    return {op: hs for op, hs in ops.items() if hs}
+
+
+def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLine]) -> None:
+    """hang: True when the symptom is a hang, False for another symptom, None when none was given."""
+    col = view.col
+    ops = waiter_ops(view, lines)
+    if len(ops) > 1:
+        hits = [hs[0] for hs in ops.values()]
+        ranked = all(view.rank(h) is not None for hs in ops.values() for h in hs)
+        s.add("asymmetric-collective", 4.5 if ranked else 2.5, "tracebacks stop in different collectives: "
+              + ", ".join(sorted(ops)) + (" (ranks waiting in different collectives never meet)" if ranked else ""),
+              hits)
+    for kind in ("step", "iteration", "batch"):
+        last = {r: p[kind] for r, p in col.progress.items() if kind in p}
+        if len(last) > 1:
+            lo = min(last.items(), key=lambda kv: kv[1][0])
+            hi = max(last.items(), key=lambda kv: kv[1][0])
+            waited = view.timeouts or view.unranked or view.hits_with("wait")
+            if hi[1][0] > lo[1][0] and (waited or hang):
+                s.add("asymmetric-collective", 2.5, f"the log ends with rank {lo[0]} at {kind} {lo[1][0]} "
+                      f"and rank {hi[0]} at {kind} {hi[1][0]}: ranks ran different numbers of steps",
+                      [hi[1][1], lo[1][1]], "facts")
+                break
+    sizes = {r: v for r, v in col.epoch_sizes.items()}
+    if len({n for n, _h in sizes.values()}) > 1:
+        # GUIDE 4.1: ranks with different numbers of batches run different numbers of steps;
+        # without Join the one with more waits in a collective the others never call
+        waited = bool(view.timeouts or view.unranked or view.hits_with("wait") or col.exceptions)
+        lo = min(sizes.items(), key=lambda kv: kv[1][0])
+        hi = max(sizes.items(), key=lambda kv: kv[1][0])
+        s.add("asymmetric-collective", 4.0, f"rank {hi[0]} has {hi[1][0]} batches per epoch, rank {lo[0]} "
+              f"{lo[1][0]}: uneven inputs make ranks run different numbers of steps",
+              [hi[1][1], lo[1][1]], "evidence" if waited else "facts")
+    shared = {ids: per for ids, per in col.sample_ids.items() if len(per) > 1}
+    if shared:
+        ids, per = next(iter(shared.items()))
+        ranks = sorted(per, key=rank_key)
+        s.add("data-sharding-seed", 5.0, f"rank {span(ranks)} printed the same sample ids [{ids[:60]}]: every "
+              "rank reads the same data (no DistributedSampler, or the same seed for the shuffle)",
+              [per[r] for r in ranks[:3]])
+    same = [k for k, per in col.losses.items() if len(per) > 1 and len(set(per.values())) == 1
+            and len(next(iter(per.values())).split(".")[-1]) >= 4]
+    if len(same) >= 3 and hang is not None and not shared:
+        # weak: some frameworks print the all-reduced loss on every rank
+        s.add("data-sharding-seed", 1.5, f"ranks report identical losses at {len(same)} steps: if these "
+              "are per-rank losses, every rank sees the same data", [], "facts")
+    steps = {r: v[0] for r, v in col.resume.items()}
+    if len(set(steps.values())) > 1:
+        s.add("checkpoint-state-divergence", 5.0, "ranks resumed from different steps: "
+              + ", ".join(f"rank {r}: {n}" for r, n in sorted(steps.items(), key=lambda kv: rank_key(kv[0]))),
+              [v[1] for v in col.resume.values()][:3])
+
+
+def launch_rules(view: View, s: Scores) -> None:
+    col = view.col
+    launcher = view.hits_with("launcher")
+    spawn = view.hits_with("spawn")
+    if launcher and spawn:
+        # both halves of the mechanism in the job's own lines: evidence, not a lead
+        s.add("mixed-launchers", 3.5, "a launcher started the job and the script spawns its own "
+              "processes too", launcher[:1] + spawn[:1])
+    dups = {r: hs for r, hs in col.announce.items() if len({(h.file, h.proc, h.line) for h in hs}) > 1}
+    if dups:
+        r, hs = next(iter(sorted(dups.items(), key=lambda kv: rank_key(kv[0]))))
+        s.add("rank-env-mismatch", 2.0, f"rank {span(sorted(dups, key=rank_key))} started more than "
+              "once", hs[:2])
+        if launcher or spawn:
+            s.add("mixed-launchers", 2.0, "duplicate ranks under a launcher", hs[:2])
