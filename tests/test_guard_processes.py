@@ -37,17 +37,21 @@ with crash_guard() as guard:
         time.sleep(0.05)
 """
 
+# Both paths leave without an interpreter teardown over a live Gloo group: torch 2.13 sometimes
+# aborts there ("terminate called without an active exception", exit -6), which is not preflight's.
 PREFLIGHT_JOB = f"""
-import sys, time
+import os, sys, time
 import torch
+import torch.distributed as dist
 from distdoctor.guard import PreflightError, preflight
 t0 = time.monotonic()
 try:
     table = preflight(timeout={PREFLIGHT_S})
 except PreflightError as exc:
     print(f"PREFLIGHT-FAILED {{time.monotonic() - t0:.1f}}s {{exc}}", flush=True)
-    sys.exit(3)
+    os._exit(3)
 print(f"PREFLIGHT-OK {{time.monotonic() - t0:.1f}}s ranks={{sorted(r['rank'] for r in table)}}", flush=True)
+dist.destroy_process_group()
 """
 
 
