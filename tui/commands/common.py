@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -34,8 +35,12 @@ def knowledge(args: argparse.Namespace):
     """Load the knowledge base with the user's overlay; a broken file is a UsageError."""
     from distdoctor.knowledge import KnowledgeError, load_knowledge
 
+    overlay = getattr(args, "knowledge", None)
+    # the packaged tree is checked by the tests and `knowledge validate`; a command checks it
+    # (networkx, ~0.2 s) only when an overlay may have changed it
+    check_tree = bool(overlay or os.environ.get("DISTDOCTOR_KNOWLEDGE"))
     try:
-        return load_knowledge(getattr(args, "knowledge", None))
+        return load_knowledge(overlay, tree=check_tree)
     except KnowledgeError as exc:
         raise UsageError(f"knowledge: {exc}") from None
 
