@@ -61,7 +61,6 @@ class LogReport:
     timeline: dict[str, dict[str, Any]] = field(default_factory=dict)
     culprit: dict[str, Any] | None = None
     summary: str = ""
-    raised_unranked: int = 0  # Python exceptions no rank could be given to (a bare excerpt)
 
     @property
     def top(self) -> CauseScore | None:
@@ -80,7 +79,7 @@ class LogReport:
         context lines. A healthy torchrun log has a launcher banner and no failure. A traceback
         no rank could be given to is a failure too: a process died, whichever rank it was."""
         return any(c.basis == "evidence" for c in self.causes) or self.culprit is not None and \
-            self.culprit["role"] in ("crashed", "stuck", "slow") or self.raised_unranked > 0
+            self.culprit["role"] in ("crashed", "stuck", "slow")
 
     def verdict(self) -> dict[str, Any]:
         """The culprit, the story and the causes in order, each with its basis."""

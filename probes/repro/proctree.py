@@ -51,7 +51,7 @@ while os.getppid() == parent:
 try:
     os.killpg(sid, signal.SIGTERM)
 except OSError:
-    pass
+    pass  # the session is already gone: nothing to stop
 end = time.monotonic() + grace
 while time.monotonic() < end and members():
     time.sleep(0.1)
@@ -59,7 +59,7 @@ for pid in members():
     try:
         os.kill(pid, signal.SIGKILL)
     except OSError:
-        pass
+        pass  # it exited between the listing and the kill
 """
 
 
@@ -286,7 +286,7 @@ class ProcessTree:
             try:
                 self.watchdog.wait(KILL_WAIT_S)
             except subprocess.TimeoutExpired:
-                pass
+                pass  # SIGKILLed: the kernel reaps it; the run itself was already checked gone
 
     def close(self) -> None:
         """Finish reading the output (the pipe closes once every writer is gone)."""

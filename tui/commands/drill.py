@@ -149,7 +149,7 @@ def _run_guarded(args: argparse.Namespace) -> Any:
     try:
         threading.Thread(target=work, name="drill-run", daemon=True).start()
         while not done.wait(0.2):
-            pass
+            pass  # short waits: the main thread must wake to run signal handlers
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)

@@ -212,7 +212,7 @@ def _in_thread(work: Callable[[threading.Event], Any]) -> tuple[Any, int]:
         thread = threading.Thread(target=target, name="repro-run")
         thread.start()
         while not done.wait(0.2):
-            pass
+            pass  # short waits: the main thread must wake to run the signal handlers above
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
@@ -226,7 +226,7 @@ def _say(line: str) -> None:
     try:
         print(line, file=sys.stderr, flush=True)
     except (OSError, ValueError):
-        pass
+        pass  # stderr closed with the terminal (SIGHUP): the exit code still says it
 
 
 def _stopped_line(signum: int, results: list[Any]) -> str:
