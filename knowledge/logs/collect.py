@@ -73,6 +73,8 @@ class Collector:
         self.world: int = 0
         self.nodes: int = 0
         self.hosts: set[str] = set()
+        self.gpus: dict[str, list[Hit]] = defaultdict(list)  # GPU model -> the lines naming it
+        self.rank_hosts: dict[str, str] = {}  # rank -> host, from a listing of the whole world
         self.seen: dict[str, set[str]] = defaultdict(set)  # rank/proc -> files
         self.elastic_exits: dict[str, tuple[int, Hit]] = {}
         self.announce: dict[str, list[Hit]] = defaultdict(list)
@@ -235,6 +237,8 @@ class Collector:
                 self._fact(key, "nccl_version", m.group("v"), line, text, who)
                 if m.group("cuda"):
                     self._fact(key, "nccl_cuda", m.group("cuda"), line, text, who)
+        if "NVIDIA " in text or "Tesla " in text or "Quadro " in text or "TITAN " in text:
+            self._gpu(line, text, who)
         if "cudaDriverVersion" in text:
             m = x.CUDA_DRIVER.search(text)
             if m:
@@ -355,6 +359,14 @@ class Collector:
         name, addr = ifs[0]
         fact = "bootstrap_if" if what == "Bootstrap" else "net_if"
         self._fact(key, fact, f"{name}:{addr}", line, text, who)
+
+    def _gpu(self, line: int, text: str, who: x.Who) -> None:
+        m = x.GPU_MODEL.search(text)
+        if m and len(self.gpus[m.group("m")]) < MAX_HITS:
+            self.gpus[m.group("m")].append(self._hit("x-gpu-model", line, text, who))
+        t = x.NCCL_TESTS_RANK.match(text)
+        if t:
+            self.rank_hosts[t.group("r")] = t.group("host")
 
     def _fact(self, key: str, fact: str, value: str, line: int, text: str, who: x.Who) -> None:
         if fact not in self.facts[key]:

@@ -30,6 +30,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("x-exception", r"Error: |Exception: |KeyboardInterrupt|Failure: "),
     ("x-epoch-size", r"\d batches"),
     ("x-spawn-exit", r"terminated with (?:the following error|exit code|signal)"),
+    ("x-gpu-model", r"NVIDIA [A-Z]|Tesla [A-Z]\d|Quadro |TITAN "),
     ("x-sample-ids", r"ids \[|ids: \[|ids=\[|indices \[|indices: \[|indices=\["),
 )
 

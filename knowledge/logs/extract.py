@@ -116,6 +116,16 @@ CHANNEL = re.compile(r" via (?P<t>P2P|SHM|NET|direct shared memory|CollNet\w*)(?
 COMM_RANK = re.compile(r"comm 0x[0-9a-f]+ rank (?P<rank>\d+) nr?[Rr]anks (?P<n>\d+)")
 NNODES = re.compile(r"nNodes (?P<n>\d+)")
 ENV_SET = re.compile(r"(?P<k>(?:NCCL|TORCH|GLOO)_\w+) set by environment to (?P<v>\S+?)\.?\s*$")
+# GPU models as the common listings print them: collect_env's "GPU 0: NVIDIA ...", nvidia-smi's
+# table, Lightning's environment dump, nccl-tests' "#  Rank  0 [Group  0] Pid  N on HOST device  0
+# [0x01] NVIDIA RTX A6000" (which also gives every rank's host: it lists the whole world).
+GPU_MODEL = re.compile(r"\b(?P<m>(?:NVIDIA |Tesla |Quadro |TITAN )[\w -]*?\w)(?:\s*(?:\||,|\(|Off\b|On\b|$))")
+NCCL_TESTS_RANK = re.compile(r"^#\s+Rank\s+(?P<r>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+\d+\s")
+# Boards whose GPUs talk over PCIe only (no NVLink switch; at most a 2-way bridge): consumer
+# GeForce/TITAN, workstation Quadro and RTX A/Ada, PCIe Tesla and the PCIe data-centre cards.
+# NCCL's peer-to-peer between them goes over PCIe, where it is absent, disabled by the driver
+# (GeForce RTX 40) or broken by ACS/IOMMU (GUIDE 2.4, 5).
+PCIE_GPU = re.compile(r"GeForce|TITAN|Quadro|RTX A\d|RTX \d{4}|Tesla [KMPT]\d|\b(?:A10|A16|A2|A40|L4|L40S?|T4)\b")
 VIRTUAL_IF = re.compile(r"^(?:lo|docker\d*|virbr\d*|veth\w*|br-[0-9a-f]+|cni\d*|flannel[\w.]*|cali\w+)$")
 UNROUTABLE_ADDR = re.compile(r"^(?:127\.|169\.254\.|::1$|fe80:)")
 

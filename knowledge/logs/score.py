@@ -7,7 +7,7 @@ from ..model import KnowledgeBase
 from .collect import Hit
 from .report import CauseScore, Evidence
 from .ranks import rank_key, span
-from .setup_rules import fact_rules, launch_rules, path_rules, waiter_ops
+from .setup_rules import fact_rules, hardware_rules, launch_rules, path_rules, waiter_ops
 from .tally import BASES, Scores
 from .timeline import RankLine, exceptions_unranked
 from .view import View
@@ -28,7 +28,9 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
     if not _main_work_rule(view, s, lines):
         _timeout_rules(view, s, lines, who)
     fact_rules(view, s)
-    path_rules(view, s, None if symptom is None else _kind(kb, symptom) == "hang", lines)
+    hang = None if symptom is None else _kind(kb, symptom) == "hang"
+    path_rules(view, s, hang, lines)
+    hardware_rules(view, s, hang)
     launch_rules(view, s)
     _shift(kb, refine(kb, view, symptom), s)
     if symptom is None and "evidence" not in s.basis.values():
@@ -71,6 +73,8 @@ def _signatures(view: View, s: Scores) -> None:
             sig = view.sigs[sid]
             if "context" in sig.tags and "launcher" in sig.tags:
                 continue  # a launcher banner alone is not two launchers: only the rule may use it
+            if "multi-node" in sig.tags and view.one_host:
+                continue  # NCCL sends nothing between GPUs of one host over this interface
             per_cause[sig.cause].append((sig.weight, sid))
             if "context" not in sig.tags:
                 failing.add(sig.cause)
@@ -267,9 +271,17 @@ def _timeout_lines(view: View, pg: str, ranks: list[str]) -> list[Hit]:
 
 
 def refine(kb: KnowledgeBase, view: View, symptom: str | None) -> str | None:
-    """A plain "hang" made precise by how far the logs got (GUIDE 5, step 1's sub-symptoms):
-    steps printed -> mid-training (or save/eval when that is where the lines stop); ranks
-    initialised but no step -> the first forward/backward. Unknown progress keeps "hang"."""
+    """A plain symptom made precise by the logs (GUIDE 5, step 1's sub-symptoms). An error (or no
+    symptom given) whose only failure lines are NCCL's catch-all return codes is NCCL's
+    "unhandled system/cuda error". A hang by how far the logs got: steps printed ->
+    mid-training (or save/eval when that is where the lines stop); ranks initialised but no
+    step -> the first forward/backward. Unknown progress keeps "hang"."""
+    if symptom in (None, "error"):
+        failing = [sid for sid, hs in view.col.hits.items() if hs and "failure" in view.sigs[sid].tags]
+        if failing and all("catch-all" in view.sigs[sid].tags for sid in failing) \
+                and "error-unhandled" in kb.symptoms:
+            return "error-unhandled"
+        return symptom
     if symptom != "hang":
         return symptom
     col = view.col

@@ -36,7 +36,7 @@ def fact_rules(view: View, s: Scores) -> None:
             name, _, addr = val.partition(":")
             if x.VIRTUAL_IF.match(name) or x.UNROUTABLE_ADDR.match(addr):
                 bad.append((fact, val))
-    if bad:
+    if bad and not view.one_host:  # between GPUs of one host NCCL uses P2P or SHM, not the NIC
         fact, val = bad[0]
         s.add("nic-selection", 3.0 if multi_host else 1.0,
               f"NCCL uses {val}" + (" across nodes" if multi_host else ""),
@@ -144,3 +144,27 @@ def launch_rules(view: View, s: Scores) -> None:
               "once", hs[:2])
         if launcher or spawn:
             s.add("mixed-launchers", 2.0, "duplicate ranks under a launcher", hs[:2])
+
+
+def hardware_rules(view: View, s: Scores, hang: bool | None) -> None:
+    """GUIDE 2.4 and 5: several GPUs that talk over PCIe only (consumer, workstation and PCIe
+    data-centre boards, no NVLink) and a hang: NCCL's peer-to-peer over PCIe is absent, disabled
+    by the driver or broken by ACS/IOMMU there, and a hang is how that shows. A fact about the
+    hardware, never evidence; silent for an error or no symptom, for one GPU, for NVLink boards,
+    and when the logs show P2P was off (NCCL_P2P_DISABLE, or channels set up without P2P)."""
+    if not hang:
+        return
+    pcie = {m: hs for m, hs in view.col.gpus.items() if x.PCIE_GPU.search(m)}
+    if not pcie or len(pcie) < len(view.col.gpus):
+        return  # no PCIe-only model, or a mix (an NVLink board's lines decide nothing here)
+    n = max(len({h.line for h in hs}) for hs in pcie.values())
+    if max(n, view.col.world, len(view.col.rank_hosts)) < 2:
+        return
+    chans = {k for kinds in view.channels.values() for k in kinds}
+    off = any(f.get("env:NCCL_P2P_DISABLE") == "1" for f in view.facts.values())
+    if off or (chans and not any(k.startswith("P2P") for k in chans)):
+        return
+    model = max(pcie, key=lambda m: len(pcie[m]))
+    s.add("p2p-unsupported", 1.5, f"{model} GPUs talk over PCIe only: peer-to-peer there is absent, "
+          "disabled by the driver or broken by ACS/IOMMU, and a hang is how it shows (confirm with "
+          "NCCL_P2P_DISABLE=1)", pcie[model][:2], "facts")

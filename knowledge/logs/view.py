@@ -28,6 +28,15 @@ class View:
     def waiting(self) -> set[str]:
         return {r for per in self.timeouts.values() for r in per}
 
+    @property
+    def one_host(self) -> bool:
+        """Whether the logs themselves say the whole job ran on one host: NCCL's `nNodes 1`, or
+        a listing of every rank (nccl-tests' device table) that names one host. One host seen in
+        an excerpt says nothing: other nodes' lines may just not be in it."""
+        listed = self.col.rank_hosts
+        whole = bool(listed) and sorted(int(r) for r in listed) == list(range(len(listed)))
+        return self.col.nodes == 1 or (whole and len(set(listed.values())) == 1)
+
     def hits_with(self, tag: str) -> list[Hit]:
         return [h for sid, hs in self.col.hits.items() if tag in self.sigs[sid].tags for h in hs]
 
