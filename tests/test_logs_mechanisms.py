@@ -1,0 +1,93 @@
+"""Mechanism rules of the log analyser, each with a firing example and a silent twin, written from
+the message formats in NCCL's, nccl-tests', torch's collect_env and nvidia-smi's sources:
+NCCL's catch-all errors, GPUs that talk over PCIe only, and interfaces that only matter between
+nodes."""
+from __future__ import annotations
+
+from distdoctor.knowledge import load_knowledge
+from distdoctor.knowledge.logs import analyse_text
+
+KB = load_knowledge(use_env=False)
+
+# torch's ProcessGroupNCCL message around ncclGetErrorString, and NCCL's own text for the code
+SYSTEM_ERROR = ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+                "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n"
+                "ncclSystemError: System call (socket, malloc, munmap, etc) failed.\n")
+SHM_DETAIL = ("node1:2041:2090 [0] include/shm.h:28 NCCL WARN Error while creating shared memory segment "
+              "/dev/shm/nccl-gYwLsX (size 9637888)\n")
+SOCKET_DETAIL = ("node1:2041:2090 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+                 "10.1.0.2<43117> failed : Software caused connection abort\n")
+
+
+def ranked(text: str, symptom: str | None = "error") -> list[tuple[str, str]]:
+    report = analyse_text(text, KB, symptom=symptom)
+    return [(c.id, c.basis) for c in report.causes]
+
+
+# --- NCCL's catch-all: the code names the kind of call, the detail line the subsystem ----------------
+
+def test_a_bare_system_error_names_both_subsystems_and_shm_first() -> None:
+    causes = ranked(SYSTEM_ERROR)
+    evidence = [cid for cid, basis in causes if basis == "evidence"]
+    assert set(evidence) == {"shm-insufficient", "network-unreachable"}
+    assert causes[0] == ("shm-insufficient", "evidence")  # the catch-all symptom's order decides
+
+
+def test_the_detail_line_decides_over_the_order() -> None:
+    assert ranked(SOCKET_DETAIL + SYSTEM_ERROR)[0][0] == "network-unreachable"
+    assert ranked(SHM_DETAIL + SYSTEM_ERROR)[0][0] == "shm-insufficient"
+
+
+def test_a_reporter_typo_is_no_signature() -> None:
+    # torch prints NCCL's own text: a misspelt paste matches nothing, it is not a known format
+    causes = ranked("NCCL error in: ProcessGroupNCCL.cpp:272, unhanled system error\n")
+    assert all(basis == "prior" for _cid, basis in causes)
+
+
+# --- GPUs that talk over PCIe only, in a hang ---------------------------------------------------------
+
+def collect_env(model: str, n: int) -> str:
+    return "".join(f"GPU {i}: {model}\n" for i in range(n))
+
+
+def test_pcie_only_gpus_in_a_hang_are_a_p2p_fact() -> None:
+    causes = ranked(collect_env("NVIDIA GeForce RTX 4090", 4), symptom="hang")
+    assert causes[0] == ("p2p-unsupported", "facts")
+
+
+def test_pcie_gpus_stay_silent_for_an_error_one_gpu_nvlink_or_p2p_off() -> None:
+    assert ("p2p-unsupported", "facts") not in ranked(collect_env("NVIDIA GeForce RTX 4090", 4), "error")
+    assert ("p2p-unsupported", "facts") not in ranked(collect_env("NVIDIA GeForce RTX 4090", 1), "hang")
+    assert ("p2p-unsupported", "facts") not in ranked(collect_env("NVIDIA A100-SXM4-80GB", 8), "hang")
+    off = "node1:2041:2041 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1.\n"
+    assert ("p2p-unsupported", "facts") not in ranked(off + collect_env("NVIDIA RTX A6000", 2), "hang")
+    shm = "node1:2041:2090 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n"
+    assert ("p2p-unsupported", "facts") not in ranked(shm + collect_env("NVIDIA RTX A6000", 2), "hang")
+
+
+def test_a_healthy_log_naming_pcie_gpus_is_no_failure() -> None:
+    report = analyse_text(collect_env("NVIDIA GeForce RTX 3090", 2) + "step 10 loss 1.234\n", KB)
+    assert not report.failed and not report.causes
+
+
+# --- an interface NCCL uses between nodes, on a job the logs show on one host -------------------------
+
+def nccl_tests(hosts: list[str]) -> str:
+    rows = "".join(f"#  Rank {r:2d} Group  0 Pid {4000 + r:6d} on {h:>10s} device {r:2d} [0x{r + 1:02x}] "
+                   "NVIDIA RTX A6000\n" for r, h in enumerate(hosts))
+    return ("# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20\n"
+            "#\n# Using devices\n" + rows
+            + f"{hosts[0]}:4000:4012 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.1<0> "
+            "[1]veth1a2b3c:fe80::1c2d:3eff:fe4f:5a6b%veth1a2b3c<0>\n")
+
+
+def test_a_virtual_interface_is_no_fact_on_one_host() -> None:
+    assert "nic-selection" not in [cid for cid, basis in ranked(nccl_tests(["box1", "box1"]), "hang")
+                                   if basis != "prior"]
+
+
+def test_a_virtual_interface_is_a_fact_across_hosts_or_when_the_hosts_are_unknown() -> None:
+    assert ("nic-selection", "facts") in ranked(nccl_tests(["box1", "box2"]), "hang")
+    # one host seen in an excerpt is not one host: only a listing of every rank says so
+    excerpt = "box1:4000:4012 [0] NCCL INFO NET/Socket : Using [0]veth1a2b3c:fe80::1c2d<0>\n"
+    assert ("nic-selection", "facts") in ranked(excerpt, "hang")
