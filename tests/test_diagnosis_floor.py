@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import eval_diagnosis  # noqa: E402
 
 FLOORS = {  # set: (top-1, top-3)
-    "logs": (0.9, 0.9),
-    "logs-batch2": (0.5, 0.8),
+    "logs": (0.85, 0.9),  # 0.88: 030 matched only through one reporter's typo, a pattern now gone
+    "logs-batch2": (0.7, 0.85),
     "recorded": (0.7, 0.8),
     "own-recorded": (0.85, 0.9),
 }
