@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from distdoctor.knowledge.i18n import t
+
 FR_DIR = "/tmp/fr_dumps"
 
 
@@ -128,15 +130,16 @@ def knob_lines(torch_version: str | None, nccl_version: str | None, *,
 
 def missing_sources(torch_version: str | None, nccl_version: str | None, *,
                     has_nccl: bool | None = None) -> list[str]:
-    """One line per source of evidence this stack cannot give, with why."""
+    """One line per source of evidence this stack cannot give, with why (in the output's
+    language: the lines are prose for a human)."""
     torch_v, nccl_v = vtuple(torch_version), vtuple(nccl_version)
     why = []
     if has_nccl is False:
-        why.append("NCCL logs, dump on timeout and RAS: this torch has no NCCL (a CPU build, Gloo only)")
+        why.append(t("NCCL logs, dump on timeout and RAS: this torch has no NCCL (a CPU build, Gloo only)"))
     elif nccl_v is not None and nccl_v < (2, 24):
-        why.append(f"NCCL RAS: needs NCCL 2.24 or later (found {nccl_version})")
+        why.append(t("NCCL RAS: needs NCCL 2.24 or later (found {version})", version=nccl_version))
     if torch_v is not None and torch_v < (2, 5):
-        why.append(f"Flight Recorder: needs torch 2.5 or later (found {torch_version})")
+        why.append(t("Flight Recorder: needs torch 2.5 or later (found {version})", version=torch_version))
     return why
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
+
+from distdoctor.knowledge import i18n
+from distdoctor.knowledge.i18n import t
 
 from .errors import UsageError
 
@@ -31,26 +35,105 @@ unreadable input (the rule: distdoctor/tui/commands/exitcodes.py).
 """
 
 
+@contextmanager
+def argparse_words() -> Iterator[None]:
+    """argparse's own words ("usage: ", "options", "the following arguments are required: %s")
+    in the output's language while a Parser is built, parses or formats its help. argparse
+    looks them up through gettext (its module globals `_` and `ngettext`); they are pointed at
+    the catalogue for the time of the call only, and only for a language other than English,
+    so English help stays byte-identical and nothing outside distdoctor's parsers is touched."""
+    lang = i18n.resolve()
+    if lang == "en":
+        yield
+        return
+    saved = argparse._, argparse.ngettext  # type: ignore[attr-defined]
+    argparse._ = lambda message: t(message, lang)  # type: ignore[attr-defined]
+    argparse.ngettext = lambda one, many, n: t(one if n == 1 else many, lang)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        argparse._, argparse.ngettext = saved  # type: ignore[attr-defined]
+
+
+class _CellLines:
+    """Help wrapped by display width (a CJK character takes two cells: i18n.wrap); text of
+    ASCII only takes argparse's own path, unchanged."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        if text.isascii():
+            return super()._split_lines(text, width)  # type: ignore[misc]
+        return i18n.wrap(" ".join(text.split()), width)
+
+    def _format_usage(self, usage: Any, actions: Any, groups: Any, prefix: str | None) -> str:
+        real = argparse._("usage: ") if prefix is None else prefix  # type: ignore[attr-defined]
+        if real.isascii():
+            return super()._format_usage(usage, actions, groups, prefix)  # type: ignore[misc]
+        # argparse aligns the usage's continuation lines under len(prefix): give it a stand-in
+        # as wide as the prefix's cells, then put the prefix back
+        stand_in = "\0" * i18n.cells(real)
+        return super()._format_usage(usage, actions, groups, stand_in).replace(stand_in, real, 1)  # type: ignore[misc]
+
+
+class _CellFill:
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.isascii():
+            return super()._fill_text(text, width, indent)  # type: ignore[misc]
+        return "\n".join(i18n.wrap(" ".join(text.split()), width, indent, indent))
+
+
+class CellsHelpFormatter(_CellFill, _CellLines, argparse.HelpFormatter):
+    """argparse.HelpFormatter, by display width."""
+
+
+class CellsRawFormatter(_CellLines, argparse.RawDescriptionHelpFormatter):
+    """argparse.RawDescriptionHelpFormatter (descriptions and epilogs as written), by display
+    width for the help of each option."""
+
+
+_CELLS = {argparse.HelpFormatter: CellsHelpFormatter,
+          argparse.RawDescriptionHelpFormatter: CellsRawFormatter}
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with a one-line error and exit code 2, never a usage dump."""
+    """argparse with a one-line error and exit code 2, never a usage dump; its own words and
+    its wrapping in the output's language (argparse_words, CellsHelpFormatter)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cls = kwargs.get("formatter_class", argparse.HelpFormatter)
+        kwargs["formatter_class"] = _CELLS.get(cls, cls)
+        with argparse_words():  # "positional arguments", "options", -h's help
+            super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         # "distdoctor: error:" for every command, like UsageError; the help pointer names the command
-        self.exit(2, f"distdoctor: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, t("distdoctor: error: {error} (see {prog} --help)", error=message,
+                       prog=self.prog) + "\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        with argparse_words():  # its errors, and -h's help
+            return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        with argparse_words():
+            return super().format_usage()
+
+    def format_help(self) -> str:
+        with argparse_words():
+            return super().format_help()
 
     def parse_args(self, args=None, namespace=None):  # type: ignore[override]
         # argparse reports a subcommand's unknown flags from the top parser; send the user to
         # the help of the (sub)command that was typed instead, where the right flags are listed
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
-            _innermost(self, parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+            _innermost(self, parsed).error(t("unrecognized arguments: {args}", args=" ".join(extras)))
         return parsed
 
     def _get_value(self, action, arg_string):  # type: ignore[override]
         # `--python ""` or `-o "$UNSET"` is a slip, never a choice: refuse it rather than quietly
         # fall back to a default (or to stdout)
         if arg_string == "" and action.option_strings:
-            self.error(f"{'/'.join(action.option_strings)}: empty value")
+            self.error(t("{option}: empty value", option="/".join(action.option_strings)))
         return super()._get_value(action, arg_string)
 
 
@@ -67,20 +150,20 @@ def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> arg
 
 
 def build_parser(with_commands: bool = True, only: str | None = None) -> Parser:
-    parser = Parser(prog="distdoctor", description="From a hung or failing multi-GPU PyTorch job "
-                    "to its root cause.", epilog=EPILOG,
+    parser = Parser(prog="distdoctor", description=t("From a hung or failing multi-GPU PyTorch job "
+                    "to its root cause."), epilog=t(EPILOG),
                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
-    parser.add_argument("--learn", action="store_true", help="app: explain every step and term")
+    parser.add_argument("--version", action="store_true", help=t("print the version and exit"))
+    parser.add_argument("--learn", action="store_true", help=t("app: explain every step and term"))
     parser.add_argument("--resume", nargs="?", const="last", metavar="ID",
-                        help="app: reopen a session (the last one by default)")
+                        help=t("app: reopen a session (the last one by default)"))
     parser.add_argument("--knowledge", metavar="DIR",
-                        help="site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)")
+                        help=t("site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)"))
     parser.add_argument("--drill", metavar="NAME",
-                        help="app: practise on a drill, a job with one real fault (distdoctor drill list)")
+                        help=t("app: practise on a drill, a job with one real fault (distdoctor drill list)"))
     parser.add_argument("--lang", choices=("en", "zh"),
-                        help="language of the text output and the app (also $DISTDOCTOR_LANG, "
-                             "else LC_ALL/LC_MESSAGES/LANG: zh_* is Chinese)")
+                        help=t("language of the text output and the app (also $DISTDOCTOR_LANG, "
+                               "else LC_ALL/LC_MESSAGES/LANG: zh_* is Chinese)"))
     if not with_commands:
         parser.set_defaults(command=None)
         return parser
@@ -102,18 +185,31 @@ def _wants_command(argv: Sequence[str]) -> bool:
     return False
 
 
+def _lang_in(argv: Sequence[str]) -> str | None:
+    """The value of --lang in `argv` (`--lang zh`, `--lang=zh`), found before any parser is
+    built: argparse takes help texts when the parser is built, so the language must be known
+    then. A value that is not a language is left to argparse to refuse."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        value = arg.partition("=")[2] if arg.startswith("--lang=") else (
+            argv[i + 1] if arg == "--lang" and i + 1 < len(argv) else None)
+        if value in i18n.LANGS:
+            found = value  # the last one wins, as argparse does
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    i18n.set_lang(_lang_in(argv))  # every command and the app read it through i18n.resolve()
     # Building every command's parser costs ~60 ms; the app's first screen should not pay it.
     # `distdoctor stacks ...` during an incident: build only the named command's parser, not
     # every command's (their imports cost ~100 ms; stacks aims at the speed of a bare py-spy loop)
     only = argv[0] if argv and argv[0] in COMMANDS else None
     parser = build_parser(with_commands=_wants_command(argv), only=only)
     args = parser.parse_args(argv)
-    if args.lang or "distdoctor.knowledge.i18n" in sys.modules:  # no import cost without --lang
-        from distdoctor.knowledge import i18n
-
-        i18n.set_lang(args.lang)  # every command and the app read it through i18n.resolve()
+    i18n.set_lang(getattr(args, "lang", None))  # what argparse made of it (a command's own --lang)
     if args.version:
         from importlib.metadata import version
         print(f"distdoctor {version('distdoctor')}")
@@ -128,10 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .commands.common import flush_notes
             flush_notes()  # e.g. "not saved to session ...": after the result, whatever happened
     except UsageError as exc:
-        print(f"distdoctor: error: {exc}", file=sys.stderr)
+        print(t("distdoctor: error: {error}", error=exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("distdoctor: interrupted", file=sys.stderr)
+        print(t("distdoctor: interrupted"), file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0

@@ -11,6 +11,8 @@ import threading
 import time
 from typing import Any, Mapping
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from . import common
 from .check_text import render
@@ -36,19 +38,19 @@ exit codes: 0 nothing failed (warnings allowed), 1 a check failed, 2 bad usage
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("check", help="what is wrong with this node for distributed training",
-                            description=DESCRIPTION, epilog=EPILOG,
+    parser = sub.add_parser("check", help=t("what is wrong with this node for distributed training"),
+                            description=t(DESCRIPTION), epilog=t(EPILOG),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_common(parser)
     parser.add_argument("--python", metavar="PATH",
-                        help="interpreter to ask about torch/CUDA/NCCL (default: this one, or "
-                             "the --pid process's)")
+                        help=t("interpreter to ask about torch/CUDA/NCCL (default: this one, or "
+                             "the --pid process's)"))
     parser.add_argument("--pid", type=int, metavar="PID",
-                        help="judge this running rank's environment from /proc/PID/environ")
+                        help=t("judge this running rank's environment from /proc/PID/environ"))
     parser.add_argument("--only", nargs="+", action="extend", metavar="PROBE",
-                        help="run only these probes")
+                        help=t("run only these probes"))
     parser.add_argument("--deadline", type=float, default=10.0, metavar="S",
-                        help="give up on probes that have not answered after S seconds (default 10)")
+                        help=t("give up on probes that have not answered after S seconds (default 10)"))
     parser.set_defaults(func=run)
 
 

@@ -10,6 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from .common import add_common, knowledge, print_json, require_answer
 
@@ -36,14 +38,14 @@ interfaces, switches, launch variables and topology, as one JSON document."""
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "collect", help="snapshot this node as JSON (for `fleet compare`)",
-        description=DESCRIPTION,
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "collect", help=t("snapshot this node as JSON (for `fleet compare`)"),
+        description=t(DESCRIPTION),
+        epilog=t(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-o", "--output", metavar="FILE",
-                        help="write the snapshot to FILE instead of stdout")
+                        help=t("write the snapshot to FILE instead of stdout"))
     parser.add_argument("--python", metavar="PATH",
-                        help="the training job's interpreter to ask about torch/NCCL "
-                             "(default: this one)")
+                        help=t("the training job's interpreter to ask about torch/NCCL "
+                             "(default: this one)"))
     add_common(parser, session=False)
     parser.set_defaults(func=run)
 

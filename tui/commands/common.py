@@ -5,25 +5,40 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
+
+from distdoctor.knowledge.i18n import t
 
 from ..errors import UsageError
 
 
 def add_common(parser: argparse.ArgumentParser, *, session: bool = True) -> None:
     """--json, --session, --knowledge and --lang, the same on every command."""
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--json", action="store_true", help=t("print machine-readable JSON"))
     if session:
         parser.add_argument("--session", metavar="ID",
-                            help="add the results to this session (see `distdoctor sessions`)")
+                            help=t("add the results to this session (see `distdoctor sessions`)"))
     parser.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS,
-                        help="site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)")
+                        help=t("site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)"))
     # SUPPRESS: `distdoctor --lang zh CMD` keeps its value when the command's own is not given
     parser.add_argument("--lang", choices=("en", "zh"), default=argparse.SUPPRESS,
-                        help="language of the text output (also $DISTDOCTOR_LANG, else the locale)")
+                        help=t("language of the text output (also $DISTDOCTOR_LANG, else the locale)"))
+
+
+def wrap(text: str, width: int, first: str = "", rest: str = "", **options: Any) -> list[str]:
+    """textwrap.wrap (break_on_hyphens off, `options` passed on) for text of ASCII only, so
+    English output stays what it was; by display width otherwise (i18n.wrap: a CJK character
+    takes two cells, a line may break between two of them)."""
+    if text.isascii() and first.isascii() and rest.isascii():
+        return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
+                             break_on_hyphens=False, **options)
+    from distdoctor.knowledge import i18n
+
+    return i18n.wrap(text, width, first, rest) if text.strip() else []
 
 
 def print_json(data: Any) -> None:
@@ -42,12 +57,12 @@ def knowledge(args: argparse.Namespace):
     try:
         return load_knowledge(overlay, tree=check_tree)
     except KnowledgeError as exc:
-        raise UsageError(f"knowledge: {exc}") from None
+        raise UsageError(t("knowledge: {error}", error=exc)) from None
 
 
 def _say_waiting(session_id: str) -> None:
-    print(f"distdoctor: waiting for session {session_id}: another distdoctor is writing it "
-          f"(the app, or a command still running)", file=sys.stderr, flush=True)
+    print(t("distdoctor: waiting for session {session}: another distdoctor is writing it "
+            "(the app, or a command still running)", session=session_id), file=sys.stderr, flush=True)
 
 
 # Lines to print after the command's result (see record() and flush_notes()).
@@ -65,10 +80,11 @@ def record(args: argparse.Namespace, kind: str, data: Any) -> None:
         try:
             SessionStore(on_wait=_say_waiting).append(args.session, kind, data)
         except SessionError as exc:
-            _NOTES.append(f"distdoctor: the result was not saved to session {args.session}: {exc}")
+            _NOTES.append(t("distdoctor: the result was not saved to session {session}: {why}",
+                            session=args.session, why=exc))
         except OSError as exc:  # the lock or the folder itself: same story, one line
-            _NOTES.append(f"distdoctor: the result was not saved to session {args.session}: "
-                          f"{exc.strerror or exc}")
+            _NOTES.append(t("distdoctor: the result was not saved to session {session}: {why}",
+                            session=args.session, why=exc.strerror or exc))
 
 
 def flush_notes() -> None:
@@ -97,7 +113,7 @@ def still_waiting(what: str, every: float = 5.0) -> Iterator[None]:
 
     def tick() -> None:
         while not done.wait(every):
-            print(f"... {what}: {time.monotonic() - start:.0f}s",
+            print(t("... {what}: {seconds}s", what=what, seconds=f"{time.monotonic() - start:.0f}"),
                   file=sys.stderr, flush=True)
 
     ticker = threading.Thread(target=tick, daemon=True)
@@ -114,4 +130,5 @@ def require_answer(python: str | None, facts: Mapping[str, Any], reason: str) ->
     a binary that is not Python) is bad usage, not a finding about this node."""
     if python and facts.get("interpreter_started") is False:
         why = facts.get("interpreter_error") or reason
-        raise UsageError(f"--python {python}: not a Python interpreter that answers ({why})")
+        raise UsageError(t("--python {python}: not a Python interpreter that answers ({why})",
+                           python=python, why=why))

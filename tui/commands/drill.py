@@ -9,6 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from . import common
 
@@ -40,32 +42,32 @@ exit codes: 0 the drill ran and its fault showed in the logs (list: always 0);
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("drill", help="practise: run a small job with one real fault",
-                            description=DESCRIPTION, epilog=EPILOG,
+    parser = sub.add_parser("drill", help=t("practise: run a small job with one real fault"),
+                            description=t(DESCRIPTION), epilog=t(EPILOG),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = parser.add_subparsers(dest="drill_action", metavar="ACTION")
-    listing = actions.add_parser("list", help="the drills and which ones you passed",
-                                 description="The drills: the fault each injects, the cause to "
-                                             "find, and whether you passed it in the app.",
-                                 epilog="exit codes: 0 always; 2 bad usage\n",
+    listing = actions.add_parser("list", help=t("the drills and which ones you passed"),
+                                 description=t("The drills: the fault each injects, the cause to "
+                                             "find, and whether you passed it in the app."),
+                                 epilog=t("exit codes: 0 always; 2 bad usage\n"),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_common(listing, session=False)
     listing.set_defaults(func=run_list)
-    run = actions.add_parser("run", help="run one drill for real and keep its logs",
-                             description=DESCRIPTION, epilog=EPILOG,
+    run = actions.add_parser("run", help=t("run one drill for real and keep its logs"),
+                             description=t(DESCRIPTION), epilog=t(EPILOG),
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("name", metavar="NAME", help="the drill (see `distdoctor drill list`)")
+    run.add_argument("name", metavar="NAME", help=t("the drill (see `distdoctor drill list`)"))
     run.add_argument("--nproc", type=int, metavar="N",
-                     help="ranks, 2 to 4 (default: the drill's own, 2 or 3)")
+                     help=t("ranks, 2 to 4 (default: the drill's own, 2 or 3)"))
     run.add_argument("--python", metavar="PATH",
-                     help="the interpreter whose torch runs the job (default: this one)")
+                     help=t("the interpreter whose torch runs the job (default: this one)"))
     run.add_argument("--timeout", type=float, default=75.0, metavar="S",
-                     help="kill the job after S seconds (default 75, at most 85)")
+                     help=t("kill the job after S seconds (default 75, at most 85)"))
     run.add_argument("--record", metavar="DIR",
-                     help="keep logs/, repro/ and label.json here, machine paths neutralised "
-                          "(an empty or new folder)")
+                     help=t("keep logs/, repro/ and label.json here, machine paths neutralised "
+                          "(an empty or new folder)"))
     run.add_argument("--healthy", action="store_true",
-                     help="run the same job without its fault, for comparison")
+                     help=t("run the same job without its fault, for comparison"))
     common.add_common(run)
     run.set_defaults(func=run_drill_command)
     parser.set_defaults(func=_no_action)

@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge import i18n
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from .collect import interpreter
 from .common import add_common, print_json, record, still_waiting
@@ -101,48 +104,49 @@ def _positive(kind: type, most: float, unit: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+            raise argparse.ArgumentTypeError(t("not a number: {text}", text=repr(text))) from None
         if not 0 < value < float("inf"):  # nan and inf too: a timeout must end
-            raise argparse.ArgumentTypeError(f"must be a number above 0: {text!r}")
+            raise argparse.ArgumentTypeError(t("must be a number above 0: {text}", text=repr(text)))
         if value > most:
-            raise argparse.ArgumentTypeError(f"at most {most}{unit}: {text!r}")
+            raise argparse.ArgumentTypeError(t("at most {most}{unit}: {text}", most=most, unit=t(unit),
+                                               text=repr(text)))
         return value
     return parse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     raw = argparse.RawDescriptionHelpFormatter
-    parser = sub.add_parser("fleet", help="snapshot every node and find the odd one out",
-                            description="Fan out `distdoctor collect` to every node, then "
-                                        "compare the\nsnapshots field by field.",
-                            epilog=EPILOG, formatter_class=raw)
+    parser = sub.add_parser("fleet", help=t("snapshot every node and find the odd one out"),
+                            description=t("Fan out `distdoctor collect` to every node, then "
+                                        "compare the\nsnapshots field by field."),
+                            epilog=t(EPILOG), formatter_class=raw)
     # the shared flags go on the actions only: argparse lets a sub-parser's defaults overwrite them
     parser.set_defaults(func=_no_action)
     actions = parser.add_subparsers(dest="fleet_action", metavar="ACTION")
-    col = actions.add_parser("collect", help="run `distdoctor collect` on every node",
-                             description="Run `distdoctor collect` on every node through srun,\n"
-                                         "ssh or pdsh and keep one snapshot per node.",
-                             epilog=COLLECT_EPILOG, formatter_class=raw)
+    col = actions.add_parser("collect", help=t("run `distdoctor collect` on every node"),
+                             description=t("Run `distdoctor collect` on every node through srun,\n"
+                                         "ssh or pdsh and keep one snapshot per node."),
+                             epilog=t(COLLECT_EPILOG), formatter_class=raw)
     _reach(col)
-    col.add_argument("-o", "--output", metavar="DIR", required=True, help="folder for the snapshots")
-    col.add_argument("--python", metavar="PATH", help="the job's interpreter on the nodes")
+    col.add_argument("-o", "--output", metavar="DIR", required=True, help=t("folder for the snapshots"))
+    col.add_argument("--python", metavar="PATH", help=t("the job's interpreter on the nodes"))
     add_common(col, session=False)
     col.set_defaults(func=run_collect)
-    cmp = actions.add_parser("compare", help="find the node that differs",
-                             description="Group nodes by the fields that must agree and name "
-                                         "the\nmajority value and the outliers of each.",
-                             epilog=COMPARE_EPILOG, formatter_class=raw)
-    cmp.add_argument("paths", nargs="+", metavar="DIR|FILE", help="snapshot folders or files")
+    cmp = actions.add_parser("compare", help=t("find the node that differs"),
+                             description=t("Group nodes by the fields that must agree and name "
+                                         "the\nmajority value and the outliers of each."),
+                             epilog=t(COMPARE_EPILOG), formatter_class=raw)
+    cmp.add_argument("paths", nargs="+", metavar="DIR|FILE", help=t("snapshot folders or files"))
     add_common(cmp)
     cmp.set_defaults(func=run_compare)
-    stk = actions.add_parser("stacks", help="every node's ranks' stacks in one table",
-                             description="Run `distdoctor stacks` on every node and read all the "
-                                         "ranks\ntogether: where each is, and the odd ranks out.",
-                             epilog=STACKS_EPILOG, formatter_class=raw)
+    stk = actions.add_parser("stacks", help=t("every node's ranks' stacks in one table"),
+                             description=t("Run `distdoctor stacks` on every node and read all the "
+                                         "ranks\ntogether: where each is, and the odd ranks out."),
+                             epilog=t(STACKS_EPILOG), formatter_class=raw)
     _reach(stk)
-    stk.add_argument("--native", action="store_true", help="include C/C++ frames (py-spy --native)")
-    stk.add_argument("--job", metavar="ID", help="the job on every node when nodes run several: "
-                     "its MASTER_ADDR:PORT, rendezvous id or Slurm step (default: auto)")
+    stk.add_argument("--native", action="store_true", help=t("include C/C++ frames (py-spy --native)"))
+    stk.add_argument("--job", metavar="ID", help=t("the job on every node when nodes run several: "
+                     "its MASTER_ADDR:PORT, rendezvous id or Slurm step (default: auto)"))
     add_common(stk)
     stk.set_defaults(func=run_stacks)
 
@@ -150,27 +154,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _reach(parser: argparse.ArgumentParser) -> None:
     """How to reach the nodes: the same flags for collect and stacks."""
     parser.add_argument("--via", required=True, choices=("srun", "ssh", "pdsh", "kubectl", "local"),
-                        help="how to reach the nodes")
+                        help=t("how to reach the nodes"))
     hosts = parser.add_mutually_exclusive_group()
-    hosts.add_argument("--hosts", metavar="H1,H2", help="hosts, ranges allowed: node[01-08],gpu9")
-    hosts.add_argument("--hostfile", metavar="FILE", help="one host per line, # comments")
+    hosts.add_argument("--hosts", metavar="H1,H2", help=t("hosts, ranges allowed: node[01-08],gpu9"))
+    hosts.add_argument("--hostfile", metavar="FILE", help=t("one host per line, # comments"))
     parser.add_argument("--selector", metavar="LABEL",
-                        help="kubectl: the pods' label selector, e.g. job-name=train")
-    parser.add_argument("--namespace", metavar="NS", help="kubectl: the pods' namespace")
-    parser.add_argument("--container", metavar="C", help="kubectl: the container to exec into")
+                        help=t("kubectl: the pods' label selector, e.g. job-name=train"))
+    parser.add_argument("--namespace", metavar="NS", help=t("kubectl: the pods' namespace"))
+    parser.add_argument("--container", metavar="C", help=t("kubectl: the container to exec into"))
     parser.add_argument("--timeout", type=_positive(float, MAX_TIMEOUT_S, " seconds (a week)"),
                         default=60.0, metavar="S",
-                        help=f"seconds per host before it is given up (default 60, at most {MAX_TIMEOUT_S})")
+                        help=t("seconds per host before it is given up (default 60, at most {most})", most=MAX_TIMEOUT_S))
     parser.add_argument("--concurrency", type=_positive(int, MAX_CONCURRENCY, " hosts at once"),
                         default=32, metavar="N",
-                        help=f"hosts at once (default 32, at most {MAX_CONCURRENCY})")
+                        help=t("hosts at once (default 32, at most {most})", most=MAX_CONCURRENCY))
     parser.add_argument("--distdoctor", metavar="CMD", default="distdoctor",
-                        help="distdoctor on the nodes, if not on their PATH")
+                        help=t("distdoctor on the nodes, if not on their PATH"))
 
 
 def _no_action(args: argparse.Namespace) -> int:
-    raise UsageError("fleet needs an action: `distdoctor fleet collect --via ssh --hosts H1,H2 "
-                     "-o fleet/` or `distdoctor fleet compare fleet/`")
+    raise UsageError(t("fleet needs an action: `distdoctor fleet collect --via ssh --hosts H1,H2 "
+                       "-o fleet/` or `distdoctor fleet compare fleet/`"))
 
 
 # ---- collect ----------------------------------------------------------------------------------
@@ -191,19 +195,19 @@ def _options(args: argparse.Namespace, action: str = "collect") -> Any:
 
     hosts = _hosts(args)
     if args.via in ("ssh", "pdsh") and not hosts:
-        raise UsageError(f"--via {args.via} needs hosts: --hosts H1,H2 or --hostfile FILE")
+        raise UsageError(t("--via {via} needs hosts: --hosts H1,H2 or --hostfile FILE", via=args.via))
     if args.via in ("local", "kubectl") and hosts:
-        what = "this node only" if args.via == "local" else "the pods of --selector"
-        raise UsageError(f"--via {args.via} reaches {what}; drop --hosts/--hostfile")
+        what = t("this node only") if args.via == "local" else t("the pods of --selector")
+        raise UsageError(t("--via {via} reaches {what}; drop --hosts/--hostfile", via=args.via, what=what))
     kube = [f for f in ("selector", "namespace", "container") if getattr(args, f)]
     if args.via == "kubectl" and not args.selector:
-        raise UsageError("--via kubectl needs --selector LABEL, e.g. --selector job-name=train")
+        raise UsageError(t("--via kubectl needs --selector LABEL, e.g. --selector job-name=train"))
     if args.via != "kubectl" and kube:
-        raise UsageError(f"--{kube[0]} is for --via kubectl")
+        raise UsageError(t("--{option} is for --via kubectl", option=kube[0]))
     tool = {"srun": "srun", "ssh": "ssh", "pdsh": "pdsh", "kubectl": "kubectl"}.get(args.via)
     if tool and not shutil.which(tool):
         other = "ssh" if tool != "ssh" else "pdsh"
-        raise UsageError(f"{tool}: command not found on PATH; try --via {other}")
+        raise UsageError(t("{tool}: command not found on PATH; try --via {other}", tool=tool, other=other))
     python = getattr(args, "python", None)
     if args.via == "local" and action == "collect":
         python = interpreter(python)
@@ -230,7 +234,8 @@ def _fan_out(opts: Any) -> tuple[list[Any], list[str]]:
             raise UsageError(str(exc)) from None
         return results, fanout.kubectl_argv("POD", opts)
     if opts.via == "pdsh":
-        waiting = f"still waiting for pdsh on {len(opts.hosts)} hosts (at most {opts.timeout:g}s each)"
+        waiting = t("still waiting for pdsh on {n} hosts (at most {seconds}s each)", n=len(opts.hosts),
+                    seconds=f"{opts.timeout:g}")
         with still_waiting(waiting):
             return fleet.fan_out_pdsh(opts, on_host=_progress), fleet.pdsh_argv(opts)
     if opts.via == "srun":
@@ -238,7 +243,8 @@ def _fan_out(opts: Any) -> tuple[list[Any], list[str]]:
             command = fleet.srun_argv(os.environ, opts)
         except fleet.SlurmError as exc:
             raise UsageError(str(exc)) from None
-        with still_waiting(f"still waiting for srun (at most {opts.timeout:g}s per node)"):
+        with still_waiting(t("still waiting for srun (at most {seconds}s per node)",
+                             seconds=f"{opts.timeout:g}")):
             return fleet.fan_out_srun(os.environ, opts, on_host=_progress), command
     if opts.action == "stacks":
         return fanout.stacks_local(opts, on_host=_progress), fanout.local_argv(opts)
@@ -246,9 +252,9 @@ def _fan_out(opts: Any) -> tuple[list[Any], list[str]]:
 
 
 def _progress(result: Any, done: int, total: int) -> None:
-    status = "ok" if result.ok else f"FAILED: {result.reason}"
-    print(f"[{done}/{total}] {result.host} {status} ({result.duration_s:.1f}s)",
-          file=sys.stderr, flush=True)
+    status = t("ok") if result.ok else t("FAILED: {reason}", reason=result.reason)
+    print(t("[{done}/{total}] {host} {status} ({seconds}s)", done=done, total=total, host=result.host,
+            status=status, seconds=f"{result.duration_s:.1f}"), file=sys.stderr, flush=True)
 
 
 def run_collect(args: argparse.Namespace) -> int:
@@ -257,17 +263,17 @@ def run_collect(args: argparse.Namespace) -> int:
     opts = _options(args)
     out_dir = Path(args.output)
     if out_dir.exists() and not out_dir.is_dir():
-        raise UsageError(f"-o {out_dir}: exists and is not a folder")
+        raise UsageError(t("-o {path}: exists and is not a folder", path=out_dir))
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"-o {out_dir}: cannot create ({exc.strerror or exc})") from None
+        raise UsageError(t("-o {path}: cannot create ({why})", path=out_dir, why=exc.strerror or exc)) from None
     before = {p.name for p in out_dir.glob("*.json")}
     results, command = _fan_out(opts)
     try:
         fleet.write_results(results, out_dir)
     except OSError as exc:
-        raise UsageError(f"-o {out_dir}: cannot write ({exc.strerror or exc})") from None
+        raise UsageError(t("-o {path}: cannot write ({why})", path=out_dir, why=exc.strerror or exc)) from None
     stale = sorted(before - {Path(r.file).name for r in results if r.file})
     data = {"via": opts.via, "out_dir": str(out_dir), "command": command,
             "hosts": len(results), "ok": [r.to_dict() for r in results if r.ok],
@@ -282,18 +288,24 @@ def run_collect(args: argparse.Namespace) -> int:
 
 def _print_collect(data: dict[str, Any]) -> None:
     ok, failed = data["ok"], data["failed"]
-    print(f"fleet collect via {data['via']}: {len(ok)} of {data['hosts']} hosts answered, "
-          f"snapshots in {data['out_dir']}/")
+    print(t("fleet collect via {via}: {n} of {total} hosts answered, snapshots in {folder}/",
+            via=data["via"], n=len(ok), total=data["hosts"], folder=data["out_dir"]))
     if failed:
-        print("failed:")
-        width = max(len(f["host"]) for f in failed)
-        for f in failed:
-            print(f"  {f['host']:<{width}}  {f['reason']}")
+        print(t("failed:"))
+        _host_rows(failed)
     if data["stale_files"]:
-        print(f"note: {len(data['stale_files'])} older file(s) in {data['out_dir']}/ were not "
-              f"replaced this time (e.g. {data['stale_files'][0]}); compare will read them too")
+        print(t("note: {n} older file(s) in {folder}/ were not replaced this time (e.g. {file}); "
+                "compare will read them too", n=len(data["stale_files"]), folder=data["out_dir"],
+                file=data["stale_files"][0]))
     if ok:
-        print(f"next: distdoctor fleet compare {data['out_dir']}/")
+        print(t("next: {command}", command=f"distdoctor fleet compare {data['out_dir']}/"))
+
+
+def _host_rows(failed: list[dict[str, Any]]) -> None:
+    """`  host  reason` for each host that failed, the hosts in one column (display width)."""
+    width = max(i18n.cells(f["host"]) for f in failed)
+    for f in failed:
+        print(f"  {i18n.pad(f['host'], width)}  {f['reason']}")
 
 
 # ---- compare ----------------------------------------------------------------------------------
@@ -307,9 +319,10 @@ def run_compare(args: argparse.Namespace) -> int:
         if args.json:
             print_json(result)
         for s in skipped:
-            print(f"distdoctor: skipped {s['file']}: {s['reason']}", file=sys.stderr)
-        raise UsageError(f"no readable snapshots in {' '.join(args.paths)} "
-                         f"(make them with `distdoctor fleet collect -o DIR`)")
+            print(t("distdoctor: skipped {file}: {reason}", file=s["file"], reason=s["reason"]),
+                  file=sys.stderr)
+        raise UsageError(t("no readable snapshots in {paths} (make them with `distdoctor fleet "
+                           "collect -o DIR`)", paths=" ".join(args.paths)))
     record(args, "fleet", result)
     if args.json:
         print_json(result)
@@ -330,8 +343,9 @@ def may_differ_lines(result: dict[str, Any]) -> list[str]:
 
     lines = []
     for d in result.get("may_differ", []):
-        spread = "; ".join(f"{show(d['field'], v['value'])} on {v['count']}" for v in d["values"][:4])
-        lines.append(printable(f"may differ: {label(d['field'])}: {spread}"))
+        spread = "; ".join(t("{value} on {n}", value=show(d["field"], v["value"]), n=v["count"])
+                           for v in d["values"][:4])
+        lines.append(printable(t("may differ: {field}: {spread}", field=t(label(d["field"])), spread=spread)))
     return ([""] + lines) if lines else []
 
 
@@ -356,14 +370,12 @@ def run_stacks(args: argparse.Namespace) -> int:
     if args.json:
         print_json(merged)
     elif docs:
-        print(render(merged, f"{len(docs)} of {len(results)} hosts via {opts.via}"))
+        print(render(merged, t("{n} of {total} hosts via {via}", n=len(docs), total=len(results), via=opts.via)))
     failed = merged["hosts"]["failed"]
     if not docs:  # the progress lines on stderr have said why for each host
-        first = f"; {failed[0]['host']}: {failed[0]['reason']}" if failed else ""
-        raise UsageError(f"fleet stacks: no host answered{first}")
+        first = t("; {host}: {reason}", host=failed[0]["host"], reason=failed[0]["reason"]) if failed else ""
+        raise UsageError(t("fleet stacks: no host answered{first}", first=first))
     if failed and not args.json:
-        print("\nhosts without stacks:")
-        width = max(len(f["host"]) for f in failed)
-        for f in failed:
-            print(f"  {f['host']:<{width}}  {f['reason']}")
+        print("\n" + t("hosts without stacks:"))
+        _host_rows(failed)
     return 1 if merged["odd"] or failed else 0

@@ -2,21 +2,46 @@
 from __future__ import annotations
 
 import shlex
-import textwrap
 from typing import Any
 
-from distdoctor.probes.fleet.compare import label, outlier_line, show
+from distdoctor.knowledge import i18n
+from distdoctor.knowledge.i18n import t
+from distdoctor.probes.fleet.compare import label, show
 
+from .common import wrap
 from .logs_text import printable, width
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+def _count(n: int, one: str, many: str) -> str:
+    """`one` or `many` (catalogue keys with {n}) for n."""
+    return t(one, n=n) if n == 1 else t(many, n=n)
 
 
 def _names(nodes: list[str], limit: int = 6) -> str:
-    shown = ", ".join(nodes[:limit])
-    return shown + (f" and {len(nodes) - limit} more" if len(nodes) > limit else "")
+    shown = t(", ").join(nodes[:limit])
+    return shown + (t(" and {n} more", n=len(nodes) - limit) if len(nodes) > limit else "")
+
+
+def _label(field: str) -> str:
+    """A field's name as people read it; a switch's name is code and stays as it is."""
+    return label(field) if field.startswith("switch:") else t(label(field))
+
+
+def _show(field: str, value: Any) -> str:
+    """A value; only the words for a missing one ("unset", "unknown") are translated."""
+    return t(show(field, value)) if value is None else show(field, value)
+
+
+def _outlier_line(outlier: dict[str, Any]) -> str:
+    """compare.outlier_line in the output's language: "node-17: driver 535.104.05, 63 others
+    550.54.15" (the same text in English)."""
+    field = outlier["field"]
+    values = {"node": outlier["node"], "field": _label(field), "value": _show(field, outlier["value"]),
+              "count": outlier["count"], "majority": _show(field, outlier["majority"]),
+              "tie": t(" (a tie: either side may be the odd one)") if outlier.get("tie") else ""}
+    if outlier["count"] == 1:
+        return t("{node}: {field} {value}, {count} other {majority}{tie}", **values)
+    return t("{node}: {field} {value}, {count} others {majority}{tie}", **values)
 
 
 def _wrapped(lines: list[str], cols: int) -> list[str]:
@@ -26,21 +51,21 @@ def _wrapped(lines: list[str], cols: int) -> list[str]:
     for line in lines:
         # each entry is one line: a newline inside came from a value and must not start a new one
         line = printable(line.replace("\r", "\\r").replace("\n", "\\n"))
-        if len(line) <= cols or line.lstrip().startswith(("ssh ", "distdoctor ")):
+        if i18n.cells(line) <= cols or line.lstrip().startswith(("ssh ", "distdoctor ")):
             out.append(line)
             continue
         indent = line[:len(line) - len(line.lstrip())]
         if line.lstrip().startswith("# "):
             # a comment's continuation is a comment too: pasted into a shell, a bare
             # continuation line would run as a command of its own
-            out.extend(textwrap.wrap(line, cols, subsequent_indent=indent + "# ",
-                                     break_on_hyphens=False, break_long_words=True) or [line])
+            out.extend(wrap(line, cols, "", indent + "# ", break_long_words=True) or [line])
             continue
-        # a continuation lines up after the label ("agree: ", "node-3: ") when there is one
+        # a continuation lines up after the label ("agree: ", "node-3: ", "一致：") when there is one
         head, sep, _ = line.lstrip().partition(": ")
-        hang = indent + " " * (len(head) + 2) if sep and len(head) < 24 else indent + "  "
-        out.extend(textwrap.wrap(line, cols, subsequent_indent=hang, break_on_hyphens=False,
-                                 break_long_words=False) or [line])
+        if not sep:
+            head, sep, _ = line.lstrip().partition("：")
+        hang = indent + " " * i18n.cells(head + sep) if sep and i18n.cells(head) < 24 else indent + "  "
+        out.extend(wrap(line, cols, "", hang, break_long_words=False) or [line])
     return out
 
 
@@ -52,41 +77,44 @@ def render_compare(result: dict[str, Any], max_lines: int = 20, cols: int | None
 
 def _compare_lines(result: dict[str, Any], max_lines: int) -> list[str]:
     n, skipped = result["nodes"], result["skipped"]
-    lines = [f"{_plural(n, 'node')} compared" + (f", {_plural(len(skipped), 'file')} skipped"
-                                                  if skipped else "")]
+    lines = [t("{nodes} compared", nodes=_count(n, "{n} node", "{n} nodes"))
+             + (t(", {files} skipped", files=_count(len(skipped), "{n} file", "{n} files"))
+                if skipped else "")]
     if result["agreed"]:
-        agreed = ", ".join(f"{label(f)} {show(f, v)}" for f, v in result["agreed"].items())
-        lines.append(f"agree: {agreed}")
+        agreed = t(", ").join(f"{_label(f)} {_show(f, v)}" for f, v in result["agreed"].items())
+        lines.append(t("agree: {fields}", fields=agreed))
     by_field: dict[str, list[dict[str, Any]]] = {}
     for outlier in result["outliers"]:
         by_field.setdefault(outlier["field"], []).append(outlier)
     if result["disagreements"]:
         lines.append("")
-        lines.append(f"DIFFER: {_plural(len(result['disagreements']), 'field')}")
+        lines.append(t("DIFFER: {fields}", fields=_count(len(result["disagreements"]), "{n} field", "{n} fields")))
     for d in result["disagreements"]:
         field = d["field"]
-        spread = ", ".join(f"{show(field, v['value'])} on {v['count']}" for v in d["values"][:4])
-        more = f", {len(d['values']) - 4} other values" if len(d["values"]) > 4 else ""
+        spread = t(", ").join(t("{value} on {n}", value=_show(field, v["value"]), n=v["count"])
+                              for v in d["values"][:4])
+        more = t(", {n} other values", n=len(d["values"]) - 4) if len(d["values"]) > 4 else ""
         cause = f" [{d['cause_id']}]" if d["cause_id"] else ""
-        lines.append(f"  {label(field)}: {spread}{more}{cause}")
+        lines.append(f"  {_label(field)}{t(': ')}{spread}{more}{cause}")
         outliers = by_field.get(field, [])
         for outlier in outliers[:max_lines]:
-            lines.append(f"    {outlier_line(outlier)}")
+            lines.append(f"    {_outlier_line(outlier)}")
         if len(outliers) > max_lines:
-            lines.append(f"    ... and {len(outliers) - max_lines} more nodes (--json lists all)")
+            lines.append("    " + t("... and {n} more nodes (--json lists all)", n=len(outliers) - max_lines))
     if len(result["groups"]) > 1:
         majority = {d["field"]: d["majority"] for d in result["disagreements"]}
         lines.append("")
-        lines.append(f"groups ({len(result['groups'])} kinds of node):")
+        lines.append(t("groups ({n} kinds of node):", n=len(result["groups"])))
         for group in result["groups"][:10]:
             odd = {f: v for f, v in group["values"].items() if v != majority[f]}
-            values = ", ".join(f"{label(f)} {show(f, v)}" for f, v in odd.items()) or "majority"
-            lines.append(f"  {_plural(group['count'], 'node')} [{values}]: {_names(group['nodes'])}")
+            values = t(", ").join(f"{_label(f)} {_show(f, v)}" for f, v in odd.items()) or t("majority")
+            lines.append(f"  {_count(group['count'], '{n} node', '{n} nodes')} [{values}]{t(': ')}"
+                         f"{_names(group['nodes'])}")
         if len(result["groups"]) > 10:
-            lines.append(f"  ... and {len(result['groups']) - 10} more groups (--json lists all)")
+            lines.append("  " + t("... and {n} more groups (--json lists all)", n=len(result["groups"]) - 10))
     if skipped:
         lines.append("")
-        lines.append("skipped:")
+        lines.append(t("skipped:"))
         lines.extend(f"  {s['file']}: {s['reason']}" for s in skipped)
     lines.extend(_next(result))
     return lines
@@ -94,27 +122,28 @@ def _compare_lines(result: dict[str, Any], max_lines: int) -> list[str]:
 
 def _next(result: dict[str, Any]) -> list[str]:
     if result["nodes"] < 2:
-        return ["", "only one node: collect more, e.g. distdoctor fleet collect --via ssh "
-                    "--hostfile hosts.txt -o fleet/"]
+        return ["", t("only one node: collect more, e.g. distdoctor fleet collect --via ssh "
+                      "--hostfile hosts.txt -o fleet/")]
     if not result["outliers"]:
-        return ["", "every node agrees: the fleet's versions are not the cause."]
+        return ["", t("every node agrees: the fleet's versions are not the cause.")]
     nodes = list(dict.fromkeys(o["node"] for o in result["outliers"]))
     causes = sorted({d["cause_id"] for d in result["disagreements"] if d["cause_id"]})
     bad = {b["node"]: b for b in result.get("bad_hosts", [])}
-    out = ["", "next:"]
+    out = ["", t("next:")]
     for node in nodes[:3]:
         if node in bad:  # never inside a command: shown quoted, as data, with why
             shown = ascii(bad[node]["host"])
             shown = shown if len(shown) <= 60 else shown[:56] + "...'"
-            out.append(f"  # the snapshot names its host {shown}: not a valid host name "
-                       f"({bad[node]['reason']}); find the node by its file and check it by hand")
+            out.append("  # " + t("the snapshot names its host {host}: not a valid host name ({reason}); "
+                                  "find the node by its file and check it by hand", host=shown,
+                                  reason=bad[node]["reason"]))
             continue
         host = node.split(" (")[0]
-        out.append(f"  ssh -- {shlex.quote(host)} distdoctor check   # everything else on this node")
+        out.append(f"  ssh -- {shlex.quote(host)} distdoctor check   # {t('everything else on this node')}")
     for cause in causes:
-        out.append(f"  distdoctor knowledge show {shlex.quote(cause)}   # why it matters, how to fix")
+        out.append(f"  distdoctor knowledge show {shlex.quote(cause)}   # {t('why it matters, how to fix')}")
     if any(d["field"].startswith("switch:") for d in result["disagreements"]):
-        out.append("  set the same switches on every node (job environment and /etc/nccl.conf)")
-    out.append("  rebuild the odd nodes from the same image as the majority, then collect and "
-               "compare again")
+        out.append("  " + t("set the same switches on every node (job environment and /etc/nccl.conf)"))
+    out.append("  " + t("rebuild the odd nodes from the same image as the majority, then collect and "
+                        "compare again"))
     return out

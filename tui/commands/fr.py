@@ -8,6 +8,8 @@ import shlex
 import sys
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from . import common
 from .exitcodes import problem_if
@@ -41,16 +43,16 @@ exit codes: 0 the ranks agree, 1 a disagreement or a stall was found,
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("fr", help="read Flight Recorder dumps: the first collective where ranks disagree",
-                            description=DESCRIPTION, epilog=EPILOG,
+    parser = sub.add_parser("fr", help=t("read Flight Recorder dumps: the first collective where ranks disagree"),
+                            description=t(DESCRIPTION), epilog=t(EPILOG),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="+", metavar="DIR",
-                        help="folder(s) of dumps, dump files, or the dump prefix "
-                             "(TORCH_FR_DUMP_TEMP_FILE's value), one file per rank")
+                        help=t("folder(s) of dumps, dump files, or the dump prefix "
+                             "(TORCH_FR_DUMP_TEMP_FILE's value), one file per rank"))
     parser.add_argument("--stacks", metavar="FILE",
-                        help="output of `distdoctor stacks --json` to cross-check the culprit with")
+                        help=t("output of `distdoctor stacks --json` to cross-check the culprit with"))
     parser.add_argument("--logs", metavar="FILE",
-                        help="output of `distdoctor logs --json` to cross-check the culprit with")
+                        help=t("output of `distdoctor logs --json` to cross-check the culprit with"))
     common.add_common(parser)
     parser.set_defaults(func=run)
 

@@ -6,6 +6,8 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from . import common
 from .exitcodes import OK
 
@@ -27,17 +29,22 @@ examples:
 exit codes: 0 lines printed, 2 bad usage (no such --python, an interpreter that
             does not answer)
 """
+GLOO_NOTE = """\
+# Gloo has no dump on timeout: with TORCH_FR_BUFFER_SIZE set, dump from the job
+# with torch._C._distributed_c10d._dump_fr_trace_json() (one file per rank, named
+# <prefix><rank>), then run `distdoctor fr DIR`"""
+# the titles are catalogue keys (t(TITLES[source]) in render)
 TITLES = {"nccl-logs": "NCCL logs", "torch-debug": "torch.distributed debug output",
           "flight-recorder": "Flight Recorder", "error-handling": "NCCL error handling",
           "ras": "NCCL RAS", "launcher": "per-rank logs from the launcher"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("knobs", help="the environment lines that turn on logs, Flight Recorder and RAS",
-                            description=DESCRIPTION, epilog=EPILOG,
+    parser = sub.add_parser("knobs", help=t("the environment lines that turn on logs, Flight Recorder and RAS"),
+                            description=t(DESCRIPTION), epilog=t(EPILOG),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", metavar="PATH",
-                        help="the training job's interpreter to ask about torch/NCCL (default: this one)")
+                        help=t("the training job's interpreter to ask about torch/NCCL (default: this one)"))
     common.add_common(parser)
     parser.set_defaults(func=run)
 
@@ -53,9 +60,9 @@ def collect(python: str) -> dict[str, Any]:
     torch, nccl, has_nccl = versions_of(facts)
     note = ""
     if result.status == "unavailable":
-        note = f"versions unknown ({result.reason}): lines for every version"
+        note = t("versions unknown ({reason}): lines for every version", reason=result.reason)
     elif torch is None:
-        note = f"no torch in {python}: lines for every version"
+        note = t("no torch in {python}: lines for every version", python=python)
     return {"python": python, "torch": torch, "nccl": nccl, "has_nccl": has_nccl, "note": note,
             "lines": [asdict(k) for k in knob_lines(torch, nccl, has_nccl=has_nccl)],
             "missing": missing_sources(torch, nccl, has_nccl=has_nccl),
@@ -77,22 +84,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(doc: dict[str, Any]) -> str:
-    nccl = doc["nccl"] or ("none (CPU build)" if doc["has_nccl"] is False else "unknown")
-    lines = [f"torch {doc['torch'] or 'unknown'}, NCCL {nccl} ({doc['python']})"]
+    nccl = doc["nccl"] or (t("none (CPU build)") if doc["has_nccl"] is False else t("unknown"))
+    lines = [t("torch {torch}, NCCL {nccl} ({python})", torch=doc["torch"] or t("unknown"), nccl=nccl,
+               python=doc["python"])]
     if doc["note"]:
-        lines.append(f"note: {doc['note']}")
+        lines.append(t("note: {note}", note=doc["note"]))
     width = max((len(x["line"]) + (7 if x["kind"] == "env" else 0) for x in doc["lines"]), default=0)
     source = None
     for x in doc["lines"]:
         if x["source"] != source:
             source = x["source"]
-            lines += ["", f"# {TITLES.get(source, source)}"]
+            lines += ["", f"# {t(TITLES[source]) if source in TITLES else source}"]
         shown = f"export {x['line']}" if x["kind"] == "env" else x["line"]
-        lines.append(f"{shown:<{width}}  # {x['what']} [{x['applies']}]")
+        # the probe's sentence is a catalogue key (probes/knobs.py KNOBS; test_i18n_cli checks them)
+        lines.append(f"{shown:<{width}}  # {t(x['what'])} [{t(x['applies'])}]")
     if doc["has_nccl"] is False:
-        lines += ["", "# Gloo has no dump on timeout: with TORCH_FR_BUFFER_SIZE set, dump from the job",
-                  "# with torch._C._distributed_c10d._dump_fr_trace_json() (one file per rank, named",
-                  "# <prefix><rank>), then run `distdoctor fr DIR`"]
+        lines += [""] + t(GLOO_NOTE).splitlines()
     for why in doc["missing"]:
-        lines.append(f"not available: {why}")
+        lines.append(t("not available: {why}", why=why))
     return "\n".join(lines) + "\n"

@@ -11,6 +11,8 @@ from typing import Any, Mapping
 
 from distdoctor.knowledge import i18n
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from .common import print_json
 
@@ -61,33 +63,33 @@ ID_HELP = ("the id of a cause, check, switch, symptom, signature or step, e.g. p
 
 def register(sub: argparse._SubParsersAction) -> None:
     raw = argparse.RawDescriptionHelpFormatter
-    parser = sub.add_parser("knowledge", help="validate a site overlay, explain a cause, check or switch",
-                            description="The knowledge base: causes, checks, switches, log signatures.",
-                            epilog=EPILOG, formatter_class=raw)
-    parser.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS, help=KNOWLEDGE_HELP)
+    parser = sub.add_parser("knowledge", help=t("validate a site overlay, explain a cause, check or switch"),
+                            description=t("The knowledge base: causes, checks, switches, log signatures."),
+                            epilog=t(EPILOG), formatter_class=raw)
+    parser.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS, help=t(KNOWLEDGE_HELP))
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True,
                                     parser_class=type(parser))
-    validate = actions.add_parser("validate", help="load and cross-check every file",
-                                  description="Load the packaged knowledge base and an overlay on "
-                                              "top of it, and cross-check every file.",
-                                  epilog=VALIDATE_EPILOG, formatter_class=raw)
+    validate = actions.add_parser("validate", help=t("load and cross-check every file"),
+                                  description=t("Load the packaged knowledge base and an overlay on "
+                                              "top of it, and cross-check every file."),
+                                  epilog=t(VALIDATE_EPILOG), formatter_class=raw)
     validate.add_argument("dir", nargs="?", metavar="DIR",
-                          help="overlay folder to validate on top of the packaged data "
-                               "(the same as --knowledge DIR)")
-    show = actions.add_parser("show", help="explain a cause, check, switch, symptom, signature or step",
-                              description="Explain one entry of the knowledge base.",
-                              epilog=SHOW_EPILOG, formatter_class=raw)
-    show.add_argument("id", metavar="ID", help=ID_HELP)
-    listing = actions.add_parser("list", help="list the ids of one table",
-                                 description="List the ids of one table of the knowledge base.",
-                                 epilog=LIST_EPILOG, formatter_class=raw)
+                          help=t("overlay folder to validate on top of the packaged data "
+                               "(the same as --knowledge DIR)"))
+    show = actions.add_parser("show", help=t("explain a cause, check, switch, symptom, signature or step"),
+                              description=t("Explain one entry of the knowledge base."),
+                              epilog=t(SHOW_EPILOG), formatter_class=raw)
+    show.add_argument("id", metavar="ID", help=t(ID_HELP))
+    listing = actions.add_parser("list", help=t("list the ids of one table"),
+                                 description=t("List the ids of one table of the knowledge base."),
+                                 epilog=t(LIST_EPILOG), formatter_class=raw)
     listing.add_argument("table", choices=TABLES)
     for action in (validate, show, listing):
-        action.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        action.add_argument("--json", action="store_true", help=t("print machine-readable JSON"))
         # after the action too, as on every other command; SUPPRESS keeps a value given before it
-        action.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS, help=KNOWLEDGE_HELP)
+        action.add_argument("--knowledge", metavar="DIR", default=argparse.SUPPRESS, help=t(KNOWLEDGE_HELP))
         action.add_argument("--lang", choices=("en", "zh"), default=argparse.SUPPRESS,
-                            help="language of the text output (also $DISTDOCTOR_LANG, else the locale)")
+                            help=t("language of the text output (also $DISTDOCTOR_LANG, else the locale)"))
     parser.set_defaults(func=run)
 
 

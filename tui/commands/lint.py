@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from . import common
 from .exitcodes import USAGE, problem_if
@@ -36,10 +38,10 @@ exit codes: 0 no findings, 1 findings, 2 unreadable input (a missing path, a fil
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("lint", help="find what will hang or corrupt a distributed job in the script",
-                            description=DESCRIPTION, epilog=EPILOG,
+    parser = sub.add_parser("lint", help=t("find what will hang or corrupt a distributed job in the script"),
+                            description=t(DESCRIPTION), epilog=t(EPILOG),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders (read recursively)")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=t("Python files or folders (read recursively)"))
     common.add_common(parser)
     parser.set_defaults(func=run)
 
@@ -52,8 +54,10 @@ def render(data: dict) -> str:
         lines.extend("    " + row for row in f["fix"].splitlines())
         lines.append("")
     n, files = len(data["findings"]), len(data["files"])
-    lines.append(f"{n} finding{'s' if n != 1 else ''} in {files} file{'s' if files != 1 else ''}"
-                 if n else f"clean: {files} file{'s' if files != 1 else ''}, no findings")
+    shown = t("{n} file", n=files) if files == 1 else t("{n} files", n=files)
+    lines.append((t("{n} finding in {files}", n=n, files=shown) if n == 1
+                  else t("{n} findings in {files}", n=n, files=shown))
+                 if n else t("clean: {files}, no findings", files=shown))
     return "\n".join(lines) + "\n"
 
 
@@ -63,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     result = lint_paths(args.paths)
     if result.errors and not result.files:
         raise UsageError(result.errors[0] if len(result.errors) == 1
-                         else f"{result.errors[0]} (and {len(result.errors) - 1} more)")
+                         else t("{error} (and {n} more)", error=result.errors[0], n=len(result.errors) - 1))
     data = result.to_dict()
     common.record(args, KIND, data)
     if args.json:
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(data))
     for line in result.errors:
-        print(f"distdoctor: error: {line}", file=sys.stderr)
+        print(t("distdoctor: error: {error}", error=line), file=sys.stderr)
     if result.errors:
         return USAGE  # some input could not be read: its findings are missing from the result
     return problem_if(bool(result.findings))

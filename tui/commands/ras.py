@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from . import common
 from .exitcodes import OK, problem_if
@@ -35,14 +37,14 @@ exit codes: 0 every rank answered and agrees, or ncclras is unavailable or
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("ras", help="NCCL RAS (ncclras): dead, unresponsive and lagging ranks",
-                            description=DESCRIPTION, epilog=EPILOG,
+    parser = sub.add_parser("ras", help=t("NCCL RAS (ncclras): dead, unresponsive and lagging ranks"),
+                            description=t(DESCRIPTION), epilog=t(EPILOG),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input", metavar="FILE", help="read a saved ncclras output instead of asking")
-    parser.add_argument("--host", metavar="HOST", help="RAS client address of the job (ncclras -h)")
-    parser.add_argument("--port", type=int, metavar="PORT", help="RAS client port (ncclras -p; default 28028)")
+    parser.add_argument("--input", metavar="FILE", help=t("read a saved ncclras output instead of asking"))
+    parser.add_argument("--host", metavar="HOST", help=t("RAS client address of the job (ncclras -h)"))
+    parser.add_argument("--port", type=int, metavar="PORT", help=t("RAS client port (ncclras -p; default 28028)"))
     parser.add_argument("--timeout", type=int, default=5, metavar="SECS",
-                        help="how long NCCL waits for the other processes (ncclras -t; default 5)")
+                        help=t("how long NCCL waits for the other processes (ncclras -t; default 5)"))
     common.add_common(parser)
     parser.set_defaults(func=run)
 

@@ -7,6 +7,8 @@ import stat
 import sys
 from pathlib import Path
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from .common import add_common, knowledge
 
@@ -41,18 +43,18 @@ SUFFIX_FORMAT = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "report", help="write a session as an incident report (md, html, json)",
-        description=DESCRIPTION,
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "report", help=t("write a session as an incident report (md, html, json)"),
+        description=t(DESCRIPTION),
+        epilog=t(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("id", nargs="?", default="last", metavar="ID",
-                        help="session id (default: the last session; see `distdoctor sessions`)")
-    parser.add_argument("--format", choices=FORMATS, help="md (default), html or json; "
-                        "taken from the -o file's suffix when not given")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+                        help=t("session id (default: the last session; see `distdoctor sessions`)"))
+    parser.add_argument("--format", choices=FORMATS, help=t("md (default), html or json; "
+                        "taken from the -o file's suffix when not given"))
+    parser.add_argument("-o", "--output", metavar="FILE", help=t("write here instead of stdout"))
     parser.add_argument("--pseudonymize", action="store_true",
-                        help="replace host names, IP addresses and user names with stable tokens")
+                        help=t("replace host names, IP addresses and user names with stable tokens"))
     parser.add_argument("--no-redact", dest="redact", action="store_false",
-                        help="keep secrets in the report (prints a warning; never share it)")
+                        help=t("keep secrets in the report (prints a warning; never share it)"))
     add_common(parser, session=False)
     parser.set_defaults(func=run)
 

@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterator
 
 from distdoctor.probes.secret_names import is_secret_name
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from .common import add_common, knowledge, print_json, record
 from .exitcodes import problem_if
@@ -67,38 +69,38 @@ permanent fix; remove the switch once that is fixed."""
 
 def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nproc", type=int, default=2, metavar="N",
-                        help="processes (ranks) on this node (default 2)")
+                        help=t("processes (ranks) on this node (default 2)"))
     parser.add_argument("--nnodes", type=int, default=1, metavar="N",
-                        help="must be 1: one node runs here (the commands to run the same "
-                             "script on two nodes by hand are always printed)")
+                        help=t("must be 1: one node runs here (the commands to run the same "
+                             "script on two nodes by hand are always printed)"))
     parser.add_argument("--backend", choices=("nccl", "gloo", "auto"), default="auto",
-                        help="auto: nccl when the target torch sees CUDA, else gloo")
+                        help=t("auto: nccl when the target torch sees CUDA, else gloo"))
     parser.add_argument("--python", metavar="PATH",
-                        help="the failing job's interpreter (default: python3 on PATH)")
+                        help=t("the failing job's interpreter (default: python3 on PATH)"))
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                        help="seconds before a run counts as a hang (default 60)")
+                        help=t("seconds before a run counts as a hang (default 60)"))
     parser.add_argument("--env", action="append", default=[], metavar="K=V",
-                        help="add to the job's environment (repeatable)")
+                        help=t("add to the job's environment (repeatable)"))
     parser.add_argument("--run-dir", metavar="DIR",
-                        help="keep the runs here (default: $XDG_STATE_HOME/distdoctor/runs/ID)")
+                        help=t("keep the runs here (default: $XDG_STATE_HOME/distdoctor/runs/ID)"))
     add_common(parser)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
-    repro = sub.add_parser("repro", help="run a minimal all-reduce job for real",
-                           description=REPRO_DESCRIPTION,
-                           epilog=REPRO_EPILOG, formatter_class=fmt)
+    repro = sub.add_parser("repro", help=t("run a minimal all-reduce job for real"),
+                           description=t(REPRO_DESCRIPTION),
+                           epilog=t(REPRO_EPILOG), formatter_class=fmt)
     _options(repro)
     repro.set_defaults(func=run)
-    bisect = sub.add_parser("bisect", help="one switch at a time until the repro passes",
-                            description=BISECT_DESCRIPTION,
-                            epilog=BISECT_EPILOG, formatter_class=fmt)
+    bisect = sub.add_parser("bisect", help=t("one switch at a time until the repro passes"),
+                            description=t(BISECT_DESCRIPTION),
+                            epilog=t(BISECT_EPILOG), formatter_class=fmt)
     _options(bisect)
     bisect.add_argument("--switch", action="extend", nargs="+", default=[], metavar="NAME",
-                        help="only these switches (id or variable, optionally =VALUE)")
+                        help=t("only these switches (id or variable, optionally =VALUE)"))
     bisect.add_argument("--all", action="store_true",
-                        help="keep going after a verdict or a passing baseline")
+                        help=t("keep going after a verdict or a passing baseline"))
     bisect.set_defaults(func=run_bisect_command)
 
 

@@ -7,6 +7,8 @@ import textwrap
 from datetime import datetime
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from .common import add_common, print_json
 
@@ -28,10 +30,10 @@ exit codes: 0 always (an empty list is not an error), 2 bad usage.
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "sessions", help="list saved sessions (id, time, host, symptom, steps done)",
-        description="List saved sessions, newest first: id, updated, host, symptom and the\n"
-                    "steps done.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "sessions", help=t("list saved sessions (id, time, host, symptom, steps done)"),
+        description=t("List saved sessions, newest first: id, updated, host, symptom and the\n"
+                    "steps done."),
+        epilog=t(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common(parser, session=False)
     parser.set_defaults(func=run)
 

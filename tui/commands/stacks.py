@@ -6,6 +6,8 @@ import re
 import sys
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from .common import add_common, print_json, record
 
@@ -41,19 +43,19 @@ MAX_FRAMES = 8  # Python frames per group in the text view; --json has them all
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("stacks", help="where every rank of a hung job is (py-spy)",
-                            description=DESCRIPTION, epilog=EPILOG,
+    parser = sub.add_parser("stacks", help=t("where every rank of a hung job is (py-spy)"),
+                            description=t(DESCRIPTION), epilog=t(EPILOG),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--pid", type=_pid, nargs="+", action="extend", metavar="PID",
-                       help="the ranks' process ids")
+                       help=t("the ranks' process ids"))
     which.add_argument("--job", default="auto", metavar="auto|ID",
-                       help="`auto` (default): the one job on this node; or an ID it listed "
-                            "(MASTER_ADDR:PORT names a job on every node)")
+                       help=t("`auto` (default): the one job on this node; or an ID it listed "
+                            "(MASTER_ADDR:PORT names a job on every node)"))
     parser.add_argument("--native", action="store_true",
-                        help="include C/C++ frames (py-spy --native)")
+                        help=t("include C/C++ frames (py-spy --native)"))
     parser.add_argument("--timeout", type=_seconds, default=None, metavar="S",
-                        help="seconds per rank's dump (default 20)")
+                        help=t("seconds per rank's dump (default 20)"))
     add_common(parser)
     parser.set_defaults(func=run)
 

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
-from .common import add_common, print_json, record
+from .common import add_common, print_json, record, wrap
 from .exitcodes import OK, problem_if
 
 EPILOG = """\
@@ -39,16 +40,16 @@ NO_SOURCE_HINT = ("on a GPU node run `nvidia-smi topo -m > topo.txt && nvidia-sm
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "topo", help="GPU topology: P2P verdict, NVLink, NIC affinity and what to set",
-        description="Reads the GPU topology (live NVML, nvidia-smi topo, NCCL topology XML or NCCL INFO "
-                    "logs), decides whether peer-to-peer works between each GPU pair, and says what to set.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "topo", help=t("GPU topology: P2P verdict, NVLink, NIC affinity and what to set"),
+        description=t("Reads the GPU topology (live NVML, nvidia-smi topo, NCCL topology XML or NCCL INFO "
+                    "logs), decides whether peer-to-peer works between each GPU pair, and says what to set."),
+        epilog=t(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", metavar="FILE",
-                        help="read this file instead of the live machine ('-' for stdin); the format is "
-                             "detected from the content")
-    parser.add_argument("--dot", metavar="FILE", help="also write a Graphviz graph ('-' for stdout)")
-    parser.add_argument("--svg", metavar="FILE", help="also write an SVG picture")
-    parser.add_argument("--matrix", action="store_true", help="show a topo -m like grid instead of the drawing")
+                        help=t("read this file instead of the live machine ('-' for stdin); the format is "
+                             "detected from the content"))
+    parser.add_argument("--dot", metavar="FILE", help=t("also write a Graphviz graph ('-' for stdout)"))
+    parser.add_argument("--svg", metavar="FILE", help=t("also write an SVG picture"))
+    parser.add_argument("--matrix", action="store_true", help=t("show a topo -m like grid instead of the drawing"))
     add_common(parser)
     parser.set_defaults(func=run)
 
@@ -60,8 +61,8 @@ def collect(args: argparse.Namespace) -> dict[str, Any] | str:
     if args.input:
         if args.input == "-" and sys.stdin is not None and sys.stdin.isatty():
             # reading a terminal would wait, silently, for someone to type a matrix
-            raise UsageError("--input - reads standard input, which is a terminal here: pipe the "
-                             "output in, e.g. nvidia-smi topo -m | distdoctor topo --input -")
+            raise UsageError(t("--input - reads standard input, which is a terminal here: pipe the "
+                               "output in, e.g. nvidia-smi topo -m | distdoctor topo --input -"))
         try:
             return load_input(args.input)
         except TopologyInputError as exc:
@@ -83,26 +84,25 @@ def write(path: str, text: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise UsageError(t("cannot write {path}: {why}", path=path, why=exc.strerror or exc)) from None
 
 
 def advice_lines(facts: dict[str, Any], width: int = 80) -> list[str]:
-    """Advice wrapped for a terminal; command lines (indented) are kept whole for copy-paste."""
+    """Advice wrapped for a terminal (by display width: common.wrap); command lines (indented)
+    are kept whole for copy-paste."""
     lines: list[str] = []
     if facts["advice"]:
-        lines += ["", "What to do"]
+        lines += ["", t("What to do")]
     for entry in facts["advice"]:
         for i, part in enumerate(entry["text"].split("\n")):
             if part.startswith("  "):
                 lines.append("  " + part)
             else:
-                lines += textwrap.wrap(part, width, initial_indent="- " if i == 0 else "  ",
-                                       subsequent_indent="  ", break_on_hyphens=False)
+                lines += wrap(part, width, "- " if i == 0 else "  ", "  ")
     if facts["notes"]:
-        lines += ["", "Notes"]
+        lines += ["", t("Notes")]
         for note in facts["notes"]:
-            lines += textwrap.wrap(note, width, initial_indent="- ", subsequent_indent="  ",
-                                   break_on_hyphens=False)
+            lines += wrap(note, width, "- ", "  ")
     return lines
 
 
@@ -117,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
 
     on_stdout = stdout_flags(args)
     if len(on_stdout) > 1:  # two documents on one stream is neither valid JSON nor a valid graph
-        raise UsageError(f"{' and '.join(on_stdout)} would both write to stdout: give the "
-                         "picture a file name")
+        raise UsageError(t("{flags} would both write to stdout: give the picture a file name",
+                           flags=t(" and ").join(on_stdout)))
     facts = collect(args)
     if isinstance(facts, str):
         return unavailable(args, facts)
@@ -141,11 +141,13 @@ def unavailable(args: argparse.Namespace, reason: str) -> int:
 
     data = {"status": "unavailable", "reason": reason, "hint": NO_SOURCE_HINT}
     if getattr(args, "session", None):  # a session's topo event is a drawing; there is none
-        _NOTES.append(f"distdoctor: nothing saved to session {args.session}: no topology on this node")
+        _NOTES.append(t("distdoctor: nothing saved to session {session}: no topology on this node",
+                        session=args.session))
     if args.json:
         print_json(data)
     else:  # `--dot -` keeps stdout for the graph, so the line goes to stderr then
-        print(f"unavailable: {reason}; {NO_SOURCE_HINT}", file=sys.stderr if stdout_flags(args) else sys.stdout)
+        print(t("unavailable: {reason}; {hint}", reason=reason, hint=t(NO_SOURCE_HINT)),
+              file=sys.stderr if stdout_flags(args) else sys.stdout)
     if args.dot or args.svg:
-        print("distdoctor: nothing drawn: no topology on this node", file=sys.stderr)
+        print(t("distdoctor: nothing drawn: no topology on this node"), file=sys.stderr)
     return OK
