@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..i18n import t
 from . import extract as x
 from .collect import Exc, Hit
 from .view import View
@@ -26,6 +27,13 @@ def short(path: str) -> str:
     if m:
         return m.group(1).replace("\\", "/")
     return re.split(r"[/\\]", path)[-1] or path
+
+
+def when(rl: "RankLine", phase: bool = True) -> str:
+    """` after step 5`, or ` during eval` when no step is known (and `phase`)."""
+    if rl.step:
+        return t(" after {kind} {n}", kind=rl.step[0], n=rl.step[1])
+    return t(" during {phase}", phase=t(rl.phase)) if phase and rl.phase else ""
 
 
 def where(hit: Hit) -> str:
@@ -72,11 +80,7 @@ class RankLine:
             op = str(self.last_collective["op"]).lower()
             seq = self.last_collective.get("seq")
             parts.append(f"{op}" + (f" (SeqNum {seq})" if seq is not None else ""))
-        if self.step:
-            parts.append(f"after {self.step[0]} {self.step[1]}")
-        elif self.phase:
-            parts.append(f"during {self.phase}")
-        return " ".join(parts)
+        return (" ".join(parts) + when(self)).strip()
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "files": self.files, "learnt": self.learnt, "hosts": self.hosts,
