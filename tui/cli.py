@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
@@ -72,6 +73,13 @@ class _CellLines:
         # as wide as the prefix's cells, then put the prefix back
         stand_in = "\0" * i18n.cells(real)
         return super()._format_usage(usage, actions, groups, stand_in).replace(stand_in, real, 1)  # type: ignore[misc]
+
+
+    def format_help(self) -> str:
+        # argparse ends a section's heading with an ASCII colon ("options:"); a heading in
+        # Chinese takes the full-width one (a heading is the only unindented line ending so)
+        text = super().format_help()  # type: ignore[misc]
+        return text if text.isascii() else re.sub(r"(?m)^([^\x00-\x7f\s][^\n]*):$", r"\1：", text)
 
 
 class _CellFill:

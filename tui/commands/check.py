@@ -59,13 +59,14 @@ def _interpreter(value: str | None, pid: int | None, pid_env: Mapping[str, str])
     if value:
         path = value if os.sep in value else shutil.which(value)
         if not path:
-            raise UsageError(f"--python {value}: no such interpreter (not a path, and not on PATH)")
+            raise UsageError(t("--python {value}: no such interpreter (not a path, and not on PATH)", value=value))
         if os.path.isdir(path):
-            raise UsageError(f"--python {value}: no such interpreter ({path} is a directory)")
+            raise UsageError(t("--python {value}: no such interpreter ({path} is a directory)", value=value, path=path))
         if not os.path.isfile(path):
-            raise UsageError(f"--python {value}: no such interpreter (no file {path})")
+            raise UsageError(t("--python {value}: no such interpreter (no file {path})", value=value, path=path))
         if not os.access(path, os.X_OK):
-            raise UsageError(f"--python {value}: no such interpreter ({path} is not executable)")
+            raise UsageError(t("--python {value}: no such interpreter ({path} is not executable)", value=value,
+                               path=path))
         return os.path.abspath(path)
     if pid is not None:
         return _pid_python(pid, pid_env) or sys.executable
@@ -102,7 +103,7 @@ def _knowledge(args: argparse.Namespace):
     try:
         return load_knowledge(getattr(args, "knowledge", None), tree=False)
     except KnowledgeError as exc:
-        raise UsageError(f"knowledge: {exc}") from None
+        raise UsageError(t("knowledge: {error}", error=exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,23 +114,24 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.monotonic()
     if not (math.isfinite(args.deadline) and 0 < args.deadline <= MAX_DEADLINE):
-        raise UsageError(f"--deadline must be a positive number of seconds (at most {MAX_DEADLINE:g})")
+        raise UsageError(t("--deadline must be a positive number of seconds (at most {most})",
+                           most=f"{MAX_DEADLINE:g}"))
     twice = sorted({name for name in args.only or () if args.only.count(name) > 1})
     if twice:
-        raise UsageError(f"--only: {twice[0]!r} is named more than once")
+        raise UsageError(t("--only: {name} is named more than once", name=repr(twice[0])))
     try:
         probes = select(PROBES, args.only)
     except KeyError as exc:
-        raise UsageError(f"--only: unknown probe {exc.args[0]!r} "
-                         f"(choose from: {', '.join(PROBES)})") from None
+        raise UsageError(t("--only: unknown probe {name} (choose from: {probes})", name=repr(exc.args[0]),
+                           probes=", ".join(PROBES))) from None
     pid_env: Mapping[str, str] = {}
     if args.pid is not None:
         if args.pid <= 0:
-            raise UsageError(f"--pid {args.pid}: not a process id")
+            raise UsageError(t("--pid {pid}: not a process id", pid=args.pid))
         try:
             pid_env = read_environ(ProbeContext(), args.pid)
         except EnvUnreadable as exc:
-            raise UsageError(f"--pid {args.pid}: {exc}") from None
+            raise UsageError(t("--pid {pid}: {error}", pid=args.pid, error=exc)) from None
     python = _interpreter(args.python, args.pid, pid_env)
     # Commands get most of the deadline, so a slow one is killed and reported with its reason
     # before the sweep gives up on its probe.

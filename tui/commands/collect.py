@@ -56,7 +56,7 @@ def interpreter(path: str | None) -> str:
         return sys.executable
     found = shutil.which(path) if os.sep not in path else path
     if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
-        raise UsageError(f"--python {path}: no such interpreter (give the path of the job's python)")
+        raise UsageError(t("--python {path}: no such interpreter (give the path of the job's python)", path=path))
     return os.path.abspath(found)
 
 
@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(doc)
     else:
         # on stderr, so `-o /dev/stdout | jq` reads JSON only
-        print(f"wrote {args.output}: {doc['host']}, {len(doc['probes'])} probes in "
-              f"{doc['duration_s']:.1f}s", file=sys.stderr)
+        print(t("wrote {file}: {host}, {n} probes in {seconds}s", file=args.output, host=doc["host"],
+                n=len(doc["probes"]), seconds=f"{doc['duration_s']:.1f}"), file=sys.stderr)
     return 0
 
 
@@ -89,7 +89,7 @@ def write(path: Path, text: str) -> None:
     """Write atomically, so a reader never sees half a snapshot. A FIFO or a device (-o
     /dev/stdout) is written in place: renaming over it would replace the device node itself."""
     if path.is_dir():
-        raise UsageError(f"-o {path}: is a folder; give a file name such as {path}/node.json")
+        raise UsageError(t("-o {path}: is a folder; give a file name such as {path}/node.json", path=path))
     try:
         special = not stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
@@ -99,7 +99,7 @@ def write(path: Path, text: str) -> None:
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(text)
         except OSError as exc:
-            raise UsageError(f"-o {path}: cannot write ({exc.strerror or exc})") from None
+            raise UsageError(t("-o {path}: cannot write ({why})", path=path, why=exc.strerror or exc)) from None
         return
     # through a symlink, the file it points to is replaced, not the link
     path = Path(os.path.realpath(path))
@@ -107,11 +107,11 @@ def write(path: Path, text: str) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
                                    prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
-        raise UsageError(f"-o {path}: cannot write there ({exc.strerror or exc})") from None
+        raise UsageError(t("-o {path}: cannot write there ({why})", path=path, why=exc.strerror or exc)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise UsageError(f"-o {path}: cannot write ({exc.strerror or exc})") from None
+        raise UsageError(t("-o {path}: cannot write ({why})", path=path, why=exc.strerror or exc)) from None

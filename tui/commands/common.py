@@ -34,8 +34,8 @@ def wrap(text: str, width: int, first: str = "", rest: str = "", **options: Any)
     English output stays what it was; by display width otherwise (i18n.wrap: a CJK character
     takes two cells, a line may break between two of them)."""
     if text.isascii() and first.isascii() and rest.isascii():
-        return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
-                             break_on_hyphens=False, **options)
+        options.setdefault("break_on_hyphens", False)
+        return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest, **options)
     from distdoctor.knowledge import i18n
 
     return i18n.wrap(text, width, first, rest) if text.strip() else []

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t
 
 from ..errors import UsageError
@@ -74,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _no_action(args: argparse.Namespace) -> int:
-    raise UsageError("drill: say `list` or `run NAME` (see distdoctor drill --help)")
+    raise UsageError(t("drill: say `list` or `run NAME` (see distdoctor drill --help)"))
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -88,14 +89,16 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         common.print_json({"drills": rows})
         return 0
-    width = max(len(r["name"]) for r in rows)
-    out = [f"{'drill':<{width}}  passed  what is injected"]
+    head = (t("drill"), t("passed"), t("what is injected"))
+    width = max([i18n.cells(head[0])] + [len(r["name"]) for r in rows])
+    mark_w = max(6, i18n.cells(head[1]))
+    out = [f"{i18n.pad(head[0], width)}  {i18n.pad(head[1], mark_w)}  {head[2]}"]
     for r in rows:
-        mark = "yes" if r["passed"] else "-"
-        out.append(f"{r['name']:<{width}}  {mark:<6}  {r['injects']}")
+        mark = t("yes") if r["passed"] else "-"
+        out.append(f"{r['name']:<{width}}  {i18n.pad(mark, mark_w)}  {t(r['injects'])}")
     out.append("")
-    out.append("run one:   distdoctor drill run crash")
-    out.append("in the app: distdoctor --drill crash")
+    out.append(t("run one:   {command}", command="distdoctor drill run crash"))
+    out.append(t("in the app: {command}", command="distdoctor --drill crash"))
     print("\n".join(out))
     return 0
 
@@ -110,11 +113,13 @@ def run_drill_command(args: argparse.Namespace) -> int:
     if args.record:
         target = Path(args.record)
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
-            raise UsageError(f"--record {args.record}: not an empty folder")
+            raise UsageError(t("--record {path}: not an empty folder", path=args.record))
     if not args.json:
-        what = "its healthy twin" if args.healthy else "the fault"
-        print(f"drill {args.name}: running the job with {what} (at most {args.timeout:.0f} s)...",
-              file=sys.stderr, flush=True)
+        line = (t("drill {name}: running the job with its healthy twin (at most {seconds} s)...", name=args.name,
+                  seconds=f"{args.timeout:.0f}") if args.healthy else
+                t("drill {name}: running the job with the fault (at most {seconds} s)...", name=args.name,
+                  seconds=f"{args.timeout:.0f}"))
+        print(line, file=sys.stderr, flush=True)
     result = _run_guarded(args)
     data = result.to_dict()
     common.record(args, KIND, data)
@@ -164,22 +169,22 @@ def _run_guarded(args: argparse.Namespace) -> Any:
 
 def _text(result: Any, args: argparse.Namespace) -> str:
     logs = str(Path(result.dir) / "logs")
-    lines = [f"drill {args.name}: the job ended with {result.outcome} after {result.wall_s:.1f} s "
-             f"(exit code {result.exit_code})"]
+    lines = [t("drill {name}: the job ended with {outcome} after {seconds} s (exit code {code})", name=args.name,
+               outcome=t(result.outcome), seconds=f"{result.wall_s:.1f}", code=result.exit_code)]
     if result.outcome == "stopped":
-        lines.append("stopped by a signal: the job's processes were killed")
+        lines.append(t("stopped by a signal: the job's processes were killed"))
     elif not result.reproduced:
-        lines.append("the fault did NOT show in the logs: this run is no use as a drill; "
-                     "run it again (a loaded machine can shift timings)")
+        lines.append(t("the fault did NOT show in the logs: this run is no use as a drill; "
+                       "run it again (a loaded machine can shift timings)"))
     if result.survivors:
-        lines.append(f"left behind: pids {' '.join(map(str, result.survivors))}")
+        lines.append(t("left behind: pids {pids}", pids=" ".join(map(str, result.survivors))))
     if not result.port_free:
-        lines.append(f"port {result.port} is still bound")
-    lines.append(f"logs:     {logs}")
-    lines.append(f"job:      {Path(result.dir) / 'repro'} (train.py, cmd.sh)")
+        lines.append(t("port {port} is still bound", port=result.port))
+    lines.append(t("logs:     {path}", path=logs))
+    lines.append(t("job:      {path} (train.py, cmd.sh)", path=Path(result.dir) / "repro"))
     if not args.healthy:
-        lines.append(f"answer:   {Path(result.dir) / 'label.json'} (no peeking)")
-        lines.append("diagnose it:")
+        lines.append(t("answer:   {path} (no peeking)", path=Path(result.dir) / "label.json"))
+        lines.append(t("diagnose it:"))
         lines.append(f"  distdoctor logs {shlex.quote(logs)}")
         lines.append(f"  distdoctor --drill {args.name}")
     return "\n".join(lines)

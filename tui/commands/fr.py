@@ -8,6 +8,7 @@ import shlex
 import sys
 from typing import Any
 
+from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t
 
 from ..errors import UsageError
@@ -62,9 +63,11 @@ def _json_file(option: str, path: str, producer: str) -> dict[str, Any]:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{option} {path}: unreadable ({getattr(exc, 'strerror', None) or exc})") from None
+        raise UsageError(t("{option} {path}: unreadable ({why})", option=option, path=path,
+                           why=getattr(exc, "strerror", None) or exc)) from None
     if not isinstance(data, dict):
-        raise UsageError(f"{option} {path}: not the output of `{producer}`")
+        raise UsageError(t("{option} {path}: not the output of `{producer}`", option=option, path=path,
+                           producer=producer))
     return data
 
 
@@ -113,9 +116,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _seq(op: str | None, seq: int | None) -> str:
     if seq is None:
-        return "no dump"
+        return t("no dump")
     if not seq:
-        return "none"
+        return t("none")
     return f"{op} #{seq}" if op else f"#{seq}"
 
 
@@ -124,16 +127,17 @@ def render(result: Any, paths: list[str], checks: list[str]) -> str:
     dumps = result.dumps
     fmts = sorted({d.fmt for d in dumps.values()})
     versions = sorted({d.version for d in dumps.values() if d.version})
-    lines = [f"Flight Recorder: {len(dumps)} dumps ({'/'.join(fmts)}), ranks {_ranges(dumps)}"
-             + (f", format {'/'.join(versions)}" if versions else "")]
+    lines = [t("Flight Recorder: {n} dumps ({formats}), ranks {ranks}", n=len(dumps), formats="/".join(fmts),
+               ranks=_ranges(dumps))
+             + (t(", format {versions}", versions="/".join(versions)) if versions else "")]
     for skipped in result.skipped:
-        lines.append(f"  skipped {skipped}")
+        lines.append("  " + t("skipped {what}", what=skipped))
     if not result.groups:
-        lines.append("no collectives recorded: was TORCH_FR_BUFFER_SIZE set (see `distdoctor knobs`)?")
+        lines.append(t("no collectives recorded: was TORCH_FR_BUFFER_SIZE set (see `distdoctor knobs`)?"))
     for g in result.groups:
-        name = f"group {g.pg}" + (f" ({g.desc})" if g.desc else "")
+        name = t("group {pg}", pg=g.pg) + (f" ({g.desc})" if g.desc else "")
         lines.append("")
-        lines.append(f"{name}: ranks {_ranges(g.ranks)}")
+        lines.append(t("{group}: ranks {ranks}", group=name, ranks=_ranges(g.ranks)))
         for note in g.notes:
             lines.append(f"  ({note})")
         # ranks in the same place share a row, so a 1024-rank job prints its few odd ones out
@@ -142,37 +146,42 @@ def render(result: Any, paths: list[str], checks: list[str]) -> str:
             done, issued = g.last_completed.get(r), g.last_enqueued.get(r)
             key = (_seq(_op_at(dumps.get(r), g.pg, done), done), _seq(g.last_op.get(r), issued))
             rows.setdefault(key, []).append(r)
-        width = max([len("ranks")] + [len(_ranges(v)) for v in rows.values()])
-        lines.append(f"  {'ranks':<{width}}  {'last completed':<22}  last issued")
+        head = (t("ranks"), t("last completed"))
+        width = max([i18n.cells(head[0])] + [len(_ranges(v)) for v in rows.values()])
+        done_w = 22
+        lines.append(f"  {i18n.pad(head[0], width)}  {i18n.pad(head[1], done_w)}  {t('last issued')}")
         for (done_text, issued_text), members in rows.items():
-            lines.append(f"  {_ranges(members):<{width}}  {done_text:<22}  {issued_text}")
+            lines.append(f"  {_ranges(members):<{width}}  {i18n.pad(done_text, done_w)}  {issued_text}")
         m = g.first_mismatch
         if m is not None:
-            lines.append(f"  first disagreement: #{m.seq} ({m.kind}): {m.detail}")
+            lines.append("  " + t("first disagreement: #{seq} ({kind}): {detail}", seq=m.seq, kind=t(m.kind),
+                                  detail=m.detail))
         elif g.stalled:
             lines.append(f"  {g.stalled}")
         else:
-            lines.append("  the ranks agree on every collective they all recorded")
+            lines.append("  " + t("the ranks agree on every collective they all recorded"))
         if g.never_joined:
-            lines.append(f"  never joined: {_ranges(g.never_joined)}")
+            lines.append("  " + t("never joined: {ranks}", ranks=_ranges(g.never_joined)))
         if g.no_dump:
-            lines.append(f"  no dump from: {_ranges(g.no_dump)}")
+            lines.append("  " + t("no dump from: {ranks}", ranks=_ranges(g.no_dump)))
     c = result.culprit
     lines.append("")
     if c is None:
-        lines.append("culprit: none found in the dumps")
+        lines.append(t("culprit: none found in the dumps"))
     else:
-        who = ("rank " if len(c.ranks) == 1 else "ranks ") + ", ".join(str(r) for r in c.ranks)
-        lines.append(f"culprit: {who} ({c.role}): {c.why}")
+        ranks = ", ".join(str(r) for r in c.ranks)
+        who = t("rank {ranks}", ranks=ranks) if len(c.ranks) == 1 else t("ranks {ranks}", ranks=ranks)
+        lines.append(t("culprit: {who} ({role}): {why}", who=who, role=t(c.role), why=c.why))
         if c.cause:
-            lines.append(f"cause: {c.cause}")
+            lines.append(t("cause: {cause}", cause=c.cause))
         if c.fr_trace_note:
-            lines.append(f"note: {c.fr_trace_note}")
+            lines.append(t("note: {note}", note=c.fr_trace_note))
     for check in checks:
-        lines.append(f"note: {check}")
+        lines.append(t("note: {note}", note=check))
     lines.append("")
-    lines.append("next:")
-    lines.append("  distdoctor stacks --job auto      where each rank is now (confirms or refutes the culprit)")
+    lines.append(t("next:"))
+    lines.append("  distdoctor stacks --job auto      "
+                 + t("where each rank is now (confirms or refutes the culprit)"))
     if c is not None and c.cause:
         lines.append(f"  distdoctor knowledge show {c.cause}")
     folders = {os.path.dirname(d.path) for d in dumps.values()}
@@ -180,7 +189,7 @@ def render(result: Any, paths: list[str], checks: list[str]) -> str:
     if fmts == ["pickle"] and len(folders) == 1 and not gloo:
         # fr_trace reads pickles only, and torch 2.13's fails on Gloo dumps (KeyError ('0', 0))
         lines.append(f"  python -m torch.distributed.flight_recorder.fr_trace {shlex.quote(folders.pop())} "
-                     "--allow-incomplete-ranks      torch's own reading")
+                     "--allow-incomplete-ranks      " + t("torch's own reading"))
     return "\n".join(lines) + "\n"
 
 

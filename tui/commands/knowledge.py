@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
 
     given = getattr(args, "dir", None), getattr(args, "knowledge", None)
     if all(given) and _overlay_path(given[0]) != _overlay_path(given[1]):
-        raise UsageError(f"validate {given[0]} and --knowledge {given[1]} name two overlays: give one")
+        raise UsageError(t("validate {dir} and --knowledge {other} name two overlays: give one", dir=given[0],
+                           other=given[1]))
     overlay = given[0] or given[1]
     try:
         kb = load_knowledge(overlay)
@@ -109,23 +110,23 @@ def run(args: argparse.Namespace) -> int:
         if args.action != "validate" or missing:
             # a missing overlay folder is bad usage everywhere; a broken file is bad input to
             # `show` and `list`, and the finding `validate` exists to report
-            raise UsageError(f"knowledge: {exc}") from None
+            raise UsageError(t("knowledge: {error}", error=exc)) from None
         if args.json:
             print_json({"valid": False, "file": exc.file, "key": exc.key, "reason": exc.reason})
         else:
-            print(f"knowledge: invalid: {exc}")
+            print(t("knowledge: invalid: {error}", error=exc))
         return 1
     if args.action == "validate":
         missing = _untranslated(overlay)
         if missing:
             file, problem = missing[0]
             key, _sep, why = problem.partition(": ")
-            reason = f"{why} ({len(missing)} text(s) lack a usable Chinese translation)"
+            reason = t("{why} ({n} text(s) lack a usable Chinese translation)", why=why, n=len(missing))
             if args.json:
                 print_json({"valid": False, "file": file, "key": key, "reason": reason,
                             "untranslated": [f"{f}: {k}" for f, k in missing]})
             else:
-                print(f"knowledge: invalid: {file}: {key}: {reason}")
+                print(t("knowledge: invalid: {error}", error=f"{file}: {key}: {reason}"))
                 for f, k in missing[1:20]:
                     print(f"  {f}: {k}")
             return 1
@@ -133,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json({"valid": True, "version": kb.version, "counts": counts, "files": list(kb.sources)})
         else:
-            print(f"knowledge {kb.version}: valid ({', '.join(f'{n} {t}' for t, n in counts.items())})")
+            shown = ", ".join(f"{n} {table}" for table, n in counts.items())
+            print(t("knowledge {version}: valid ({counts})", version=kb.version, counts=shown))
             for src in kb.sources:
                 print(f"  {src}")
         return 0

@@ -57,15 +57,16 @@ def _from_file(path: str) -> dict[str, Any]:
             data = fh.read(64 * 1024 * 1024)
         text = data.decode("utf-8")
     except OSError as exc:
-        raise UsageError(f"--input {path}: cannot read ({exc.strerror or exc})") from None
+        raise UsageError(t("--input {path}: cannot read ({why})", path=path, why=exc.strerror or exc)) from None
     except UnicodeDecodeError:
-        raise UsageError(f"--input {path}: not text (binary data), not an ncclras output") from None
+        raise UsageError(t("--input {path}: not text (binary data), not an ncclras output", path=path)) from None
     try:
         facts = parse(text)
     except ValueError as exc:
-        raise UsageError(f"--input {path}: {exc}") from None
+        raise UsageError(t("--input {path}: {error}", path=path, error=exc)) from None
     if facts["format"] == "text" and not facts["nccl_version"] and not facts["communicators"]:
-        raise UsageError(f"--input {path}: not an ncclras output (no 'NCCL version' line, no communicators)")
+        raise UsageError(t("--input {path}: not an ncclras output (no 'NCCL version' line, no communicators)",
+                           path=path))
     return facts
 
 
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from distdoctor.probes.ras import as_evidence, probe_ras, problems
 
     if args.timeout < 0:
-        raise UsageError("--timeout must be 0 or more")
+        raise UsageError(t("--timeout must be 0 or more"))
     if args.input:
         facts = _from_file(args.input)
     else:
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 common.print_json({"status": "unavailable", "reason": result.reason})
             else:
-                print(f"unavailable: {result.reason}")
+                print(t("unavailable: {reason}", reason=result.reason))
             return OK  # could not look: not bad usage (exitcodes.py)
         facts = dict(result.facts)
     evidence = as_evidence(facts)
@@ -98,32 +99,36 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _who(w: dict[str, Any]) -> str:
-    rank = f"rank {w['rank']} " if w.get("rank") is not None else ""
-    return f"{rank}(pid {w.get('pid')} on {w.get('host')}, GPU {w.get('gpu')})"
+    rank = t("rank {rank} ", rank=w["rank"]) if w.get("rank") is not None else ""
+    return rank + t("(pid {pid} on {host}, GPU {gpu})", pid=w.get("pid"), host=w.get("host"), gpu=w.get("gpu"))
+
+
+# the titles are catalogue keys (t(title) in render)
+TITLES = (("dead", "dead"), ("unresponsive", "unresponsive"), ("missing", "missing"), ("errors", "errors"))
 
 
 def render(facts: dict[str, Any], evidence: list[dict[str, Any]]) -> str:
-    lines = [f"NCCL RAS ({facts['format']} output, NCCL {facts.get('nccl_version') or '?'}): "
-             f"{len(facts['communicators'])} communicator group(s)"]
-    for title, key in (("dead", "dead"), ("unresponsive", "unresponsive"), ("missing", "missing"),
-                       ("errors", "errors")):
+    lines = [t("NCCL RAS ({format} output, NCCL {version}): {n} communicator group(s)", format=facts["format"],
+               version=facts.get("nccl_version") or "?", n=len(facts["communicators"]))]
+    for title, key in TITLES:
         for w in facts[key]:
             extra = f": {w['error']}" if key == "errors" else ""
-            lines.append(f"  {title}: {_who(w)}{extra}")
+            lines.append(f"  {t(title)}{t(': ')}{_who(w)}{extra}")
     for m in facts["mismatches"]:
-        odd = ", ".join(f"rank {r} at {m['counts'].get(r)}" for r in m.get("odd") or [])
-        lines.append(f"  mismatch: {m['op']} counts in communicator {m['comm']}: most at "
-                     f"{m.get('majority')}; {odd or 'see ncclras -v'}")
+        odd = t(", ").join(t("rank {rank} at {count}", rank=r, count=m["counts"].get(r)) for r in m.get("odd") or [])
+        lines.append("  " + t("mismatch: {op} counts in communicator {comm}: most at {majority}; {odd}", op=m["op"],
+                              comm=m["comm"], majority=m.get("majority"), odd=odd or t("see ncclras -v")))
     if facts.get("timeouts"):
-        lines.append(f"  {facts['timeouts']} RAS timeout(s) while gathering: some answers may be missing")
+        lines.append("  " + t("{n} RAS timeout(s) while gathering: some answers may be missing", n=facts["timeouts"]))
     if not evidence:
-        lines.append("every rank answered and they agree on their collective counts")
+        lines.append(t("every rank answered and they agree on their collective counts"))
     for item in evidence:
         who = ", ".join(item["ranks"]) or "?"
-        lines.append(f"evidence: rank(s) {who} ({item['role'] or 'error'}): {item['why']}"
-                     + (f" [cause {item['cause']}]" if item.get("cause") else ""))
+        lines.append(t("evidence: rank(s) {ranks} ({role}): {why}", ranks=who, role=t(item["role"] or "error"),
+                       why=item["why"])
+                     + (t(" [cause {cause}]", cause=item["cause"]) if item.get("cause") else ""))
     lines.append("")
-    lines.append("next:")
-    lines.append("  distdoctor stacks --job auto      where each local rank is now")
-    lines.append("  ncclras -v                        NCCL's own, more verbose report")
+    lines.append(t("next:"))
+    lines.append("  distdoctor stacks --job auto      " + t("where each local rank is now"))
+    lines.append("  ncclras -v                        " + t("NCCL's own, more verbose report"))
     return "\n".join(lines) + "\n"

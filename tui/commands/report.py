@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _format(args: argparse.Namespace) -> str:
     if getattr(args, "json", False):
         if args.format not in (None, "json"):
-            raise UsageError(f"--json conflicts with --format {args.format}")
+            raise UsageError(t("--json conflicts with --format {format}", format=args.format))
         return "json"
     if args.format:
         return args.format
@@ -124,27 +124,28 @@ def run(args: argparse.Namespace) -> int:
         i18n.set_lang(lang)
     kb = knowledge(args)
     if not args.redact:
-        print("distdoctor: warning: redaction is off: the report may contain tokens, passwords "
-              "and keys; do not share it", file=sys.stderr)
+        print(t("distdoctor: warning: redaction is off: the report may contain tokens, passwords "
+                "and keys; do not share it"), file=sys.stderr)
     to_file = args.output not in (None, "-")
     if to_file and os.path.realpath(os.path.dirname(os.path.abspath(args.output))) == \
             os.path.realpath(store.directory):
         # a report written there could replace a session (or its pseudonym mapping) for good
-        raise UsageError(f"-o {args.output}: that is the sessions folder; write the report "
-                         f"elsewhere, e.g. -o incident.{fmt}")
+        raise UsageError(t("-o {path}: that is the sessions folder; write the report elsewhere, e.g. "
+                           "-o incident.{format}", path=args.output, format=fmt))
     try:
         text = export_report(record, kb, fmt, None, redact=args.redact,
                              pseudonymize=args.pseudonymize, mapping_path=mapping)
         if to_file:
             write_report(args.output, text, private=not args.redact)
     except OSError as exc:
-        raise UsageError(f"cannot write {exc.filename or args.output}: {exc.strerror or exc}") from None
+        raise UsageError(t("cannot write {path}: {why}", path=exc.filename or args.output,
+                           why=exc.strerror or exc)) from None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.pseudonymize:
-        print(f"distdoctor: pseudonym mapping kept in {mapping} (never share it)", file=sys.stderr)
+        print(t("distdoctor: pseudonym mapping kept in {path} (never share it)", path=mapping), file=sys.stderr)
     if to_file:
-        print(f"distdoctor: wrote {args.output} ({fmt})", file=sys.stderr)
+        print(t("distdoctor: wrote {path} ({format})", path=args.output, format=fmt), file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

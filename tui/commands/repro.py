@@ -120,7 +120,7 @@ def _prepare(args: argparse.Namespace, kb: Any) -> tuple[Any, Any]:
             store.check_appendable(args.session)  # now, not after minutes of runs
         except SessionError as exc:
             # the run is still worth doing: its result is printed, only the saving is lost
-            print(f"distdoctor: warning: {exc}: the result will be printed, not saved",
+            print(t("distdoctor: warning: {error}: the result will be printed, not saved", error=exc),
                   file=sys.stderr)
     try:
         opts = ReproOptions(nproc=args.nproc, nnodes=args.nnodes, backend=args.backend,
@@ -134,11 +134,11 @@ def _prepare(args: argparse.Namespace, kb: Any) -> tuple[Any, Any]:
         try:  # now, not after the first run has been set up
             opts.run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UsageError(f"--run-dir {opts.run_dir}: cannot create it "
-                             f"({exc.strerror or exc})") from None
+            raise UsageError(t("--run-dir {path}: cannot create it ({why})", path=opts.run_dir,
+                               why=exc.strerror or exc)) from None
         if any(opts.run_dir.iterdir()):  # the earlier run's log would be overwritten unseen
-            print(f"distdoctor: --run-dir {opts.run_dir} is not empty: its earlier run's files "
-                  f"are replaced", file=sys.stderr)
+            print(t("distdoctor: --run-dir {path} is not empty: its earlier run's files are replaced",
+                    path=opts.run_dir), file=sys.stderr)
     return replace(opts, python=info.python), info
 
 
@@ -237,13 +237,15 @@ def _stopped_line(signum: int, results: list[Any]) -> str:
     survivors = sorted({pid for r in results for pid in r.survivors})
     last = results[-1] if results else None
     if last is None:
-        return f"distdoctor: stopped by {name} before the run started; nothing left running"
-    port = f"port {last.port} is {'free' if last.port_free else 'still bound'}"
+        return t("distdoctor: stopped by {signal} before the run started; nothing left running", signal=name)
+    port = (t("port {port} is free", port=last.port) if last.port_free
+            else t("port {port} is still bound", port=last.port))
     if survivors:
-        return (f"distdoctor: stopped by {name}: the run's processes {survivors} are still "
-                f"alive ({port}); end them with: kill -9 {' '.join(map(str, survivors))}")
-    return (f"distdoctor: stopped by {name}: the run's processes are gone and {port} "
-            f"(log: {last.log})")
+        return t("distdoctor: stopped by {signal}: the run's processes {pids} are still alive ({port}); "
+                 "end them with: {command}", signal=name, pids=survivors, port=port,
+                 command=f"kill -9 {' '.join(map(str, survivors))}")
+    return t("distdoctor: stopped by {signal}: the run's processes are gone and {port} (log: {log})",
+             signal=name, port=port, log=last.log)
 
 
 def _bisect_command(args: argparse.Namespace) -> str:
@@ -279,8 +281,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             opts, info = _prepare(args, kb)
             live = Live(enabled=not args.json or sys.stderr.isatty())
-            live.say(f"repro: {opts.nproc} ranks, backend {info.backend_for(opts.backend)}, "
-                     f"torch {info.torch} ({info.python}), timeout {opts.timeout:g}s")
+            live.say(t("repro: {n} ranks, backend {backend}, torch {torch} ({python}), timeout {seconds}s",
+                       n=opts.nproc, backend=info.backend_for(opts.backend), torch=info.torch,
+                       python=info.python, seconds=f"{opts.timeout:g}"))
             with live:
                 live.begin("repro")
                 result, signum = _guarded(lambda cancel: run_repro(opts, kb, live.line, cancel))
@@ -340,10 +343,11 @@ def _bisect(args: argparse.Namespace, kb: Any) -> tuple[Any, int]:
         raise UsageError(str(exc)) from None
     live = Live(enabled=not args.json or sys.stderr.isatty())
     for line in plan(opts, kb, backend, args.switch):
-        live.say(f"plan: {line}")
+        live.say(t("plan: {line}", line=line))
 
     def finished(label: str, result: Any) -> None:
-        live.say(f"{label}: {result.outcome.upper()} in {result.duration_s:.1f}s")
+        live.say(t("{label}: {outcome} in {seconds}s", label=label, outcome=t(result.outcome.upper()),
+                   seconds=f"{result.duration_s:.1f}"))
 
     with live:
         return _guarded(lambda cancel: run_bisect(

@@ -4,13 +4,16 @@ from __future__ import annotations
 import shlex
 import shutil
 import sys
-import textwrap
 import threading
 import time
 from typing import IO, Any
 
+from distdoctor.knowledge import i18n
+from distdoctor.knowledge.i18n import t
 from distdoctor.probes.repro import ReproResult, parse_steps
 from distdoctor.probes.repro.judge import ERROR_RE, FAIL_RE
+
+from .common import wrap
 
 TICK_S = 0.5
 MAX_ERROR_LINES = 5
@@ -48,7 +51,7 @@ class Live:
         with self._lock:
             # one clock for the whole command: a bisection's total time is what the user waits
             self.label, self.ranks, self.errors = label, {}, 0
-        self.say(f"{label}: started")
+        self.say(t("{label}: started", label=label))
 
     def line(self, text: str, label: str | None = None) -> None:
         if label is not None and label != self.label:
@@ -65,8 +68,7 @@ class Live:
         if self.enabled:
             head = f"  [{time.monotonic() - self.start:6.1f}s] "
             # long plan lines are prose: wrapped under their first word, never past the width
-            lines = textwrap.wrap(text, max(_width() - len(head), 30), break_on_hyphens=False,
-                                  break_long_words=False) or [""]
+            lines = wrap(text, max(_width() - len(head), 30), break_long_words=False) or [""]
             self._write(head + ("\n" + " " * len(head)).join(lines) + "\n")
 
     def _write(self, text: str) -> None:
@@ -79,13 +81,12 @@ class Live:
     def _tick(self) -> None:
         while not self._stop.wait(TICK_S):
             with self._lock:
-                ranks = " ".join(f"{r}={s}" for r, s in sorted(self.ranks.items())) or "starting"
-                status = (f"  {self.label} running {time.monotonic() - self.start:5.1f}s"
-                          f"  ranks: {ranks}")
+                ranks = " ".join(f"{r}={s}" for r, s in sorted(self.ranks.items())) or t("starting")
+                status = "  " + t("{label} running {seconds}s  ranks: {ranks}", label=self.label,
+                                  seconds=f"{time.monotonic() - self.start:5.1f}", ranks=ranks)
                 # \r redraws one screen row only: a status that wraps would leave its head behind
                 cols = shutil.get_terminal_size((80, 24)).columns - 1
-                if len(status) > cols:
-                    status = status[:max(cols - 3, 0)] + "..."
+                status = i18n.clip(status, max(cols, 3))
                 self.stream.write(f"\r\x1b[K{status}")
                 self.stream.flush()
 
@@ -97,25 +98,27 @@ def _width() -> int:
 
 def _prose(text: str, cols: int) -> list[str]:
     """`label: text` wrapped under its label, two spaces in."""
-    label = text.split(": ", 1)[0]
-    return textwrap.wrap(text, cols, initial_indent="  ", subsequent_indent=" " * (len(label) + 4),
-                         break_on_hyphens=False, break_long_words=False)
+    label, sep, _ = text.partition(": ")
+    if not sep:
+        label, sep, _ = text.partition("：")
+    hang = i18n.cells(label) + 4  # under the text after "label: " (or "标签：")
+    return wrap(text, cols, "  ", " " * hang, break_long_words=False)
 
 
 def _clip(text: str, limit: int) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:max(limit - 3, 1)] + "..."
+    return text if i18n.cells(text) <= limit else i18n.clip(text, max(limit, 4))
 
 
 def _causes(result: ReproResult, kb: Any, cols: int) -> list[str]:
     lines = []
     for cause in result.causes[:3]:
         title = kb.causes[cause["id"]].title if kb is not None and cause["id"] in kb.causes else ""
-        lines += _prose(f"cause: {cause['id']} (score {cause['score']:g}){': ' + title if title else ''}",
-                        cols)
+        lines += _prose(t("cause: {cause} (score {score}){title}", cause=cause["id"], score=f"{cause['score']:g}",
+                          title=t(": ") + title if title else ""), cols)
         for ev in cause.get("evidence", [])[:2]:
-            where = f"    line {ev.get('line')}: "
-            lines.append(where + _clip(ev.get("text", ""), cols - len(where)))
+            where = "    " + t("line {n}: ", n=ev.get("line"))
+            lines.append(where + _clip(ev.get("text", ""), cols - i18n.cells(where)))
     return lines
 
 
@@ -136,73 +139,79 @@ def _rank_rows(result: ReproResult) -> list[str]:
             rows.append((rank, rank, *state))
     names = [str(a) if a == b else f"{a}-{b}" for a, b, _, _ in rows]
     pad = _rank_pad(result.nproc)
-    return [f"  {name:<{pad}}{step:<12}{code}" for name, (_, _, step, code) in zip(names, rows)]
+    return [f"  {name:<{pad}}{i18n.pad(t(step) if step == '(none)' else step, 12)}{code}"
+            for name, (_, _, step, code) in zip(names, rows)]
 
 
 def render_repro(result: ReproResult, kb: Any, script_text: str,
                  bisect_cmd: str = "distdoctor bisect") -> str:
-    out = [f"repro: {result.outcome.upper()} after {result.duration_s:.1f}s ({result.nproc} ranks)",
-           "", f"  {'rank':<{_rank_pad(result.nproc)}}{'last step':<12}exit code"]
+    out = [t("repro: {outcome} after {seconds}s ({n} ranks)", outcome=t(result.outcome.upper()),
+             seconds=f"{result.duration_s:.1f}", n=result.nproc),
+           "", f"  {'rank':<{_rank_pad(result.nproc)}}{i18n.pad(t('last step'), 12)}{t('exit code')}"]
     out.extend(_rank_rows(result))
     out.append("")
     if result.outcome == "pass" and result.stuck_at == "exit":
-        out.append("  every rank finished; the processes were still exiting at the timeout "
-                   "and were killed")
+        out.append("  " + t("every rank finished; the processes were still exiting at the timeout "
+                            "and were killed"))
     elif result.stuck_at:
-        out.append(f"  stopped at: {result.stuck_at} (the first step not every rank finished)")
+        out.append("  " + t("stopped at: {step} (the first step not every rank finished)", step=result.stuck_at))
     cols = _width()
     if result.first_error:
         # the one line that says what broke: wrapped, never cut
-        out += _prose(f"first error: {' '.join(str(result.first_error).split())}", cols)
+        out += _prose(t("first error: {error}", error=" ".join(str(result.first_error).split())), cols)
     out.extend(_causes(result, kb, cols))
     if result.outcome == "hang":
-        out.append("  hang: no result within the timeout; the run's processes were killed")
+        out.append("  " + t("hang: no result within the timeout; the run's processes were killed"))
     if not result.clean:
-        out.append(f"  WARNING: left behind: pids {result.survivors}, port {result.port} "
-                   f"{'free' if result.port_free else 'still bound'}")
-    out.append(f"  log: {result.log}")
+        out.append("  " + t("WARNING: left behind: pids {pids}, port {port} {state}", pids=result.survivors,
+                            port=result.port, state=t("free") if result.port_free else t("still bound")))
+    out.append("  " + t("log: {path}", path=result.log))
     if result.outcome != "pass":
-        out.append(f"  next: distdoctor logs {shlex.quote(result.log)}")
-        out.append(f"        {bisect_cmd}   # the same job, one switch at a time")
-    out += ["", f"script ({result.script}):", "", script_text.rstrip(), "",
-            "run it by hand on two nodes:", result.manual]
+        out.append("  " + t("next: {command}", command=f"distdoctor logs {shlex.quote(result.log)}"))
+        out.append(f"        {bisect_cmd}   # {t('the same job, one switch at a time')}")
+    out += ["", t("script ({path}):", path=result.script), "", script_text.rstrip(), "",
+            t("run it by hand on two nodes:"), result.manual]
     return "\n".join(out)
 
 
 def render_bisect(data: dict[str, Any], kb: Any) -> str:
     base = data["baseline"]
-    rows = [("baseline", base["outcome"], base["duration_s"])]
+    rows = [(t("baseline"), base["outcome"], base["duration_s"])]
     rows += [(r["env"], r["outcome"], r["duration_s"]) for r in data["runs"]]
-    width = max(len(r[0]) for r in rows) + 2
-    out = [f"bisect: backend {data['backend']}, {len(rows)} run(s), one switch at a time", "",
-           f"  {'switch':<{width}}{'outcome':<9}duration"]
-    out += [f"  {name:<{width}}{outcome:<9}{duration:.1f}s" for name, outcome, duration in rows]
-    out += [f"  {s['env']:<{width}}skipped  ({s['reason']})" for s in data.get("skipped", [])]
+    skipped = t("skipped")
+    width = max(i18n.cells(r[0]) for r in rows) + 2
+    out_w = max(9, *(i18n.cells(t(w)) + 1 for w in ("outcome", skipped, *(r[1] for r in rows))))
+    out = [t("bisect: backend {backend}, {n} run(s), one switch at a time", backend=data["backend"], n=len(rows)),
+           "", f"  {i18n.pad(t('switch'), width)}{i18n.pad(t('outcome'), out_w)}{t('duration')}"]
+    out += [f"  {i18n.pad(name, width)}{i18n.pad(t(outcome), out_w)}{duration:.1f}s"
+            for name, outcome, duration in rows]
+    out += [f"  {i18n.pad(s['env'], width)}{i18n.pad(skipped, out_w)}({s['reason']})"
+            for s in data.get("skipped", [])]
     out.append("")
     verdict = data.get("verdict")
     if verdict:
         cols = _width()
-        out += [f"verdict: {verdict['env']} alone turns the failing baseline into a pass."]
-        out += _prose(f"cause: {verdict['cause']}"
-                      f"{': ' + verdict['cause_title'] if verdict['cause_title'] else ''}", cols)
-        out += _prose(f"why: {verdict['why']}", cols)
-        out += _prose(f"permanent fix: {verdict['permanent_fix']}", cols)
+        out += [t("verdict: {env} alone turns the failing baseline into a pass.", env=verdict["env"])]
+        out += _prose(t("cause: {cause}", cause=verdict["cause"])
+                      + (t(": ") + verdict["cause_title"] if verdict["cause_title"] else ""), cols)
+        out += _prose(t("why: {why}", why=verdict["why"]), cols)
+        out += _prose(t("permanent fix: {fix}", fix=verdict["permanent_fix"]), cols)
         name, _, value = str(verdict["env"]).partition("=")
-        out += ["  to confirm in the job meanwhile:",
+        out += ["  " + t("to confirm in the job meanwhile:"),
                 f"    export {shlex.quote(name)}={shlex.quote(value)}"]
-        out += _prose(f"remember: {verdict['reminder']}", cols)
+        out += _prose(t("remember: {reminder}", reminder=verdict["reminder"]), cols)
     elif data["baseline_passed"]:
-        out += ["verdict: the baseline passes: the minimal job works on this node.",
-                "  that rules out: " + ", ".join(data.get("rules_out", [])),
-                "  so look at: " + ", ".join(data.get("points_at", [])),
-                "  next: run the same script on two nodes (distdoctor repro prints the commands),",
-                "        then the job's own code: distdoctor logs ./job-logs/"]
+        out += [t("verdict: the baseline passes: the minimal job works on this node."),
+                "  " + t("that rules out: {what}", what=t(", ").join(data.get("rules_out", []))),
+                "  " + t("so look at: {what}", what=t(", ").join(data.get("points_at", []))),
+                "  " + t("next: run the same script on two nodes (distdoctor repro prints the commands),"),
+                "        " + t("then the job's own code: {command}", command="distdoctor logs ./job-logs/")]
     elif data.get("stopped"):
-        out.append("verdict: none: stopped before the end.")
+        out.append(t("verdict: none: stopped before the end."))
     else:
-        out += ["verdict: no single switch turned the baseline into a pass.",
-                f"  the baseline's log: {base['log']}",
-                f"  next: distdoctor logs {shlex.quote(base['log'])}",
+        out += [t("verdict: no single switch turned the baseline into a pass."),
+                "  " + t("the baseline's log: {path}", path=base["log"]),
+                "  " + t("next: {command}", command=f"distdoctor logs {shlex.quote(base['log'])}"),
                 "        distdoctor check"]
-    out.append(f"runs kept in: {data['run_dir']}")
+    out.append(t("runs kept in: {path}", path=data["run_dir"]))
     return "\n".join(out)

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import textwrap
 from datetime import datetime
 from typing import Any
 
+from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t
 
 from ..errors import UsageError
-from .common import add_common, print_json
+from .common import add_common, print_json, wrap
 
 EPILOG = """\
 Sessions live under $XDG_STATE_HOME/distdoctor/sessions (~/.local/state/...
@@ -61,52 +61,56 @@ def run(args: argparse.Namespace) -> int:
         print_json({"directory": str(store.directory), "sessions": rows, "skipped": skipped})
         return 0
     if not rows:
-        print(f"no sessions yet in {store.directory}: run `distdoctor` or a command with --session ID")
+        print(t("no sessions yet in {folder}: run `distdoctor` or a command with --session ID", folder=store.directory))
         _print_skipped(skipped)
         return 0
     for line in _table(rows, shutil.get_terminal_size((120, 24)).columns):
         print(line)
     _print_skipped(skipped)
-    print(f"\n{len(rows)} session(s) in {store.directory}")
-    print("open one with `distdoctor --resume ID`, report it with `distdoctor report ID`")
+    print("\n" + t("{n} session(s) in {folder}", n=len(rows), folder=store.directory))
+    print(t("open one with `distdoctor --resume ID`, report it with `distdoctor report ID`"))
     return 0
 
 
 def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if i18n.cells(text) <= limit else i18n.clip(text, limit, "…")
 
 
 def _table(rows: list[dict[str, Any]], cols: int) -> list[str]:
     """ID, UPDATED, HOST, SYMPTOM and STEPS; when the steps do not fit the width they go on a
-    line of their own under each session, so no row wraps in the terminal."""
+    line of their own under each session, so no row wraps in the terminal. Widths are display
+    cells (a CJK heading or symptom takes two a character)."""
+    cells = i18n.cells
     ids = [str(r["id"]) for r in rows]
     hosts = [str(r["host"] or "") for r in rows]
     symptoms = [str(r["symptom"] or "-") for r in rows]
+    heads = (t("ID"), t("UPDATED"), t("HOST"), t("SYMPTOM"))
     # host and symptom share what the id and the time leave; neither takes more than it needs
-    room = cols - max(len("ID"), *map(len, ids)) - 16 - 6
-    host_w = min(max(len("HOST"), *map(len, hosts)), max(8, room * 2 // 5))
-    sym_w = max(8, min(max(len("SYMPTOM"), *map(len, symptoms)), room - host_w))
-    table = [("ID", "UPDATED", "HOST", "SYMPTOM")]
+    room = cols - max(cells(heads[0]), *map(cells, ids)) - 16 - 6
+    host_w = min(max(cells(heads[2]), *map(cells, hosts)), max(8, room * 2 // 5))
+    sym_w = max(8, min(max(cells(heads[3]), *map(cells, symptoms)), room - host_w))
+    table = [heads]
     # to the minute: the seconds only push the steps off the screen
     table += [(i, r["updated"].replace("T", " ")[:16], _clip(h, host_w), _clip(sy, sym_w))
               for i, r, h, sy in zip(ids, rows, hosts, symptoms)]
     # the steps with a result ("answer" events are choices along the way), then how many events
-    steps = ["STEPS"] + [f"{', '.join(k for k in r['steps'] if k != 'answer') or '-'} "
-                         f"({r['events']} event{'s' * (r['events'] != 1)})" for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(4)]
-    lead = [("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row))) for row in table]
-    if all(len(a) + 2 + len(b) <= cols for a, b in zip(lead, steps)):
+    steps = [t("STEPS")] + [t("{steps} ({n} event)" if r["events"] == 1 else "{steps} ({n} events)",
+                              steps=", ".join(k for k in r["steps"] if k != "answer") or "-", n=r["events"])
+                            for r in rows]
+    widths = [max(cells(row[i]) for row in table) for i in range(4)]
+    lead = [("  ".join(i18n.pad(cell, widths[i]) for i, cell in enumerate(row))) for row in table]
+    if all(cells(a) + 2 + cells(b) <= cols for a, b in zip(lead, steps)):
         return [f"{a}  {b}" for a, b in zip(lead, steps)]
     out = [lead[0].rstrip()]
     for line, step in zip(lead[1:], steps[1:]):
         out.append(line.rstrip())
-        out.extend(textwrap.wrap(f"steps {step}", max(cols - 4, 20), initial_indent="    ",
-                                 subsequent_indent="      "))
+        out.extend(wrap(t("steps {steps}", steps=step), max(cols - 4, 20), "    ", "      ",
+                        break_on_hyphens=True))
     return out
 
 
 def _print_skipped(skipped: list[dict[str, str]]) -> None:
     if skipped:
-        print(f"\nskipped {len(skipped)} unreadable file(s):")
+        print("\n" + t("skipped {n} unreadable file(s):", n=len(skipped)))
         for s in skipped:
             print(f"  {s['file']}: {s['reason']}")

@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _pid(text: str) -> int:
     if not text.isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
+        raise argparse.ArgumentTypeError(t("not a process id: {text}", text=repr(text)))
     return int(text)
 
 
@@ -70,9 +70,9 @@ def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise argparse.ArgumentTypeError(t("not a number: {text}", text=repr(text))) from None
     if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be above 0 and at most 3600: {text!r}")
+        raise argparse.ArgumentTypeError(t("must be above 0 and at most 3600: {text}", text=repr(text)))
     return value
 
 
@@ -91,20 +91,21 @@ def _pick(args: argparse.Namespace) -> tuple[list[Any], list[str], str]:
     if args.job != "auto":
         chosen = [j for j in jobs if j.matches(args.job)]
         if not chosen:
-            known = ", ".join(j.id for j in jobs) or "none found"
-            raise UsageError(f"--job {args.job}: no such job on this node (jobs: {known})")
+            known = ", ".join(j.id for j in jobs) or t("none found")
+            raise UsageError(t("--job {job}: no such job on this node (jobs: {known})", job=args.job, known=known))
         if len(chosen) > 1:
             ids = ", ".join(j.id for j in chosen)
-            raise UsageError(f"--job {args.job} names {len(chosen)} jobs here ({ids}); pick one by its id")
+            raise UsageError(t("--job {job} names {n} jobs here ({ids}); pick one by its id", job=args.job,
+                               n=len(chosen), ids=ids))
         job = chosen[0]
     elif not jobs:
-        raise UsageError(NO_JOB)
+        raise UsageError(t(NO_JOB))
     elif len(jobs) > 1:
         for j in jobs:
             print(f"  {j.describe()}", file=sys.stderr)
         ids = ", ".join(j.id for j in jobs)
-        raise UsageError(f"{len(jobs)} jobs on this node ({ids}), pick one with --job ID "
-                         "(listed above)")
+        raise UsageError(t("{n} jobs on this node ({ids}), pick one with --job ID (listed above)",
+                           n=len(jobs), ids=ids))
     else:
         job = jobs[0]
     return job.ranks, job.expected(), job.describe()
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         print(render(result, found))
     if not dumped:
         first = next((r["where"] for r in result["ranks"]), "no rank")
-        raise UsageError(f"could not dump any rank: {first.removeprefix('not dumped: ')}")
+        raise UsageError(t("could not dump any rank: {why}", why=first.removeprefix("not dumped: ")))
     # a rank that could not be dumped may be the one holding the job: not "all in one place"
     return 1 if result["odd"] or len(dumped) < len(result["ranks"]) else 0
 
@@ -148,7 +149,7 @@ def render(result: dict[str, Any], found: str = "") -> str:
     from distdoctor.probes.stacks import rank_list
     from distdoctor.probes.stacks.frames import python_frames
 
-    lines = [f"stacks: {result['summary']}"]
+    lines = [t("stacks: {summary}", summary=result["summary"])]
     if found:
         lines.append(f"  ({found})")
     ranks = result["ranks"]
@@ -162,21 +163,21 @@ def render(result: dict[str, Any], found: str = "") -> str:
     for group in result["groups"]:
         lines.append("")
         label = "rank" if len(group["ranks"]) == 1 else "ranks"
-        lines.append(f"{label} {rank_list(group['ranks'])}: {group['where']}")
+        lines.append(f"{label} {rank_list(group['ranks'])}{t(': ')}{group['where']}")
         frames = python_frames(group["frames"]) or group["frames"]
         for frame in frames[:MAX_FRAMES]:
             lines.append(f"    {_frame_line(frame)}")
         if len(frames) > MAX_FRAMES:
-            lines.append(f"    ... {len(frames) - MAX_FRAMES} more (--json has them all)")
+            lines.append("    " + t("... {n} more (--json has them all)", n=len(frames) - MAX_FRAMES))
     if result["odd"]:
         lines.append("")
-        lines.append("odd ranks out:")
+        lines.append(t("odd ranks out:"))
         for odd in result["odd"]:
             lines.append(f"  rank {odd['rank']} {odd['why']}")
     culprit = result.get("culprit")
     if culprit:
         lines.append("")
-        lines.append(f"culprit ({culprit['role']}): {culprit['why']}")
+        lines.append(t("culprit ({role}): {why}", role=t(culprit["role"]), why=culprit["why"]))
     lines.extend(_next_steps(result))
     return "\n".join(lines)
 
@@ -189,9 +190,9 @@ def _next_steps(result: dict[str, Any]) -> list[str]:
         rank = by_rank[odd[0]["rank"]]
         pid = rank["pid"]
         # across nodes, the pid means something only on its host
-        on = f" (on {rank['host']})" if len({r["host"] for r in result["ranks"]}) > 1 else ""
-        steps.append(f"  py-spy dump --pid {pid} --locals      the odd rank, with its variables{on}")
-        steps.append(f"  distdoctor stacks --pid {pid} --native   its C/C++ frames too{on}")
+        on = t(" (on {host})", host=rank["host"]) if len({r["host"] for r in result["ranks"]}) > 1 else ""
+        steps.append(f"  py-spy dump --pid {pid} --locals      " + t("the odd rank, with its variables") + on)
+        steps.append(f"  distdoctor stacks --pid {pid} --native   " + t("its C/C++ frames too") + on)
     if any(r["frames"] for r in result["ranks"]):
-        steps.append("  distdoctor stacks --json > stacks.json    keep this for the incident")
-    return ["", "next:"] + steps if steps else []
+        steps.append("  distdoctor stacks --json > stacks.json    " + t("keep this for the incident"))
+    return ["", t("next:")] + steps if steps else []
