@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..i18n import t
+from ..i18n import t as tr
 from .timeline import RankLine, exceptions_unranked, short, when, where
 from .view import View
 
@@ -26,9 +26,9 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     waiters = [rl for rl in lines.values() if rl.end.kind in WAITING]
     if crashed:
         first = _earliest(crashed)
-        why = t("rank {rank} {ended}", rank=first.rank, ended=_ended(first))
+        why = tr("rank {rank} {ended}", rank=first.rank, ended=_ended(first))
         if waiters:
-            why += t("; rank {ranks} was left waiting" if len(waiters) == 1 else "; rank {ranks} were left waiting",
+            why += tr("; rank {ranks} was left waiting" if len(waiters) == 1 else "; rank {ranks} were left waiting",
                      ranks=_names(waiters))
         return {"ranks": [first.rank], "role": "crashed", "why": why}
     uneven = _uneven(view, waiters)
@@ -38,7 +38,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     if late:
         timed = [rl for rl in waiters if rl.end.kind == "timeout"]
         return {"ranks": [rl.rank for rl in late], "role": "stuck",
-                "why": t("rank {late} lost its peer only after rank {timed} had timed out waiting: it was "
+                "why": tr("rank {late} lost its peer only after rank {timed} had timed out waiting: it was "
                          "the late one" if len(late) == 1 else "rank {late} lost its peer only after rank "
                          "{timed} had timed out waiting: they were the late one",
                          late=_names(late), timed=_names(timed))}
@@ -50,12 +50,12 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         if others and all(rl.end.kind == "lost-peer" for rl in waiters):
             # a closed or reset connection means the peer's process is gone; a hung one keeps it open
             return {"ranks": [rl.rank for rl in others], "role": "crashed",
-                    "why": t("rank {waiters} lost its connection to rank {others}, whose own lines show no "
+                    "why": tr("rank {waiters} lost its connection to rank {others}, whose own lines show no "
                              "error: it exited without a traceback (os._exit, a kill, a native crash)",
                              waiters=_names(waiters), others=_names(others))}
         if others:
             return {"ranks": [rl.rank for rl in others], "role": "stuck",
-                    "why": t("rank {waiters} timed out or lost its peer while rank {others} never reported "
+                    "why": tr("rank {waiters} timed out or lost its peer while rank {others} never reported "
                              "a failure: it never reached the collective" if len(others) == 1 else
                              "rank {waiters} timed out or lost its peer while rank {others} never reported "
                              "a failure: they never reached the collective",
@@ -63,13 +63,13 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         done = [rl for rl in lines.values() if rl.end.kind == "finished"]
         if done:
             return {"ranks": [rl.rank for rl in waiters], "role": "stuck",
-                    "why": t("rank {waiters} kept calling collectives after rank {done} had finished: the "
+                    "why": tr("rank {waiters} kept calling collectives after rank {done} had finished: the "
                              "ranks ran different numbers of steps", waiters=_names(waiters), done=_names(done))}
         if len(set(seqs.values())) > 1:
             lo = min(seqs.values())
             behind = [r for r, q in seqs.items() if q == lo]
             return {"ranks": behind, "role": "slow",
-                    "why": t("rank {ranks} timed out at SeqNum {lo}, behind the others (up to {hi}): the "
+                    "why": tr("rank {ranks} timed out at SeqNum {lo}, behind the others (up to {hi}): the "
                              "lowest SeqNum is the first suspect", ranks=", ".join(behind), lo=lo,
                              hi=max(seqs.values()))}
     odd = _odd_facts(view)
@@ -79,7 +79,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     if exited and not waiters:
         first = _earliest_exit(exited)
         return {"ranks": [first.rank], "role": "crashed",
-                "why": t("rank {rank} exited with code {code}, the first failure the launcher saw",
+                "why": tr("rank {rank} exited with code {code}, the first failure the launcher saw",
                          rank=first.rank, code=first.exitcode)}
     return None
 
@@ -96,9 +96,9 @@ def _uneven(view: View, waiters: list[RankLine]) -> dict[str, Any] | None:
         return None
     most = max(sizes.values())
     ranks = sorted((r for r, n in sizes.items() if n == most), key=int)
-    others = ", ".join(t("rank {rank}: {n}", rank=r, n=n) for r, n in sorted(sizes.items(), key=lambda kv: int(kv[0])) if n != most)
+    others = ", ".join(tr("rank {rank}: {n}", rank=r, n=n) for r, n in sorted(sizes.items(), key=lambda kv: int(kv[0])) if n != most)
     return {"ranks": ranks, "role": "stuck",
-            "why": t("rank {ranks} has {most} batches per epoch ({others}): it kept calling collectives "
+            "why": tr("rank {ranks} has {most} batches per epoch ({others}): it kept calling collectives "
                      "after the others ran out of data", ranks=", ".join(ranks), most=most, others=others)}
 
 
@@ -136,7 +136,7 @@ def _odd_facts(view: View) -> dict[str, Any] | None:
             if list(counts.values()).count(n) == 1:
                 odd = sorted((r for v, rs in values.items() if v != top for r in rs), key=lambda r: int(r))
                 return {"ranks": odd, "role": "misconfigured",
-                        "why": t("{fact} is {top} on most ranks but differs on rank {ranks}", fact=fact,
+                        "why": tr("{fact} is {top} on most ranks but differs on rank {ranks}", fact=fact,
                                  top=top, ranks=", ".join(odd))}
     return None
 
@@ -152,30 +152,30 @@ def _earliest(crashed: list[RankLine]) -> RankLine:
 
 def _ended(rl: RankLine) -> str:
     e = rl.end
-    at = t(" ({at})", at=where(e.hit)) if e.hit is not None else ""
+    at = tr(" ({at})", at=where(e.hit)) if e.hit is not None else ""
     during = when(rl)
     if e.exc is not None:
         msg = e.exc.message if len(e.exc.message) <= 90 else e.exc.message[:87] + "..."
-        return t("raised {type}{when}{at}", type=e.exc.type, when=during, at=at) + (t(": ") + msg if msg else "")
+        return tr("raised {type}{when}{at}", type=e.exc.type, when=during, at=at) + (tr(": ") + msg if msg else "")
     if e.kind == "killed":
-        return t("was killed ({detail}){when}{at}", detail=e.detail, when=during, at=at)
-    return t("failed{when}{at}: {detail}", when=during, at=at, detail=e.detail[:100])
+        return tr("was killed ({detail}){when}{at}", detail=e.detail, when=during, at=at)
+    return tr("failed{when}{at}: {detail}", when=during, at=at, detail=e.detail[:100])
 
 
 def _names(rls: list[RankLine]) -> str:
-    return ", ".join(rl.rank for rl in rls[:6]) + (t(" and {n} more", n=len(rls) - 6) if len(rls) > 6 else "")
+    return ", ".join(rl.rank for rl in rls[:6]) + (tr(" and {n} more", n=len(rls) - 6) if len(rls) > 6 else "")
 
 
 def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) -> str:
     """What happened, in order, in two or three sentences."""
     parts: list[str] = []
     if who and who["role"] == "crashed" and lines[who["ranks"][0]].end.kind in ("crashed", "killed"):
-        parts.append(t("rank {rank} {ended}", rank=who["ranks"][0], ended=_ended(lines[who["ranks"][0]])))
+        parts.append(tr("rank {rank} {ended}", rank=who["ranks"][0], ended=_ended(lines[who["ranks"][0]])))
     elif who and who["role"] == "crashed":
         rl = lines[who["ranks"][0]]
-        how = t("exited with code {code} and no traceback", code=rl.exitcode) if rl.exitcode not in (None, 0) \
-            else t("exited without an error of its own")
-        parts.append(t("rank {rank} {how}{when}", rank=rl.rank, how=how, when=when(rl, phase=False)))
+        how = tr("exited with code {code} and no traceback", code=rl.exitcode) if rl.exitcode not in (None, 0) \
+            else tr("exited without an error of its own")
+        parts.append(tr("rank {rank} {how}{when}", rank=rl.rank, how=how, when=when(rl, phase=False)))
     elif who and who["role"] in ("stuck", "slow"):
         waiting = {rl.rank for rl in lines.values() if rl.end.kind in WAITING}
         if set(who["ranks"]) & waiting:  # the culprit is one of the waiters: say why it is the one
@@ -185,40 +185,40 @@ def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) 
             for r in who["ranks"][:3]:
                 rl = lines.get(r)
                 doing = rl.doing() if rl else ""
-                parts.append(t("rank {rank} never reached the collective", rank=r)
-                             + (t(" (last seen {doing})", doing=doing) if doing else ""))
+                parts.append(tr("rank {rank} never reached the collective", rank=r)
+                             + (tr(" (last seen {doing})", doing=doing) if doing else ""))
         done = [rl for rl in lines.values() if rl.end.kind == "finished"]
         if done and waiting:
-            parts.append(t("rank {ranks} had finished", ranks=_names(done)))
+            parts.append(tr("rank {ranks} had finished", ranks=_names(done)))
     elif who:
         parts.append(who["why"])
     else:
         unranked = exceptions_unranked(view)
         if unranked:
             e = unranked[0]
-            parts.append(t("a process raised {type} ({at}): {msg}", type=e.type, at=where(e.hit),
+            parts.append(tr("a process raised {type} ({at}): {msg}", type=e.type, at=where(e.hit),
                            msg=e.message[:90]))
     blamed = set(who["ranks"]) if who else set()
     for kind, words in (("lost-peer", "rank {ranks} lost its peer{where}"), ("timeout", "rank {ranks} timed out{where}")):
         rls = [rl for rl in lines.values() if rl.end.kind == kind and rl.rank not in blamed]
         if rls:
-            parts.append(t(words, ranks=_names(rls), where=_where_waiting(rls[0])))
+            parts.append(tr(words, ranks=_names(rls), where=_where_waiting(rls[0])))
     launcher = _launcher_blame(lines, blamed)
     if launcher:
         parts.append(launcher)
     if not parts:
         return ""
-    text = t("; ").join(parts)
-    return text[0].upper() + text[1:] + t(".")
+    text = tr("; ").join(parts)
+    return text[0].upper() + text[1:] + tr(".")
 
 
 def _where_waiting(rl: RankLine) -> str:
     """` in allreduce (SeqNum 12) after step 4 (0/stderr.log:11)`: what a waiter was doing."""
     lc = rl.last_collective or {}
-    op = t(" in {op}", op=str(lc["op"]).lower()) + (f" (SeqNum {lc['seq']})" if lc.get("seq") is not None else "") \
+    op = tr(" in {op}", op=str(lc["op"]).lower()) + (f" (SeqNum {lc['seq']})" if lc.get("seq") is not None else "") \
         if lc.get("op") else ""
-    at = t(" ({at})", at=where(rl.end.hit)) if rl.end.hit is not None else ""
-    return t("{op}{when}{at}", op=op, when=when(rl, phase=False), at=at)
+    at = tr(" ({at})", at=where(rl.end.hit)) if rl.end.hit is not None else ""
+    return tr("{op}{when}{at}", op=op, when=when(rl, phase=False), at=at)
 
 
 def _launcher_blame(lines: dict[str, RankLine], blamed: set[str]) -> str:
@@ -226,11 +226,11 @@ def _launcher_blame(lines: dict[str, RankLine], blamed: set[str]) -> str:
     exited = [rl for rl in lines.values() if rl.exitcode not in (None, 0) and rl.end.kind != "stopped"]
     stopped = [rl for rl in lines.values() if rl.end.kind == "stopped"]
     if exited and blamed and not blamed & {rl.rank for rl in exited}:
-        return t("the launcher reported rank {ranks} (exit code {code}) as the first failure, but that rank "
+        return tr("the launcher reported rank {ranks} (exit code {code}) as the first failure, but that rank "
                  "was waiting for rank {blamed}", ranks=_names(exited), code=exited[0].exitcode,
                  blamed=", ".join(sorted(blamed)))
     if stopped:
-        return t("the launcher then stopped rank {ranks}", ranks=_names(stopped))
+        return tr("the launcher then stopped rank {ranks}", ranks=_names(stopped))
     return ""
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..i18n import t as tr
 from ..model import KnowledgeBase
 from .collect import Hit
 from .report import CauseScore, Evidence
@@ -88,7 +89,7 @@ def _signatures(view: View, s: Scores) -> None:
             hits.extend(view.col.hits[sid][:2])
         for _, sid in ws:
             hits.extend(h for h in view.col.hits[sid][2:5] if h not in hits)
-        s.add(cause, total, f"signatures: {names}", hits, "evidence" if cause in failing else "facts")
+        s.add(cause, total, tr("signatures: {names}", names=names), hits, "evidence" if cause in failing else "facts")
 
 
 def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankLine],
@@ -105,12 +106,12 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
         unranked = [e for e in exceptions_unranked(view) if not _signed(view, e.hit)]
         if lost and not any(rl.end.kind == "timeout" for rl in lines.values()):
             # a closed connection: the peer's process is gone, whoever it was
-            s.add("rank-crash-deadlock", 2.0, f"rank {span([rl.rank for rl in lost])} lost its peer: the "
-                  "process on the other end exited", [rl.end.hit for rl in lost[:2] if rl.end.hit is not None])
+            s.add("rank-crash-deadlock", 2.0, tr("rank {ranks} lost its peer: the process on the other end "
+                  "exited", ranks=span([rl.rank for rl in lost])), [rl.end.hit for rl in lost[:2] if rl.end.hit is not None])
         elif unranked:
             e = unranked[0]
-            s.add("rank-crash-deadlock", 1.0, f"a process raised {e.type}: whichever rank it was, the others "
-                  "are left waiting for it", [e.hit])
+            s.add("rank-crash-deadlock", 1.0, tr("a process raised {type}: whichever rank it was, the others "
+                  "are left waiting for it", type=e.type), [e.hit])
         return
     waiters = [rl for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")]
     hits = []
@@ -124,20 +125,21 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
     mismatch = [h for sid, hs in view.col.hits.items() if view.sigs[sid].cause == "asymmetric-collective"
                 and "failure" in view.sigs[sid].tags for h in hs]
     if mismatch:
-        s.against["rank-crash-deadlock"].append("the crash is a collective mismatch detected at run time")
+        s.against["rank-crash-deadlock"].append(tr("the crash is a collective mismatch detected at run time"))
     elif waiters or waits or view.hits_with("wait"):
-        named = f"rank {who['ranks'][0]}" if crashed else "a process"  # type: ignore[index]
+        named = tr("rank {rank}", rank=who["ranks"][0]) if crashed else tr("a process")  # type: ignore[index]
         n = len(waiters) or len(waits)
-        s.add("rank-crash-deadlock", 4.0, f"{named} crashed while {n or 'other'} rank(s) waited in a collective",
+        s.add("rank-crash-deadlock", 4.0, tr("{who} crashed while {n} rank(s) waited in a collective", who=named,
+                                            n=n or tr("other")),
               hits[:3] + [rl.end.hit for rl in waiters[:2] if rl.end.hit is not None] + _timeout_hits(view)[:2])
         first = lines.get("0")
         if crashed and who["ranks"] == ["0"] and first is not None and first.phase in ("eval", "save", "load"):  # type: ignore[index]
-            s.add("rank0-overload", 2.5, f"rank 0 crashed first, during {first.phase}", hits[:2])
+            s.add("rank0-overload", 2.5, tr("rank 0 crashed first, during {phase}", phase=tr(first.phase)), hits[:2])
     elif crashed:
         s.add("rank-crash-deadlock", 1.0 if kind == "hang" else 0.5,
-              f"rank {who['ranks'][0]} crashed: the other ranks are left waiting for it", hits[:3])  # type: ignore[index]
+              tr("rank {rank} crashed: the other ranks are left waiting for it", rank=who["ranks"][0]), hits[:3])  # type: ignore[index]
     elif kind == "hang":
-        s.add("rank-crash-deadlock", 1.5, "a process crashed and the job hung: the others wait for it", crashes[:3])
+        s.add("rank-crash-deadlock", 1.5, tr("a process crashed and the job hung: the others wait for it"), crashes[:3])
 
 
 def _signed(view: View, hit: Hit) -> bool:
@@ -168,9 +170,9 @@ def _main_work_rule(view: View, s: Scores, lines: dict[str, RankLine]) -> bool:
     timed = [e for e in view.col.exceptions if e.peer_loss and not e.launcher]
     if not waited and not timed and not view.timeouts and not view.unranked:
         return False
-    who = f"rank {span([rl.rank for rl in waited])}" if waited else "another rank"
-    s.add("rank0-overload", 6.0, f"{who} ended waiting while the main process did work only it does ("
-          + main_work[0].text.strip()[:60] + ")", main_work[:2] + [rl.end.hit for rl in waited[:1] if rl.end.hit]
+    who = tr("rank {ranks}", ranks=span([rl.rank for rl in waited])) if waited else tr("another rank")
+    s.add("rank0-overload", 6.0, tr("{who} ended waiting while the main process did work only it does ({line})",
+                                   who=who, line=main_work[0].text.strip()[:60]), main_work[:2] + [rl.end.hit for rl in waited[:1] if rl.end.hit]
           + [e.hit for e in timed[:1]])
     return True
 
@@ -197,30 +199,32 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
             ahead = sorted((r for r, q in seqs.items() if q == hi), key=rank_key)
             ev = _timeout_lines(view, pg, behind[:1] + ahead[:1])
             s.add("asymmetric-collective", 4.5,
-                  f"ranks timed out at different SeqNums in PG {pg}: rank {span(behind)} at {lo}, "
-                  f"rank {span(ahead)} at {hi}: they issued different collectives", ev)
+                  tr("ranks timed out at different SeqNums in PG {pg}: rank {behind} at {lo}, rank {ahead} at "
+                    "{hi}: they issued different collectives", pg=pg, behind=span(behind), lo=lo,
+                    ahead=span(ahead), hi=hi), ev)
             explained = True
         elif any(len(ops) > 1 for ops in by_seq.values()):
             seq = next(q for q, ops in by_seq.items() if len(ops) > 1)
             rs = [r for r, t in per.items() if t.seq == seq]
             s.add("asymmetric-collective", 4.5,
-                  f"ranks at SeqNum {seq} ran different collectives: {', '.join(sorted(by_seq[seq]))}",
+                  tr("ranks at SeqNum {seq} ran different collectives: {ops}", seq=seq,
+                    ops=", ".join(sorted(by_seq[seq]))),
                   _timeout_lines(view, pg, rs[:3]))
             explained = True
     done = [rl for rl in lines.values() if rl.end.kind == "finished"]
     stranded = [rl for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")]
     if done and stranded and not explained:
-        s.add("asymmetric-collective", 4.5, f"rank {span([rl.rank for rl in done])} finished while rank "
-              f"{span([rl.rank for rl in stranded])} still waited in a collective: the ranks ran different "
-              "numbers of steps (uneven inputs, or a collective not every rank calls)",
+        s.add("asymmetric-collective", 4.5, tr("rank {done} finished while rank {stranded} still waited in a "
+              "collective: the ranks ran different numbers of steps (uneven inputs, or a collective not every "
+              "rank calls)", done=span([rl.rank for rl in done]), stranded=span([rl.rank for rl in stranded])),
               [rl.end.hit for rl in stranded[:2] if rl.end.hit is not None])
         explained = True
     ends = [f for f in view.col.files if f.ends and f.first_timeout and min(f.ends) < f.first_timeout]
     if ends:
         f = ends[0]
         end_hits = [h for h in view.hits_with("end") if h.file == f.name][:1]
-        s.add("asymmetric-collective", 4.5, "a collective timed out after training had finished on "
-              "this rank: the others never entered it", end_hits + _timeout_hits(view)[:1])
+        s.add("asymmetric-collective", 4.5, tr("a collective timed out after training had finished on "
+              "this rank: the others never entered it"), end_hits + _timeout_hits(view)[:1])
         explained = True
     waiting = view.waiting | {rl.rank for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")}
     zero = lines.get("0")
@@ -230,14 +234,16 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
         busy = zero.phase in ("eval", "save", "load", "dataloader")
         ranks = sorted((r for r in waiting if r.isdigit()), key=rank_key)
         s.add("rank0-overload", 6.0 if busy else 2.0,
-              f"rank {span(ranks)} timed out waiting while rank 0's own lines show "
-              + (f"it in {zero.phase}" if busy else "no timeout") , _timeout_hits(view)[:2]
+              tr("rank {ranks} timed out waiting while rank 0's own lines show it in {phase}", ranks=span(ranks),
+                phase=tr(str(zero.phase))) if busy else
+              tr("rank {ranks} timed out waiting while rank 0's own lines show no timeout", ranks=span(ranks)),
+              _timeout_hits(view)[:2]
               + ([view.col.phases["0"][1]] if "0" in view.col.phases else []), "evidence" if busy else "facts")
         explained = busy
     main_work = view.hits_with("main-work")
     if not explained and main_work and waiting:
-        s.add("rank0-overload", 6.0, "others timed out or lost their peer while the main process did "
-              "work only it does (" + main_work[0].text[:60] + ")", main_work[:2] + _timeout_hits(view)[:1]
+        s.add("rank0-overload", 6.0, tr("others timed out or lost their peer while the main process did "
+              "work only it does ({line})", line=main_work[0].text[:60]), main_work[:2] + _timeout_hits(view)[:1]
               + [rl.end.hit for rl in lost[:1] if rl.end.hit is not None])
         explained = True
     stuck = who is not None and who["role"] in ("stuck", "slow")
@@ -247,14 +253,15 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
         only_lost = bool(lost) and not view.timeouts and not view.unranked and all(
             rl.end.kind != "timeout" for rl in lines.values())
         if stuck and who["ranks"] == ["0"]:  # type: ignore[index]
-            s.add("rank0-overload", 4.0, "rank 0 is the one rank that never reached the collective: "
-                  "the rank that does extra work (eval, saving, logging)", hits[:1], "facts")
+            s.add("rank0-overload", 4.0, tr("rank 0 is the one rank that never reached the collective: "
+                  "the rank that does extra work (eval, saving, logging)"), hits[:1], "facts")
         if stuck:
-            s.add("collective-timeout", 3.0, f"rank {span(who['ranks'])} {who['role']}: {who['why']}", hits)  # type: ignore[index]
+            s.add("collective-timeout", 3.0, tr("rank {ranks} {role}: {why}", ranks=span(who["ranks"]),  # type: ignore[index]
+                                               role=tr(who["role"]), why=who["why"]), hits)  # type: ignore[index]
         elif not only_lost:
-            s.add("collective-timeout", 1.0, "collectives timed out with no crashed rank in sight", hits)
+            s.add("collective-timeout", 1.0, tr("collectives timed out with no crashed rank in sight"), hits)
     elif view.crashes or (who and who["role"] == "crashed"):
-        s.against["collective-timeout"].append("a rank crashed first: the timeouts are its consequence")
+        s.against["collective-timeout"].append(tr("a rank crashed first: the timeouts are its consequence"))
 
 
 def not_waiting(view: View) -> list[str]:
@@ -319,6 +326,7 @@ def _shift(kb: KnowledgeBase, symptom: str | None, s: Scores) -> None:
         elif w > 0 and cid != "other":
             # GUIDE 5: a hang points first at deadlocks and process-count mismatches, an error at
             # versions, network and topology. A prior, shown as such, never as evidence.
-            s.add(cid, PRIOR * w / top, f"the symptom {symptom_name} points here first", basis="prior")
+            s.add(cid, PRIOR * w / top, tr("the symptom {symptom} points here first", symptom=symptom_name),
+                  basis="prior")
 
 

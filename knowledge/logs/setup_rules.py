@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..i18n import t as tr
 from . import extract as x
 from .collect import Hit
 from .ranks import rank_key, span
@@ -19,7 +20,8 @@ def fact_rules(view: View, s: Scores) -> None:
                                 ("nccl_cuda", "version-mismatch", 2.0),
                                 ("cuda_driver", "version-mismatch", 2.0)):
         if len(values.get(fact, {})) > 1:
-            s.add(cause, amount, f"{fact} differs across ranks: " + _values_text(values[fact]),
+            s.add(cause, amount, tr("{fact} differs across ranks: {values}", fact=fact,
+                                    values=_values_text(values[fact])),
                   _fact_evidence(view, fact, values[fact]))
     names = {}
     for fact in ("bootstrap_if", "net_if"):
@@ -27,7 +29,7 @@ def fact_rules(view: View, s: Scores) -> None:
             names.setdefault(val.split(":")[0], []).extend(ranks)
     multi_host = len(view.col.hosts) > 1 or view.col.nodes > 1
     if len(names) > 1:
-        s.add("nic-selection", 2.5, "ranks use different interfaces: " + _values_text(names),
+        s.add("nic-selection", 2.5, tr("ranks use different interfaces: {values}", values=_values_text(names)),
               _fact_evidence(view, "bootstrap_if", values.get("bootstrap_if", {}))
               + _fact_evidence(view, "net_if", values.get("net_if", {})))
     bad = []
@@ -39,7 +41,7 @@ def fact_rules(view: View, s: Scores) -> None:
     if bad and not view.one_host:  # between GPUs of one host NCCL uses P2P or SHM, not the NIC
         fact, val = bad[0]
         s.add("nic-selection", 3.0 if multi_host else 1.0,
-              f"NCCL uses {val}" + (" across nodes" if multi_host else ""),
+              tr("NCCL uses {value} across nodes" if multi_host else "NCCL uses {value}", value=val),
               _fact_evidence(view, fact, {val: values[fact][val]}), "evidence" if multi_host else "facts")
     transports = defaultdict(list)
     for r, f in view.facts.items():
@@ -49,8 +51,8 @@ def fact_rules(view: View, s: Scores) -> None:
         elif (f.get("ib") and f.get("ib") != "none") or net.startswith("IB"):
             transports["InfiniBand"].append(r)
     if len(transports) > 1:
-        s.add("ib-rdma-failure", 3.5, "some ranks use InfiniBand, others fell back to sockets: "
-              + _values_text(transports), [view.fact_hits[(r, k)] for r in transports["sockets"][:1]
+        s.add("ib-rdma-failure", 3.5, tr("some ranks use InfiniBand, others fell back to sockets: {values}",
+                                         values=_values_text(transports)), [view.fact_hits[(r, k)] for r in transports["sockets"][:1]
                                            for k in ("ib", "network") if (r, k) in view.fact_hits])
 
 
@@ -67,7 +69,7 @@ def _fact_evidence(view: View, fact: str, vals: dict[str, list[str]]) -> list[Hi
 
 
 def _values_text(vals: dict[str, list[str]]) -> str:
-    return "; ".join(f"{v} on rank {span(rs)}" for v, rs in vals.items())
+    return tr("; ").join(tr("{value} on rank {ranks}", value=v, ranks=span(rs)) for v, rs in vals.items())
 
 
 def waiter_ops(view: View, lines: dict[str, RankLine]) -> dict[str, list[Hit]]:
@@ -85,9 +87,9 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
     if len(ops) > 1:
         hits = [hs[0] for hs in ops.values()]
         ranked = all(view.rank(h) is not None for hs in ops.values() for h in hs)
-        s.add("asymmetric-collective", 4.5 if ranked else 2.5, "tracebacks stop in different collectives: "
-              + ", ".join(sorted(ops)) + (" (ranks waiting in different collectives never meet)" if ranked else ""),
-              hits)
+        s.add("asymmetric-collective", 4.5 if ranked else 2.5, tr(
+            "tracebacks stop in different collectives: {ops} (ranks waiting in different collectives never meet)"
+            if ranked else "tracebacks stop in different collectives: {ops}", ops=", ".join(sorted(ops))), hits)
     for kind in ("step", "iteration", "batch"):
         last = {r: p[kind] for r, p in col.progress.items() if kind in p}
         if len(last) > 1:
@@ -95,8 +97,9 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
             hi = max(last.items(), key=lambda kv: kv[1][0])
             waited = view.timeouts or view.unranked or view.hits_with("wait")
             if hi[1][0] > lo[1][0] and (waited or hang):
-                s.add("asymmetric-collective", 2.5, f"the log ends with rank {lo[0]} at {kind} {lo[1][0]} "
-                      f"and rank {hi[0]} at {kind} {hi[1][0]}: ranks ran different numbers of steps",
+                s.add("asymmetric-collective", 2.5, tr("the log ends with rank {lo} at {kind} {lo_n} and rank {hi} "
+                      "at {kind} {hi_n}: ranks ran different numbers of steps", lo=lo[0], kind=kind,
+                      lo_n=lo[1][0], hi=hi[0], hi_n=hi[1][0]),
                       [hi[1][1], lo[1][1]], "facts")
                 break
     sizes = {r: v for r, v in col.epoch_sizes.items()}
@@ -106,26 +109,27 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
         waited = bool(view.timeouts or view.unranked or view.hits_with("wait") or col.exceptions)
         lo = min(sizes.items(), key=lambda kv: kv[1][0])
         hi = max(sizes.items(), key=lambda kv: kv[1][0])
-        s.add("asymmetric-collective", 4.0, f"rank {hi[0]} has {hi[1][0]} batches per epoch, rank {lo[0]} "
-              f"{lo[1][0]}: uneven inputs make ranks run different numbers of steps",
+        s.add("asymmetric-collective", 4.0, tr("rank {hi} has {hi_n} batches per epoch, rank {lo} {lo_n}: uneven "
+              "inputs make ranks run different numbers of steps", hi=hi[0], hi_n=hi[1][0], lo=lo[0], lo_n=lo[1][0]),
               [hi[1][1], lo[1][1]], "evidence" if waited else "facts")
     shared = {ids: per for ids, per in col.sample_ids.items() if len(per) > 1}
     if shared:
         ids, per = next(iter(shared.items()))
         ranks = sorted(per, key=rank_key)
-        s.add("data-sharding-seed", 5.0, f"rank {span(ranks)} printed the same sample ids [{ids[:60]}]: every "
-              "rank reads the same data (no DistributedSampler, or the same seed for the shuffle)",
+        s.add("data-sharding-seed", 5.0, tr("rank {ranks} printed the same sample ids [{ids}]: every rank reads "
+              "the same data (no DistributedSampler, or the same seed for the shuffle)", ranks=span(ranks),
+              ids=ids[:60]),
               [per[r] for r in ranks[:3]])
     same = [k for k, per in col.losses.items() if len(per) > 1 and len(set(per.values())) == 1
             and len(next(iter(per.values())).split(".")[-1]) >= 4]
     if len(same) >= 3 and hang is not None and not shared:
         # weak: some frameworks print the all-reduced loss on every rank
-        s.add("data-sharding-seed", 1.5, f"ranks report identical losses at {len(same)} steps: if these "
-              "are per-rank losses, every rank sees the same data", [], "facts")
+        s.add("data-sharding-seed", 1.5, tr("ranks report identical losses at {n} steps: if these are per-rank "
+              "losses, every rank sees the same data", n=len(same)), [], "facts")
     steps = {r: v[0] for r, v in col.resume.items()}
     if len(set(steps.values())) > 1:
-        s.add("checkpoint-state-divergence", 5.0, "ranks resumed from different steps: "
-              + ", ".join(f"rank {r}: {n}" for r, n in sorted(steps.items(), key=lambda kv: rank_key(kv[0]))),
+        s.add("checkpoint-state-divergence", 5.0, tr("ranks resumed from different steps: {steps}", steps=", ".join(
+              tr("rank {rank}: {n}", rank=r, n=n) for r, n in sorted(steps.items(), key=lambda kv: rank_key(kv[0])))),
               [v[1] for v in col.resume.values()][:3])
 
 
@@ -135,15 +139,15 @@ def launch_rules(view: View, s: Scores) -> None:
     spawn = view.hits_with("spawn")
     if launcher and spawn:
         # both halves of the mechanism in the job's own lines: evidence, not a lead
-        s.add("mixed-launchers", 3.5, "a launcher started the job and the script spawns its own "
-              "processes too", launcher[:1] + spawn[:1])
+        s.add("mixed-launchers", 3.5, tr("a launcher started the job and the script spawns its own "
+              "processes too"), launcher[:1] + spawn[:1])
     dups = {r: hs for r, hs in col.announce.items() if len({(h.file, h.proc, h.line) for h in hs}) > 1}
     if dups:
         r, hs = next(iter(sorted(dups.items(), key=lambda kv: rank_key(kv[0]))))
-        s.add("rank-env-mismatch", 2.0, f"rank {span(sorted(dups, key=rank_key))} started more than "
-              "once", hs[:2])
+        s.add("rank-env-mismatch", 2.0, tr("rank {ranks} started more than once",
+                                           ranks=span(sorted(dups, key=rank_key))), hs[:2])
         if launcher or spawn:
-            s.add("mixed-launchers", 2.0, "duplicate ranks under a launcher", hs[:2])
+            s.add("mixed-launchers", 2.0, tr("duplicate ranks under a launcher"), hs[:2])
 
 
 def hardware_rules(view: View, s: Scores, hang: bool | None) -> None:
@@ -165,6 +169,6 @@ def hardware_rules(view: View, s: Scores, hang: bool | None) -> None:
     if off or (chans and not any(k.startswith("P2P") for k in chans)):
         return
     model = max(pcie, key=lambda m: len(pcie[m]))
-    s.add("p2p-unsupported", 1.5, f"{model} GPUs talk over PCIe only: peer-to-peer there is absent, "
+    s.add("p2p-unsupported", 1.5, tr("{model} GPUs talk over PCIe only: peer-to-peer there is absent, "
           "disabled by the driver or broken by ACS/IOMMU, and a hang is how it shows (confirm with "
-          "NCCL_P2P_DISABLE=1)", pcie[model][:2], "facts")
+          "NCCL_P2P_DISABLE=1)", model=model), pcie[model][:2], "facts")

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..i18n import t
+from ..i18n import t as tr
 from . import extract as x
 from .collect import Exc, Hit
 from .view import View
@@ -32,8 +32,8 @@ def short(path: str) -> str:
 def when(rl: "RankLine", phase: bool = True) -> str:
     """` after step 5`, or ` during eval` when no step is known (and `phase`)."""
     if rl.step:
-        return t(" after {kind} {n}", kind=rl.step[0], n=rl.step[1])
-    return t(" during {phase}", phase=t(rl.phase)) if phase and rl.phase else ""
+        return tr(" after {kind} {n}", kind=rl.step[0], n=rl.step[1])
+    return tr(" during {phase}", phase=tr(rl.phase)) if phase and rl.phase else ""
 
 
 def where(hit: Hit) -> str:
