@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from .i18n import t as tr
+
 # How much each kind of evidence counts once normalised to 0..1. A switch that turns a failure
 # into a pass is the strongest evidence the method produces; a symptom is only a prior.
 WEIGHTS: Mapping[str, float] = {"symptom": 1.0, "logs": 2.0, "findings": 1.5, "fleet": 1.5,
@@ -85,7 +87,7 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
         weight = _num(s.get("weight"))
         if top > 0:
             add("symptom", str(s.get("id", "")), weight / top,
-                f"symptom: {s.get('why') or weight}", "prior")
+                tr("symptom: {why}", why=s.get("why") or weight), "prior")
     log_causes = [c for c in log_causes if c.get("basis", "evidence") != "prior"]  # the symptom says it
     top = max((_num(c.get("score")) for c in log_causes), default=0.0)
     for n, c in enumerate(log_causes):
@@ -94,28 +96,32 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
         score = _num(c.get("score")) * share
         evidence = c.get("evidence")
         lines = len(evidence) if isinstance(evidence, list) else 0
-        plural = f", {lines} evidence line{'s' * (lines != 1)}" if lines else ""
+        plural = (tr(", {n} evidence line", n=lines) if lines == 1 else tr(", {n} evidence lines", n=lines)) \
+            if lines else ""
         if top > 0:
-            add("logs", str(c.get("id", "")), score / top, f"logs ({basis}): score {score:g}{plural}", basis)
+            add("logs", str(c.get("id", "")), score / top, tr("logs ({basis}): score {score}{lines}",
+                basis=tr(basis), score=f"{score:g}", lines=plural), basis)
         else:  # causes without scores (a hand-written or older record) still come best first
-            add("logs", str(c.get("id", "")), share / (n + 1), f"logs ({basis}): cause #{n + 1}{plural}", basis)
+            add("logs", str(c.get("id", "")), share / (n + 1), tr("logs ({basis}): cause #{n}{lines}",
+                basis=tr(basis), n=n + 1, lines=plural), basis)
     for f in findings:
         strength = FINDING_STRENGTH.get(str(f.get("status", "")), 0.0)
         for cause_id in f.get("cause_ids") or ():
             add("findings", str(cause_id), strength,
-                f"check {f.get('check', '?')}: {str(f.get('status', '')).upper()}",
+                tr("check {check}: {status}", check=f.get("check", "?"), status=tr(str(f.get("status", "")).upper())),
                 "evidence" if f.get("status") == "fail" else "facts")
     for d in fleet:
         add("fleet", str(d.get("cause_id", "")), 1.0,
-            f"fleet: nodes disagree on {d.get('field', '?')}")
+            tr("fleet: nodes disagree on {field}", field=d.get("field", "?")))
     for cause_id, why in (bisect or {}).items():
-        add("bisect", cause_id, 1.0, f"bisect: {why}")
+        add("bisect", cause_id, 1.0, tr("bisect: {why}", why=why))
     for item in (x for x in extra if isinstance(x, Mapping)):
         source = str(item.get("source", ""))
         if source in WEIGHTS and item.get("cause"):
             who = ", ".join(str(r) for r in item.get("ranks") or [])
             add(source, str(item["cause"]), 1.0,
-                f"{source}: " + (f"rank {who} {item.get('role', '')}: " if who else "") + str(item.get("why", "")),
+                f"{source}: " + (tr("rank {ranks} {role}: ", ranks=who, role=tr(str(item.get("role", ""))))
+                                  if who else "") + str(item.get("why", "")),
                 "facts" if source == "lint" else "evidence")
     ranked = []
     for cid, p in parts.items():
@@ -123,7 +129,7 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
         why = [r for _, r in sorted(reasons[cid], key=lambda x: -x[0])]
         if ruled_out and cid in ruled_out:
             score *= RULED_OUT_FACTOR
-            why.append(f"weakened: {ruled_out[cid]}")
+            why.append(tr("weakened: {why}", why=ruled_out[cid]))
         ranked.append(Ranked(cid, round(score, 3), tuple(why), bases.get(cid, "evidence")))
     return sorted(ranked, key=lambda r: (r.basis == "prior", -r.score, r.id))
 
@@ -142,8 +148,8 @@ def culprit(logs: Mapping[str, Any] | None, extra: Sequence[Mapping[str, Any]] =
     if found and live:
         others = {str(r) for x in live for r in x.get("ranks") or []}
         if others and not others & {str(r) for r in found.get("ranks") or []}:
-            found = dict(found, why=f"{found.get('why', '')} (note: {live[0]['source']} points at rank "
-                                    f"{', '.join(sorted(others))})")
+            found = dict(found, why=found.get("why", "") + tr(" (note: {source} points at rank {ranks})",
+                                                               source=live[0]["source"], ranks=", ".join(sorted(others))))
     return dict(found) if isinstance(found, Mapping) else None
 
 
