@@ -122,7 +122,7 @@ def build(view: View) -> dict[str, RankLine]:
             if r in lines or r.isdigit():
                 rl = line_of(r)
                 rl.last_collective = {"op": t.op, "seq": t.seq, "pg": pg}
-                rl.end = End("timeout", f"timed out in {(t.op or 'a collective').lower()}"
+                rl.end = End("timeout", tr("timed out in {op}", op=(t.op or tr("a collective")).lower())
                              + (f" (SeqNum {t.seq})" if t.seq is not None else ""),
                              Hit("watchdog-timeout", t.file, t.line, t.text, r, None, t.ts, (0, t.line)))
     for op, hits in col.ops.items():
@@ -137,7 +137,7 @@ def build(view: View) -> dict[str, RankLine]:
             if rl.end.kind == "unknown":
                 sig = SIGNAL_EXITS.get(code)
                 kind = "stopped" if code in STOP_SIGNALS else "killed" if sig else "exited"
-                rl.end = End(kind, f"exit code {code}" + (f" ({sig})" if sig else ""), hit)
+                rl.end = End(kind, tr("exit code {code}", code=code) + (f" ({sig})" if sig else ""), hit)
     for h in view.crashes:
         r = view.rank(h)
         # an exit code alone is the launcher's word that the rank ended, not why: a waiter that
