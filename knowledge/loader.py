@@ -28,7 +28,7 @@ OPS = ("eq", "ne", "lt", "le", "gt", "ge", "true", "false", "present", "absent",
 FIX_KINDS = ("env", "command", "code")
 # What the log analyser reads from a signature's tags (knowledge/logs): anything else is a typo.
 SIGNATURE_TAGS = ("failure", "crash", "wait", "consequence", "context", "tail", "end", "resume",
-                  "launcher", "spawn", "main-work", "catch-all", "multi-node")
+                  "launcher", "spawn", "main-work", "catch-all", "multi-node", "store-server", "port-taken")
 MAX_WEIGHT = 100.0  # a signature weight or symptom prior; scores must stay finite numbers
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 # A knowledge file is a few dozen KiB and nests 5 deep ([[cause]] -> fixes -> fix table).

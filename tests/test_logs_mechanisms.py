@@ -91,3 +91,26 @@ def test_a_virtual_interface_is_a_fact_across_hosts_or_when_the_hosts_are_unknow
     # one host seen in an excerpt is not one host: only a listing of every rank says so
     excerpt = "box1:4000:4012 [0] NCCL INFO NET/Socket : Using [0]veth1a2b3c:fe80::1c2d<0>\n"
     assert ("nic-selection", "facts") in ranked(excerpt, "hang")
+
+
+# --- the store's port taken by the job's own second rank 0 --------------------------------------------
+
+# torch's TCPStore messages (torch/csrc/distributed/c10d/TCPStore*.cpp, socket.cpp)
+PORT_TAKEN = ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+              "network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address "
+              "already in use\n")
+STORE_SHORT = "torch.distributed.DistStoreError: Timed out after 31 seconds waiting for clients. 1/2 clients joined.\n"
+
+
+def test_a_taken_port_beside_the_jobs_own_waiting_store_is_a_duplicate_rank_0() -> None:
+    causes = ranked(PORT_TAKEN + STORE_SHORT)
+    assert causes[0] == ("rank-env-mismatch", "evidence")
+    report = analyse_text(PORT_TAKEN + STORE_SHORT, KB, symptom="error")
+    port = next(c for c in report.causes if c.id == "master-addr-port")
+    assert port.against  # the holder is the job itself
+
+
+def test_a_taken_port_alone_is_another_job_and_a_short_store_alone_no_duplicate() -> None:
+    assert ranked(PORT_TAKEN)[0] == ("master-addr-port", "evidence")
+    report = analyse_text(STORE_SHORT, KB, symptom="error")
+    assert not any("rank 0" in r for c in report.causes for r in c.reasons)

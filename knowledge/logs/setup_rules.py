@@ -141,6 +141,16 @@ def launch_rules(view: View, s: Scores) -> None:
         # both halves of the mechanism in the job's own lines: evidence, not a lead
         s.add("mixed-launchers", 3.5, tr("a launcher started the job and the script spawns its own "
               "processes too"), launcher[:1] + spawn[:1])
+    taken, server = view.hits_with("port-taken"), view.hits_with("store-server")
+    if taken and server:
+        # GUIDE 3.2: the store's port taken while this job's own store server (in these logs) waited
+        # for clients that never came: the holder is the job itself, so a second process started
+        # as rank 0 (both host the store). Never on a taken port alone (another job holds it) nor
+        # on a short store alone (workers that cannot reach the master).
+        s.add("rank-env-mismatch", 4.0, tr("the port was taken while this job's own store waited for its "
+              "clients: two processes of the job started as rank 0"), taken[:1] + server[:1])
+        s.against["master-addr-port"].append(tr("the port's holder is this job's own store server, not "
+                                                "another job"))
     dups = {r: hs for r, hs in col.announce.items() if len({(h.file, h.proc, h.line) for h in hs}) > 1}
     if dups:
         r, hs = next(iter(sorted(dups.items(), key=lambda kv: rank_key(kv[0]))))
