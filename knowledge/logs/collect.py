@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 
 from . import extract as x
 from .compiled import Compiled, Sig
+from .records import Exc, FileState, Hit
 from .sources import TAIL
 
 MAX_HITS = 40  # evidence lines kept per signature (the count is kept in full)
@@ -13,47 +13,6 @@ TEXT_CAP = 500  # characters of a line kept for display
 TAIL_LINES = 3  # "tail" signatures count among this many last non-blank lines of a file
 TRACEBACK_SPAN = 400  # an exception line this close after a traceback header ends that traceback
 ELASTIC_SPAN = 8  # lines after `rank : N (local_rank: M)` that belong to that rank
-
-
-@dataclass
-class Hit:
-    """One line that matched: where, what, and who wrote it."""
-
-    sig: str
-    file: str
-    line: int
-    text: str
-    rank: str | None
-    proc: str | None
-    ts: tuple[int, float] | None
-    order: tuple[int, int]  # (file index, line): the reading order
-
-
-@dataclass
-class Exc:
-    """A Python exception a process raised: the last line of its traceback."""
-
-    type: str
-    message: str
-    hit: Hit
-    peer_loss: bool  # it reports a lost peer or a timeout: the raiser waited for someone else
-    launcher: bool  # raised by the launcher's own process (ChildFailedError, SignalException)
-    traceback: bool  # a `Traceback (most recent call last)` header came before it
-
-
-@dataclass
-class FileState:
-    name: str
-    index: int
-    rank: str | None
-    elastic_rank: str | None = None
-    elastic_line: int = 0
-    pending_watchdog: tuple[str, int] | None = None  # (key, line) awaiting its WorkNCCL(...)
-    first_timeout: int | None = None
-    ends: list[int] = field(default_factory=list)
-    channels: int = 0
-    tracebacks: dict[str | None, int] = field(default_factory=dict)  # who -> last header line
-    spawned: tuple[str, int] | None = None  # mp.spawn named this process index before a traceback
 
 
 class Collector:

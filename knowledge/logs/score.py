@@ -5,7 +5,7 @@ from collections import defaultdict
 
 from ..i18n import t as tr
 from ..model import KnowledgeBase
-from .collect import Hit
+from .records import Hit
 from .report import CauseScore, Evidence
 from .ranks import rank_key, span
 from .setup_rules import fact_rules, hardware_rules, launch_rules, path_rules, waiter_ops

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from ..i18n import t as tr
 from . import extract as x
-from .collect import Hit
+from .records import Hit
 from .ranks import rank_key, span
 from .tally import Scores
 from .timeline import RankLine

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .collect import Hit
+from .records import Hit
 
 BASES = ("evidence", "facts", "prior")  # strongest first: failure lines, what the logs show, the symptom
 

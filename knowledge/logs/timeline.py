@@ -12,7 +12,7 @@ from typing import Any
 
 from ..i18n import t as tr
 from . import extract as x
-from .collect import Exc, Hit
+from .records import Exc, Hit
 from .view import View
 
 SIGNAL_EXITS = {-9: "SIGKILL", -11: "SIGSEGV", -6: "SIGABRT", -7: "SIGBUS", -15: "SIGTERM", -2: "SIGINT",

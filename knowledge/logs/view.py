@@ -5,7 +5,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from . import extract as x
-from .collect import Collector, Hit
+from .collect import Collector
+from .records import Hit
 from .compiled import Sig
 
 
