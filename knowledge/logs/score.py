@@ -5,14 +5,19 @@ from collections import defaultdict
 
 from ..i18n import t as tr
 from ..model import KnowledgeBase
+from .ranks import rank_key, span
 from .records import Hit
 from .report import CauseScore, Evidence
-from .ranks import rank_key, span
-from .setup_rules import fact_rules, hardware_rules, launch_rules, path_rules, waiter_ops
+from .setup_rules import (
+    fact_rules,
+    hardware_rules,
+    launch_rules,
+    path_rules,
+    waiter_ops,
+)
 from .tally import BASES, Scores
 from .timeline import RankLine, exceptions_unranked
 from .view import View
-
 
 REST = 0.25  # each further distinct signature of a cause adds this share of its weight
 SHIFT = 1.0  # the symptom's strongest prior adds this much to a cause that has evidence

@@ -7,8 +7,8 @@ from collections import defaultdict
 
 from ..i18n import t as tr
 from . import extract as x
-from .records import Hit
 from .ranks import rank_key, span
+from .records import Hit
 from .tally import Scores
 from .timeline import RankLine
 from .view import View

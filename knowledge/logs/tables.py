@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .ranks import rank_key, span
 from .records import Hit
 from .report import Evidence
-from .ranks import rank_key, span
 from .score import not_waiting
 from .setup_rules import fact_values
 from .view import View, resolve

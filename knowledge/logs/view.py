@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from . import extract as x
 from .collect import Collector
-from .records import Hit
 from .compiled import Sig
+from .records import Hit
 
 
 @dataclass
