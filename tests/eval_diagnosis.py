@@ -27,6 +27,9 @@ SETS = {
     "own-recorded": HERE / "fixtures" / "recorded",
     "healthy": SHARED / "healthy",
     "own-healthy": HERE / "fixtures" / "healthy",
+    # recorded after the rules they are measured with (tests/fixtures/record_fresh.py): held out
+    "fresh-recorded": HERE / "fixtures" / "fresh" / "recorded",
+    "fresh-healthy": HERE / "fixtures" / "fresh" / "healthy",
 }
 
 
