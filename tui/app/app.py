@@ -15,6 +15,7 @@ from textual.screen import Screen
 
 from .messages import KnowledgeChecked, SessionNotSaved
 from .nextaction import next_action
+from .lang import LANGS, NAMES, localise_bindings, other, resolve, t
 from .palette import DistDoctorCommands
 from .steps import screen_class
 from ..record.session import SAVE_WAIT_S, SessionStore, SessionWriter, new_id
@@ -45,6 +46,9 @@ def method_order(kb: Any) -> list[str]:
     return longest(kb.root_step, frozenset({kb.root_step}))
 
 
+RELABEL_MODE = "-relabel"  # the blank mode shown while the step screens are rebuilt
+
+
 class DistDoctorApp(App[int]):
     """Walks an incident through the method; every result goes into the session record."""
 
@@ -65,7 +69,7 @@ class DistDoctorApp(App[int]):
 
     def __init__(self, kb: Any, ctx: Any, store: SessionStore, flow: Flow, order: list[str],
                  start: str, learn: bool = False, probes: Mapping[str, Any] | None = None,
-                 check_knowledge: str | None = None) -> None:
+                 check_knowledge: str | None = None, overlay: str | None = None) -> None:
         # Modes are per instance (the steps come from the data): set before App.__init__ copies them.
         self.MODES = {step_id: partial(self._new_screen, step_id) for step_id in order}
         self.DEFAULT_MODE = start
@@ -83,6 +87,12 @@ class DistDoctorApp(App[int]):
         self._gc_paused = False  # set while start-up holds garbage collection off
         self.closing = False  # set by exit(): no more screens from then on
         self.run_backend = "auto"  # the backend chosen on one run step (repro, bisect) is the other's
+        # the language the app speaks (--lang, $DISTDOCTOR_LANG, the locale); the palette switches it
+        self.lang = resolve()
+        # the overlay the knowledge base came from, to reload it in another language
+        self.overlay = overlay if overlay is not None else (check_knowledge or None)
+        if self.lang != "en":
+            localise_bindings(self)
 
     def _new_screen(self, step_id: str) -> Screen[Any]:
         screen = _make_screen(step_id)
@@ -111,9 +121,10 @@ class DistDoctorApp(App[int]):
     def on_unmount(self) -> None:
         self._resume_gc()  # an app that exits before its first paint
         if not self.saver.flush(timeout=SAVE_WAIT_S):
-            self.exit(return_code=1, message=f"distdoctor: the last results were not saved within "
-                      f"{SAVE_WAIT_S:g}s (the session keeps what came before): is "
-                      f"{self.store.directory} on a file system that hangs?")
+            self.exit(return_code=1, message=t(
+                "distdoctor: the last results were not saved within {wait}s (the session keeps "
+                "what came before): is {directory} on a file system that hangs?",
+                wait=f"{SAVE_WAIT_S:g}", directory=self.store.directory))
 
     def on_mount(self) -> None:
         self.set_class(self.learn, "-learn")  # set_reactive in __init__ runs no watcher
@@ -135,7 +146,7 @@ class DistDoctorApp(App[int]):
 
     def on_knowledge_checked(self, message: KnowledgeChecked) -> None:
         if message.error:
-            self.exit(return_code=2, message=f"distdoctor: error: knowledge: {message.error}")
+            self.exit(return_code=2, message=t("distdoctor: error: knowledge: {error}", error=message.error))
 
     # --- session -----------------------------------------------------------------------------
     def record(self, kind: str, data: Any) -> None:
@@ -158,22 +169,25 @@ class DistDoctorApp(App[int]):
             path: Any = clipboard.save(self.store.directory.parent / "copied", name, text)
         except OSError as exc:
             path = None
-            where = f"could not keep them in a file either ({exc.strerror or exc})"
+            where = t("could not keep them in a file either ({why})", why=exc.strerror or exc)
         else:
             home = str(Path.home())
             path = "~" + str(path)[len(home):] if str(path).startswith(home + "/") else str(path)
-            where = f"also in {path}"
+            where = t("also in {path}", path=path)
         self._clipboard = text  # what Textual's own copy keeps, for paste inside the app
         if route.mode != "none" and self._driver is not None:
             self._driver.write(clipboard.osc52(text, route.mode))
         if route.mode == "none":
-            self.notify(f"Not copied: {route.why}. The {what} are in {path}" if path else
-                        f"Not copied: {route.why}; {where}", severity="warning", timeout=20)
+            self.notify(t("Not copied: {why}. The {what} are in {path}", why=route.why, what=t(what),
+                          path=path) if path else
+                        t("Not copied: {why}; {where}", why=route.why, where=where),
+                        severity="warning", timeout=20)
         else:
-            self.notify(f"{what.capitalize()} sent to the clipboard by {route.why}; {where}", timeout=12)
+            self.notify(t("{What} sent to the clipboard by {why}; {where}", What=t(what).capitalize(),
+                          why=route.why, where=where), timeout=12)
 
     def on_session_not_saved(self, message: SessionNotSaved) -> None:
-        self.notify(f"session not saved: {message.error}", severity="error", timeout=10)
+        self.notify(t("session not saved: {error}", error=message.error), severity="error", timeout=10)
 
     def refresh_chrome(self) -> None:
         refresh = getattr(self.screen, "refresh_chrome", None)
@@ -249,7 +263,7 @@ class DistDoctorApp(App[int]):
     async def run_step_action(self, step_id: str, action: str) -> None:
         """Open a step and run one of its screen's actions (for the command palette)."""
         if step_id not in self.order:
-            self.notify(f"this method has no '{step_id}' step", severity="warning")
+            self.notify(t("this method has no '{step}' step", step=step_id), severity="warning")
             return
         await self.switch_mode(step_id)
         await self.screen.run_action(action)
@@ -258,21 +272,22 @@ class DistDoctorApp(App[int]):
         """Drills run in their own app (they start a real job): say how, with the list."""
         from distdoctor.probes.drill import DRILLS
 
-        self.notify("Run one in a shell: distdoctor --drill NAME (distdoctor drill list shows which you "
-                    f"passed). Drills: {', '.join(DRILLS)}", title="Drills", timeout=20)
+        self.notify(t("Run one in a shell: distdoctor --drill NAME (distdoctor drill list shows which "
+                      "you passed). Drills: {drills}", drills=", ".join(DRILLS)), title=t("Drills"),
+                    timeout=20)
 
     def palette_commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
         """(name, help, callback) for every action: the command palette lists these."""
         out: list[tuple[str, str, Callable[[], Any]]] = []
         for n, (step_id, title) in enumerate(self.step_titles(), 1):
-            out.append((f"Go to step {n}: {title}", self.kb.steps[step_id].why,
+            out.append((t("Go to step {n}: {title}", n=n, title=title), self.kb.steps[step_id].why,
                         partial(self.action_goto, step_id)))
         out += [
-            ("Next step", "Open the step after this one", self.action_next_step),
-            ("Previous step", "Open the step before this one", self.action_prev_step),
-            ("Toggle learn mode", "Explain why each step exists and what its terms mean",
+            (t("Next step"), t("Open the step after this one"), self.action_next_step),
+            (t("Previous step"), t("Open the step before this one"), self.action_prev_step),
+            (t("Toggle learn mode"), t("Explain why each step exists and what its terms mean"),
              self.action_toggle_learn),
-            ("Help: all keys", "Every key of every screen", self.action_help),
+            (t("Help: all keys"), t("Every key of every screen"), self.action_help),
         ]
         for step_id, action, name, help_ in (
             ("logs", "copy", "Copy the logging switches", "Copy the lines that turn logging on"),
@@ -287,25 +302,92 @@ class DistDoctorApp(App[int]):
             ("conclusion", "export", "Export the report", "Write the session as md, html or json"),
         ):
             if step_id in self.order:
-                out.append((name, help_, partial(self.run_step_action, step_id, action)))
-        out.append(("Stop the running job", "Cancel a running repro or bisection",
+                out.append((t(name), t(help_), partial(self.run_step_action, step_id, action)))
+        out.append((t("Stop the running job"), t("Cancel a running repro or bisection"),
                     self.action_stop_runs))
-        out.append(("Practise on a drill", "A small job with one real fault, diagnosed and scored",
+        out.append((t("Practise on a drill"), t("A small job with one real fault, diagnosed and scored"),
                     self.action_drills))
+        # the same name in both languages, so it is found whichever one the app speaks now
+        out.append((t("Language: English / 中文"), t("Switch to {language}", language=NAMES[other(self.lang)]),
+                    partial(self.action_language, other(self.lang))))
         # no "Quit" here: Textual's own palette entry calls action_quit, which stops a running
         # repro first (a second entry called exit(), and the exit waited for the run)
         return out
 
+    def get_system_commands(self, screen: Screen[Any]) -> Any:
+        """Textual's own palette entries (theme, quit, keys, screenshot), in the app's language."""
+        for command in super().get_system_commands(screen):
+            if self.lang == "en":
+                yield command
+            else:
+                yield command._replace(title=t(command.title), help=t(command.help))
+
+    def action_command_palette(self) -> None:
+        if self.lang == "en":
+            super().action_command_palette()
+            return
+        from textual.command import CommandPalette
+
+        if self.use_command_palette and not CommandPalette.is_open(self):
+            self.push_screen(CommandPalette(id="--command-palette", placeholder=t("Search for commands…")))
+
+    # --- language ----------------------------------------------------------------------------
+    def action_language(self, lang: str) -> None:
+        """Speak `lang` from now on, without a restart: the knowledge base's texts are reloaded
+        in it, the keys relabelled, and every step screen built again from the session (each
+        screen builds its texts from the session and `t`, so nothing is lost). Refused while a
+        job runs: its screen is the one that listens to it."""
+        if lang not in LANGS or lang == self.lang:
+            return
+        if self.cancel_events or any(getattr(s, "running", "") for stack in self._screen_stacks.values()
+                                     for s in stack):
+            self.notify(t("A job is running: switch the language when it has finished (x stops it)."),
+                        severity="warning")
+            return
+        from distdoctor.knowledge import KnowledgeError, load_knowledge
+        from distdoctor.knowledge.i18n import set_lang
+
+        try:
+            kb = load_knowledge(self.overlay, tree=False, patterns=False, lang=lang)
+        except KnowledgeError as exc:
+            self.notify(t("cannot load the knowledge base in {language}: {error}",
+                          language=NAMES[lang], error=exc), severity="error", timeout=15)
+            return
+        set_lang(lang)  # the process's language: every t() from now on, workers included
+        self.lang, self.kb = lang, kb
+        self._clip_route = None  # its reason is worded in the old language
+        localise_bindings(self)
+        # in a task of its own: removing a mode completes after the current message, so awaiting
+        # it inside this handler would wait for itself
+        self.run_worker(self._rebuild_screens(), group="language", exclusive=True,
+                        description="switch the language")
+
+    async def _rebuild_screens(self) -> None:
+        """Every step screen afresh in the current language: the other steps' when next opened,
+        this one's now, through a blank mode for a moment (a mode's screen cannot be removed
+        while it shows, and the new one has the same id). Dialogs above it close with it: they
+        were built in the old language."""
+        current = self.current_mode
+        self.add_mode(RELABEL_MODE, Screen)
+        await self.switch_mode(RELABEL_MODE)
+        for step_id in self.order:
+            if step_id in self._modes:
+                await self.remove_mode(step_id)
+                self.add_mode(step_id, partial(self._new_screen, step_id))
+        await self.switch_mode(current)
+        await self.remove_mode(RELABEL_MODE)
+        self.refresh_bindings()
 
 def make_app(kb: Any, ctx: Any, store: SessionStore, *, session_id: str | None = None,
              learn: bool = False, resume: str | None = None,
              probes: Mapping[str, Any] | None = None,
-             check_knowledge: str | None = None) -> DistDoctorApp:
+             check_knowledge: str | None = None, overlay: str | None = None) -> DistDoctorApp:
     """Build the app: nothing here probes the host. `resume` ("last" or an id) reopens a session
     at its first step not done; raises SessionError when it cannot be read. `probes` replaces
     the registry's probes (tests inject recorded ones); they run only on the Environment step.
     `check_knowledge` (an overlay path, "" for none) asks for the knowledge base's full check in
-    the background, for a `kb` loaded with `tree=False`."""
+    the background, for a `kb` loaded with `tree=False`. `overlay` is the overlay `kb` came
+    from (default: `check_knowledge`), read again when the language changes."""
     order = method_order(kb)
     if resume:
         record = store.load(resume)
@@ -315,4 +397,4 @@ def make_app(kb: Any, ctx: Any, store: SessionStore, *, session_id: str | None =
         flow = Flow(session_id=session_id or new_id())
         start = order[0]
     return DistDoctorApp(kb, ctx, store, flow, order, start, learn=learn, probes=probes,
-                         check_knowledge=check_knowledge)
+                         check_knowledge=check_knowledge, overlay=overlay)

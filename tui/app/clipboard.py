@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from .lang import t
+
 TMUX_TIMEOUT_S = 2.0
 FIX = "tmux set -g allow-passthrough on"
 
@@ -37,17 +39,18 @@ def route(env: Mapping[str, str] | None = None,
     """Where an OSC 52 escape would go from here (asks tmux for its options, under a timeout)."""
     env = os.environ if env is None else env
     if not env.get("TMUX"):
-        return Route("direct", "OSC 52 (works where the terminal allows clipboard writes)")
+        return Route("direct", t("OSC 52 (works where the terminal allows clipboard writes)"))
     pane = env.get("TMUX_PANE")
     clip = _tmux_option(["-gv", "set-clipboard"], run)
     if clip == "on":
-        return Route("direct", "OSC 52 through tmux (set-clipboard on)")
+        return Route("direct", t("OSC 52 through tmux (set-clipboard on)"))
     passthrough = _tmux_option(["-Apv", *(["-t", pane] if pane else []), "allow-passthrough"], run)
     if passthrough is None or passthrough in ("on", "all"):
         # tmux before 3.3 has no such option and always passed DCS sequences through
-        return Route("passthrough", "OSC 52 through tmux passthrough")
-    return Route("none", f"tmux drops clipboard escapes here (set-clipboard {clip or '?'}, "
-                         f"allow-passthrough {passthrough}); to copy next time: {FIX}")
+        return Route("passthrough", t("OSC 52 through tmux passthrough"))
+    return Route("none", t("tmux drops clipboard escapes here (set-clipboard {clip}, allow-passthrough "
+                           "{passthrough}); to copy next time: {fix}", clip=clip or "?",
+                           passthrough=passthrough, fix=FIX))
 
 
 def osc52(text: str, mode: str) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from .lang import t
+
 # Logging switches of GUIDE.md section 1 step 2; NCCL expands %h to the host and %p to the pid,
 # so every rank writes its own file into one folder that the Logs step can then load.
 LOG_DIR = "./nccl-logs"
@@ -44,8 +46,9 @@ def detect(env: Mapping[str, str]) -> tuple[str, str]:
     """(launcher id, why) from the environment the job (or this shell) runs in."""
     for var, launcher in MARKERS:
         if env.get(var):
-            return launcher, f"{var} is set"
-    return "python", "no launcher variable (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, OMPI_COMM_WORLD_SIZE) is set"
+            return launcher, t("{var} is set", var=var)
+    return "python", t("no launcher variable ({names}) is set",
+                       names="TORCHELASTIC_RUN_ID, SLURM_JOB_ID, OMPI_COMM_WORLD_SIZE")
 
 
 def logging_lines(launcher: str) -> tuple[str, ...]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .lang import resolve, t
 from ..record.state import Flow, is_stopped, suspects
 
 
@@ -12,7 +13,7 @@ def _next_hint(kb: Any, step_id: str, order: list[str]) -> str:
     nxt = step.next[0] if step and step.next else ""
     if not nxt or nxt not in kb.steps:
         return ""
-    return f"Next: n for '{kb.steps[nxt].title}'."
+    return t("Next: n for '{title}'.", title=kb.steps[nxt].title)
 
 
 def _title(kb: Any, cause_id: str) -> str:
@@ -25,17 +26,21 @@ def run_outcome(kb: Any, step_id: str, event: dict[str, Any]) -> str:
     if step_id == "repro":
         outcome = str(event.get("outcome") or "?").upper()
         if outcome == "PASS":
-            return "Minimal repro PASS: this node's local setup works."
-        why = str(event.get("first_error") or (f"stuck at {event['stuck_at']}" if event.get("stuck_at") else ""))
+            return t("Minimal repro PASS: this node's local setup works.")
+        why = str(event.get("first_error") or (t("stuck at {where}", where=event["stuck_at"])
+                                               if event.get("stuck_at") else ""))
         why = (why.splitlines() or [""])[0][:100]  # the panel has room for two or three lines
-        return f"Minimal repro {outcome}" + (f": {why}." if why else ".")
+        return (t("Minimal repro {outcome}: {why}.", outcome=t(outcome), why=why) if why
+                else t("Minimal repro {outcome}.", outcome=t(outcome)))
     verdict = event.get("verdict")
     if isinstance(verdict, dict):
         cause = verdict.get("cause_title") or _title(kb, str(verdict.get("cause", "")))
-        return f"Bisection: passes only with {verdict.get('env', '?')}: {cause}."
+        if verdict.get("cause") in kb.causes and resolve() != "en":
+            cause = _title(kb, str(verdict["cause"]))  # the title in the language spoken now
+        return t("Bisection: passes only with {env}: {cause}.", env=verdict.get("env", "?"), cause=cause)
     if event.get("baseline_passed"):
-        return "Bisection: the baseline passes; this node's local setup works."
-    return "Bisection: no single switch made it pass."
+        return t("Bisection: the baseline passes; this node's local setup works.")
+    return t("Bisection: no single switch made it pass.")
 
 
 def next_action(kb: Any, flow: Flow, step_id: str, order: list[str], running: str = "") -> str:
@@ -45,48 +50,53 @@ def next_action(kb: Any, flow: Flow, step_id: str, order: list[str], running: st
     hint = _next_hint(kb, step_id, order)
     if step_id == "classify":
         if not flow.kind and not flow.pasted:
-            return "Say what you see: choose Hang or Error (arrows, Enter), or paste an error line."
+            return t("Say what you see: choose Hang or Error (arrows, Enter), or paste an error line.")
         if not flow.symptom and not flow.paste_causes:
-            return f"Choose where the {flow.kind or 'problem'} happens, or paste an error line."
+            # English names the kind by its id ("hang"), as it always did; Chinese by its title
+            kind = (kb.symptoms[flow.kind].title if flow.kind in kb.symptoms and resolve() != "en"
+                    else flow.kind or t("problem"))
+            return t("Choose where the {kind} happens, or paste an error line.", kind=kind)
         top = suspects(kb, flow.symptom)
         lead = flow.paste_causes[0]["id"] if flow.paste_causes else (top[0]["id"] if top else "")
-        return f"First suspect: {_title(kb, lead)}. {hint}".strip() if lead else hint
+        return t("First suspect: {title}. {hint}", title=_title(kb, lead), hint=hint).strip() if lead else hint
     if step_id == "logs":
         event = flow.events.get("logs")
         if not event and flow.kind == "hang":
             # during a hang the logs usually say nothing: where each rank is now says more
-            return ("If the job still hangs, press s: every rank's stack now, and the odd one out. "
-                    "Then load its logs (f) or copy the logging lines (c).")
+            return t("If the job still hangs, press s: every rank's stack now, and the odd one out. "
+                     "Then load its logs (f) or copy the logging lines (c).")
         if not event:
-            return "Copy the logging lines (c) into the job, rerun it, then press f, type the logs' path and Enter."
+            return t("Copy the logging lines (c) into the job, rerun it, then press f, type the logs' path and Enter.")
         causes = event.get("causes") or []
         if not causes:
-            return f"No known failure signature in {len(flow.log_paths)} path(s). {hint}".strip()
+            return t("No known failure signature in {n} path(s). {hint}", n=len(flow.log_paths), hint=hint).strip()
         who = (event.get("verdict") or {}).get("culprit") if isinstance(event.get("verdict"), dict) else None
-        named = f"Rank {', '.join(map(str, who.get('ranks') or []))} {who.get('role')}; " if isinstance(who, dict) else ""
-        return (f"{named}logs point at: {_title(kb, causes[0]['id'])}. Enter on an evidence line shows it. "
-                f"{hint}").strip()
+        named = t("Rank {ranks} {role}; ", ranks=", ".join(map(str, who.get("ranks") or [])),
+                  role=t(str(who.get("role")))) if isinstance(who, dict) else ""
+        return t("{named}logs point at: {title}. Enter on an evidence line shows it. {hint}", named=named,
+                 title=_title(kb, causes[0]["id"]), hint=hint).strip()
     if step_id == "environment":
         if not flow.done("environment"):
-            return "Probes run when this step opens; r reruns them."
+            return t("Probes run when this step opens; r reruns them.")
         findings = flow.findings
         fails = [f for f in findings if f.get("status") == "fail"]
         warns = [f for f in findings if f.get("status") == "warn"]
         if not fails and not warns:
-            return f"No FAIL or WARN on this node. {hint}".strip()
+            return t("No FAIL or WARN on this node. {hint}", hint=hint).strip()
         worst = (fails or warns)[0]
-        return f"{len(fails)} FAIL, {len(warns)} WARN; first: {worst.get('title', '')}. {hint}".strip()
+        return t("{fails} FAIL, {warns} WARN; first: {title}. {hint}", fails=len(fails), warns=len(warns),
+                 title=worst.get("title", ""), hint=hint).strip()
     if step_id in ("repro", "bisect"):
         event = flow.events.get(step_id)
-        what = "minimal repro" if step_id == "repro" else "bisection"
+        what = t("minimal repro" if step_id == "repro" else "bisection")
         if not event:
-            return f"r runs the {what} (x stops it). {hint}".strip()
+            return t("r runs the {what} (x stops it). {hint}", what=what, hint=hint).strip()
         if is_stopped(event):
-            return f"The {what} was stopped before a result; r runs it again."
+            return t("The {what} was stopped before a result; r runs it again.", what=what)
         return f"{run_outcome(kb, step_id, event)} {hint}".strip()
     if step_id == "conclusion":
         if not flow.events:
-            return "No evidence yet: classify the symptom first (1), or load the job's logs (2)."
-        return "Apply the fix of the top cause, remove the debugging switches, e exports the report."
+            return t("No evidence yet: classify the symptom first (1), or load the job's logs (2).")
+        return t("Apply the fix of the top cause, remove the debugging switches, e exports the report.")
     step = kb.steps.get(step_id)
     return (step.why if step else "") + (" " + hint if hint else "")

@@ -14,6 +14,7 @@ def run_app(args: argparse.Namespace) -> int:
     return its exit code. A session that cannot be reopened, or no terminal to run in, is a
     usage error (exit 2)."""
     from distdoctor.knowledge import KnowledgeError, load_knowledge
+    from distdoctor.knowledge.i18n import t
     from distdoctor.probes.base import ProbeContext
 
     from ..errors import UsageError
@@ -32,28 +33,31 @@ def run_app(args: argparse.Namespace) -> int:
 
     try:
         app = make_app(kb, ProbeContext(), SessionStore(), learn=bool(getattr(args, "learn", False)),
-                       resume=getattr(args, "resume", None), check_knowledge=overlay)
+                       resume=getattr(args, "resume", None), check_knowledge=overlay,
+                       overlay=overlay or None)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
     # Checked after the session is opened, so `--resume nope` still says what is wrong with it;
     # without a terminal Textual would write escape codes forever, waiting for keys that never come.
     if not all(stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout)):
-        raise UsageError(NO_TERMINAL)
+        raise UsageError(t(NO_TERMINAL))
     app.run()
     return app.return_code or 0
 
 
 def _run_drill_app(name: str, kb: object) -> int:
     """`distdoctor --drill NAME`: the drill screen alone (tui/app/screens/drill.py)."""
+    from distdoctor.knowledge.i18n import t
     from distdoctor.probes.drill import DRILLS
 
     from ..errors import UsageError
     from ..record.session import SessionStore
 
     if name not in DRILLS:
-        raise UsageError(f"--drill {name}: unknown drill (one of: {', '.join(DRILLS)})")
+        raise UsageError(t("--drill {name}: unknown drill (one of: {drills})", name=name,
+                           drills=", ".join(DRILLS)))
     if not all(stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout)):
-        raise UsageError(NO_TERMINAL)
+        raise UsageError(t(NO_TERMINAL))
     from .screens.drill import DrillApp
 
     app = DrillApp(name, kb, SessionStore())

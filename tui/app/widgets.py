@@ -10,6 +10,8 @@ from textual.suggester import Suggester
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from .lang import cells, clip, t
+
 # Status is always a word first; colour only repeats it (readable on a monochrome SSH session).
 STATUS_WORDS: dict[str, tuple[str, str]] = {
     "ok": ("OK", "bold green"), "warn": ("WARN", "bold yellow"), "fail": ("FAIL", "bold red"),
@@ -21,7 +23,7 @@ STATUS_WORDS: dict[str, tuple[str, str]] = {
 
 def status_text(status: str) -> Text:
     word, style = STATUS_WORDS.get(status, (status.upper() or "?", ""))
-    return Text(word, style=style)
+    return Text(t(word), style=style)
 
 
 class Plain(Static):
@@ -42,8 +44,9 @@ LABEL_WIDTH = 11
 
 
 def step_label(step_id: str, title: str) -> str:
-    label = STEP_LABELS.get(step_id) or title
-    return label if len(label) <= LABEL_WIDTH else label[: LABEL_WIDTH - 1] + "…"
+    label = t(STEP_LABELS[step_id]) if step_id in STEP_LABELS else title
+    # by display width: a Chinese title takes two cells a character
+    return label if cells(label) <= LABEL_WIDTH else clip(label, LABEL_WIDTH, "…")
 
 
 class StepNav(OptionList):
@@ -84,7 +87,7 @@ class KeyBar(Static):
         if isinstance(screen.focused, Input):
             # letters type into the field; the way out is not obvious to a newcomer
             text.append("esc", style="bold")
-            text.append(" leave field  ")
+            text.append(f" {t('leave field')}  ")
         seen: set[str] = set()
         shows = getattr(screen, "shows_key", None)
         for active in screen.active_bindings.values():
@@ -98,7 +101,7 @@ class KeyBar(Static):
             text.append(self.app.get_key_display(binding), style="bold")
             text.append(f" {binding.description}  ")
         text.append("^p", style="bold")
-        text.append(" palette")
+        text.append(f" {t('palette')}")
         self.update(text)
 
 
@@ -111,13 +114,13 @@ class LearnPanel(Static):
 
     def show_step(self, step: Any) -> None:
         text = Text()
-        text.append("Why this step: ", style="bold")
+        text.append(t("Why this step: "), style="bold")
         text.append(step.why or "")
         if step.learn:
             text.append("\n" + step.learn)
         for term, meaning in step.terms.items():
             text.append(f"\n{term}", style="bold")
-            text.append(f": {meaning}")
+            text.append(t(": {meaning}", meaning=meaning))
         self.update(text)
 
 

@@ -14,6 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Header, Input, OptionList
 from textual.worker import Worker, WorkerState
 
+from ..lang import localise_bindings, resolve, t
 from ..widgets import KeyBar, LearnPanel, NextAction, StepNav
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ class StepScreen(Screen[None]):
     def __init__(self, step_id: str) -> None:
         super().__init__(name=step_id, id=f"step-{step_id}")
         self.step_id = step_id
+        if resolve() != "en":
+            localise_bindings(self)
 
     @property
     def dd(self) -> DistDoctorApp:
@@ -63,7 +66,7 @@ class StepScreen(Screen[None]):
         order = self.dd.order
         n = order.index(self.step_id) + 1 if self.step_id in order else 0
         self.title = f"{n}/{len(order)} {step.title if step else self.step_id}"
-        self.sub_title = f"session {self.dd.flow.session_id}"
+        self.sub_title = t("session {id}", id=self.dd.flow.session_id)
         if step:
             self.query_one(LearnPanel).show_step(step)
         # content that arrives or grows above the focused list (the learn text, a status line)
@@ -110,11 +113,11 @@ class StepScreen(Screen[None]):
         if event.state == WorkerState.ERROR:
             error = event.worker.error
             self.set_running("")
-            self.worker_failed(event.worker.description or "a background job",
+            self.worker_failed(t(event.worker.description or "a background job"),
                                f"{type(error).__name__}: {error}")
 
     def worker_failed(self, what: str, why: str) -> None:
-        self.notify(f"{what} failed: {why}", severity="error", timeout=15)
+        self.notify(t("{what} failed: {why}", what=what, why=why), severity="error", timeout=15)
 
     def set_running(self, what: str) -> None:
         self.running = what
@@ -138,7 +141,7 @@ class StepScreen(Screen[None]):
         title = ""
         if focused in chain and len(chain) > 1:
             after = chain[(chain.index(focused) + 1) % len(chain)]
-            title = f"▶ {focus_name(focused)} · tab: {focus_name(after)}"
+            title = t("▶ {here} · tab: {next}", here=focus_name(focused), next=focus_name(after))
         self.query_one(NextAction).border_title = title
 
     # DataTable's messages by handler name: importing DataTable here would cost the first screen
@@ -229,9 +232,9 @@ def focus_name(widget: Widget) -> str:
     """A box's name in the focus line: its id in words, or its kind."""
     name = FOCUS_NAMES.get(widget.id or "")
     if name:
-        return name
+        return t(name)
     if widget.id:
-        return widget.id.replace("-", " ")
+        return t(widget.id.replace("-", " "))
     label = getattr(widget, "label", None)  # a button says what it does
     return str(label) if label is not None else type(widget).__name__.lower()
 

@@ -13,6 +13,7 @@ from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from ..messages import LogsAnalysed
 from ...record.state import suspects
+from ..lang import t
 from ..widgets import Plain
 from .base import StepScreen
 
@@ -21,17 +22,17 @@ def suspects_table(kb: Any, rows: list[dict[str, Any]], pasted: list[dict[str, A
                    learn: bool = False) -> Table | Text:
     """Suspect causes in order, each with why: the symptom weights or the matching log line."""
     if not rows and not pasted:
-        return Text("No suspects yet: answer above.", style="dim")
+        return Text(t("No suspects yet: answer above."), style="dim")
     table = Table(box=None, expand=True, padding=(0, 1), show_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("Suspect", ratio=3)
-    table.add_column("Why", ratio=2)
+    table.add_column(t("Suspect"), ratio=3)
+    table.add_column(t("Why"), ratio=2)
     n = 0
     for match in pasted:
         n += 1
         cause = kb.causes.get(match.get("id"))
         title = cause.title if cause else str(match.get("id"))
-        table.add_row(str(n), title, f"pasted line matches (score {match.get('score', 0):g})")
+        table.add_row(str(n), title, t("pasted line matches (score {score})", score=f"{match.get('score', 0):g}"))
     for row in rows:
         n += 1
         cause = kb.causes.get(row["id"])
@@ -56,7 +57,7 @@ class PasteInput(Input):
         event.prevent_default()
         event.stop()
         self.full = event.text
-        self.value = f"{lines[-1].strip()}  (+{len(lines) - 1} lines pasted)"
+        self.value = t("{line}  (+{n} lines pasted)", line=lines[-1].strip(), n=len(lines) - 1)
         self.post_message(self.Submitted(self, self.value))
 
     def _on_key(self, event: events.Key) -> None:
@@ -73,15 +74,15 @@ class ClassifyScreen(StepScreen):
     def compose_step(self) -> Iterable[Widget]:
         kb = self.dd.kb
         tops = [s for s in kb.symptoms.values() if not s.parent]
-        yield Plain("What do you see?", classes="heading")
-        yield OptionList(*(Option(Text.assemble((s.title, "bold"), f": {s.question}"), id=s.id)
+        yield Plain(t("What do you see?"), classes="heading")
+        yield OptionList(*(Option(Text.assemble((s.title, "bold"), t(": {meaning}", meaning=s.question)), id=s.id)
                            for s in tops), id="kind")
         yield Plain("", id="sub-label", classes="heading")
         yield OptionList(id="sub")
-        yield PasteInput(placeholder="or paste an error line (or a whole traceback) here and press Enter",
+        yield PasteInput(placeholder=t("or paste an error line (or a whole traceback) here and press Enter"),
                          id="paste")
         yield Plain("", id="paste-result")
-        yield Plain("Suspects, most likely first", classes="heading", id="suspects-heading")
+        yield Plain(t("Suspects, most likely first"), classes="heading", id="suspects-heading")
         yield Plain(id="suspects")
 
     def on_mount(self) -> None:
@@ -111,7 +112,7 @@ class ClassifyScreen(StepScreen):
                          for s in children)
         if children:
             parent = self.dd.kb.symptoms[kind]
-            label.update(f"{parent.title}: where exactly?")
+            label.update(t("{title}: where exactly?", title=parent.title))
             ids = [s.id for s in children]
             subs.highlighted = ids.index(chosen) if chosen in ids else 0
 
@@ -121,8 +122,8 @@ class ClassifyScreen(StepScreen):
         # the answer in words: a list's highlight alone (colour) does not say what was chosen
         chosen = self.dd.kb.symptoms.get(flow.symptom or flow.kind or "")
         self.query_one("#suspects-heading", Static).update(
-            f"Suspects for '{chosen.title}', most likely first" if chosen
-            else "Suspects, most likely first")
+            t("Suspects for '{title}', most likely first", title=chosen.title) if chosen
+            else t("Suspects, most likely first"))
         self.query_one("#suspects", Static).update(
             suspects_table(self.dd.kb, rows, flow.paste_causes, self.dd.learn))
 
@@ -162,7 +163,7 @@ class ClassifyScreen(StepScreen):
         text = (self.query_one("#paste", PasteInput).full or event.value).strip()
         if not text:
             return
-        self.query_one("#paste-result", Static).update("Matching the line against the log signatures...")
+        self.query_one("#paste-result", Static).update(t("Matching the line against the log signatures..."))
         self.analyse_paste(text)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="paste", description="match pasted line")
@@ -172,7 +173,7 @@ class ClassifyScreen(StepScreen):
         try:
             report = analyse_text(text, self.dd.kb, symptom=self.dd.flow.symptom)
         except (ValueError, OSError) as exc:
-            self.post_message(LogsAnalysed([], None, f"cannot match the line: {exc}", pasted=text))
+            self.post_message(LogsAnalysed([], None, t("cannot match the line: {error}", error=exc), pasted=text))
             return
         self.post_message(LogsAnalysed([], report.to_dict(), pasted=text))
 
@@ -191,10 +192,10 @@ class ClassifyScreen(StepScreen):
             if causes:
                 titles = ", ".join(self._title(c["id"]) for c in causes[:3])
                 who = (report.get("verdict") or {}).get("culprit")
-                named = f" (rank {', '.join(who['ranks'])} {who['role']})" if who else ""
-                result.update(f"The line matches: {titles}{named}")
+                named = t(" (rank {ranks} {role})", ranks=", ".join(who["ranks"]), role=t(who["role"])) if who else ""
+                result.update(t("The line matches: {titles}{named}", titles=titles, named=named))
             else:
-                result.update("The line matches no known signature; choose the symptom above.")
+                result.update(t("The line matches no known signature; choose the symptom above."))
         self._record_classify()
 
     def _title(self, cause_id: str) -> str:

@@ -17,6 +17,7 @@ from .. import launchers
 from ...record.ranking import Ranked, rank_session, session_culprit
 from ...record.report_causes import plain_reason
 from ...record.session import SAVE_WAIT_S
+from ..lang import t
 from ..widgets import Plain
 from .base import StepScreen
 
@@ -26,7 +27,7 @@ FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".js
 def fix_text(kb: Any, cause_id: str) -> Text:
     cause = kb.causes.get(cause_id)
     if cause is None:
-        return Text(f"No fix known for {cause_id}.")
+        return Text(t("No fix known for {cause}.", cause=cause_id))
     text = Text()
     text.append(cause.title, style="bold")
     text.append(f"\n{cause.fix}")
@@ -49,22 +50,22 @@ class ConclusionScreen(StepScreen):
 
     def compose_step(self) -> Iterable[Widget]:
         yield Plain("", id="verdict", classes="first")
-        yield Plain("Causes, ranked by all the evidence", classes="heading")
+        yield Plain(t("Causes, ranked by all the evidence"), classes="heading")
         yield DataTable(id="ranking", cursor_type="row")
         yield Plain("", id="why")
-        yield Plain("Fix", classes="heading")
+        yield Plain(t("Fix"), classes="heading")
         yield Plain("", id="fix")
-        yield Plain("Remove afterwards", classes="heading")
+        yield Plain(t("Remove afterwards"), classes="heading")
         yield Plain("", id="remove")
-        yield Plain("Export the report (.md, .html or .json)", classes="heading")
+        yield Plain(t("Export the report (.md, .html or .json)"), classes="heading")
         with Horizontal(classes="row"):
             yield Input(f"./distdoctor-{self.dd.flow.session_id}.md", id="export-path")
-            yield Button("Export", id="export", variant="primary")
+            yield Button(t("Export"), id="export", variant="primary")
         yield Plain("", id="export-status")
 
     def on_mount(self) -> None:
         self.ranked: list[Ranked] = []
-        self.query_one("#ranking", DataTable).add_columns("#", "Basis", "Cause", "Strongest evidence")
+        self.query_one("#ranking", DataTable).add_columns("#", t("Basis"), t("Cause"), t("Strongest evidence"))
         super().on_mount()
         self.conclude()
 
@@ -79,7 +80,8 @@ class ConclusionScreen(StepScreen):
         who = session_culprit(flow)
         verdict = Text()
         if who:
-            verdict.append(f"Culprit: rank {', '.join(who['ranks'])} ({who['role']})", style="bold")
+            verdict.append(t("Culprit: rank {ranks} ({role})", ranks=", ".join(who["ranks"]), role=t(who["role"])),
+                           style="bold")
             verdict.append(f"\n{who.get('summary') or who.get('why', '')}")
         self.query_one("#verdict", Static).update(verdict)
         self.query_one("#verdict").display = bool(who)
@@ -87,23 +89,22 @@ class ConclusionScreen(StepScreen):
         table.clear()
         for n, r in enumerate(self.ranked, 1):
             cause = kb.causes.get(r.id)
-            table.add_row(str(n), r.basis, cause.title if cause else r.id,
+            table.add_row(str(n), t(r.basis), cause.title if cause else r.id,
                           Text(plain_reason(r.reasons[0]) if r.reasons else "", overflow="ellipsis", no_wrap=True),
                           key=str(n - 1))
         if not self.ranked:
-            self.query_one("#why", Static).update("No evidence yet: classify the symptom first (1).")
+            self.query_one("#why", Static).update(t("No evidence yet: classify the symptom first (1)."))
             self.query_one("#fix", Static).update("")
         else:
             self._explain(0)
             self.query_one("#fix", Static).update(fix_text(kb, self.ranked[0].id))
         remove = self.switches()
-        lines = [f"{s['name']}={s.get('value', '')}: {s['why']}" for s in remove]
+        lines = [t("{env}: {why}", env=f"{s['name']}={s.get('value', '')}", why=s["why"]) for s in remove]
         if "logs" in flow.events:  # we cannot see whether the job got the Logs step's lines
-            lines.append("If you added the Logs step's logging lines to the job ("
-                         + ", ".join(name for name in launchers.switches_to_remove()
-                                     if name not in {s["name"] for s in remove})
-                         + "), remove them too.")
-        self.query_one("#remove", Static).update("\n".join(lines) or "No debugging switch found.")
+            lines.append(t("If you added the Logs step's logging lines to the job ({names}), remove them too.",
+                           names=", ".join(name for name in launchers.switches_to_remove()
+                                           if name not in {s["name"] for s in remove})))
+        self.query_one("#remove", Static).update("\n".join(lines) or t("No debugging switch found."))
         data = {"causes": [{"id": r.id, "score": r.score, "basis": r.basis, "why": list(r.reasons)}
                            for r in self.ranked], "culprit": who,
                 "fixes": [{"cause": self.ranked[0].id, "fix": kb.causes[self.ranked[0].id].fix}]
@@ -123,9 +124,9 @@ class ConclusionScreen(StepScreen):
         r = self.ranked[index]
         cause = self.dd.kb.causes.get(r.id)
         text = Text()
-        text.append("Why: ", style="bold")
+        text.append(t("Why: "), style="bold")
         # the basis and its evidence, not the engine's internal scores
-        text.append(f"basis {r.basis}; " + "; ".join(plain_reason(w) for w in r.reasons))
+        text.append(t("basis {basis}; ", basis=t(r.basis)) + t("; ").join(plain_reason(w) for w in r.reasons))
         if cause and self.dd.learn:
             text.append(f"\n{cause.what} {cause.why}", style="dim")
         self.query_one("#why", Static).update(text)
@@ -147,7 +148,7 @@ class ConclusionScreen(StepScreen):
         row = self.query_one("#ranking", DataTable).cursor_row
         cause = self.dd.kb.causes.get(self.ranked[row].id) if 0 <= row < len(self.ranked) else None
         if cause is None or not cause.fixes:
-            self.notify("No fix lines to copy for this cause.")
+            self.notify(t("No fix lines to copy for this cause."))
             return
         self.dd.copy_text("\n".join(line for f in cause.fixes for line in f.copy_lines("")), "fix lines")
 
@@ -160,14 +161,14 @@ class ConclusionScreen(StepScreen):
             return
         fmt = FORMATS.get(Path(path).suffix.lower())
         if fmt is None:
-            self.on_exported(Exported(path, "the file name must end in .md, .html or .json"))
+            self.on_exported(Exported(path, t("the file name must end in .md, .html or .json")))
             return
         if not self.dd.flow.events:
-            self.on_exported(Exported(path, "nothing to export yet: classify the symptom first (1)"))
+            self.on_exported(Exported(path, t("nothing to export yet: classify the symptom first (1)")))
             return
         # absolute: the report lands in the app's working folder, which the user may not know
         target = os.path.abspath(os.path.expanduser(path))
-        self.query_one("#export-status", Static).update(f"Writing {target} ...")
+        self.query_one("#export-status", Static).update(t("Writing {path} ...", path=target))
         self.export(target, fmt)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="export", description="export report")
@@ -176,8 +177,8 @@ class ConclusionScreen(StepScreen):
         from ...record.session import SessionError
 
         if not self.dd.saver.flush(timeout=SAVE_WAIT_S):
-            self.post_message(Exported(path, f"the session is still being saved to "
-                                             f"{self.dd.store.directory}; try again"))
+            self.post_message(Exported(path, t("the session is still being saved to {directory}; try again",
+                                               directory=self.dd.store.directory)))
             return
         try:
             record = self.dd.store.load(self.dd.flow.session_id)
@@ -191,8 +192,8 @@ class ConclusionScreen(StepScreen):
     def on_exported(self, message: Exported) -> None:
         status = self.query_one("#export-status", Static)
         if message.error:
-            status.update(Text(f"ERROR {message.error}", style="bold"))
-            self.notify(message.error, title="Report not written", severity="error")  # the line can be below the fold
+            status.update(Text(t("ERROR {why}", why=message.error), style="bold"))
+            self.notify(message.error, title=t("Report not written"), severity="error")  # the line can be below the fold
         else:
-            status.update(f"OK wrote {message.path}")
-            self.notify(f"Report written to {message.path}")
+            status.update(t("OK wrote {path}", path=message.path))
+            self.notify(t("Report written to {path}", path=message.path))

@@ -15,6 +15,7 @@ from textual.widgets import Button, DataTable, ProgressBar, Static
 from textual.worker import get_current_worker
 
 from ..messages import ProbeDone, SweepDone, SweepStarted
+from ..lang import t
 from ..widgets import Plain, status_text
 from .base import StepScreen
 
@@ -24,19 +25,19 @@ STATUS_ORDER = {"fail": 0, "error": 1, "warn": 2, "unavailable": 3, "ok": 4}
 def explain(kb: Any, finding: dict[str, Any]) -> Text:
     """What / why / fix of a finding: its own text, then the prose of the causes it points at."""
     text = Text()
-    text.append("What: ", style="bold")
-    text.append(f"{finding.get('title', '')}. {finding.get('detail', '')}".strip())
+    text.append(t("What: "), style="bold")
+    text.append(t("{title}. {detail}", title=finding.get("title", ""), detail=finding.get("detail", "")).strip())
     causes = [kb.causes[c] for c in finding.get("cause_ids") or () if c in kb.causes]
     for cause in causes:
-        text.append("\nWhy: ", style="bold")
-        text.append(f"{cause.title}: {cause.why}")
+        text.append("\n" + t("Why: "), style="bold")
+        text.append(t("{title}: {why}", title=cause.title, why=cause.why))
     fix = finding.get("fix") or "; ".join(c.fix for c in causes)
     if fix:
-        text.append("\nFix: ", style="bold")
+        text.append("\n" + t("Fix: "), style="bold")
         text.append(fix)
     more = [f for c in causes for f in c.fixes if f.text.strip() not in fix]
     if more:
-        text.append("\nOther fixes:", style="bold")
+        text.append("\n" + t("Other fixes:"), style="bold")
         for f in more:
             text.append("\n" + "\n".join(f.copy_lines()))
     return text
@@ -59,18 +60,18 @@ class EnvironmentScreen(StepScreen):
             yield ProgressBar(total=1, show_eta=False, id="progress")
             yield Plain("", id="sweep-status")
         yield Plain("", id="probe-lines", classes="status-line")
-        yield Plain("Findings (arrows: what / why / fix)", classes="heading", id="findings-heading")
+        yield Plain(t("Findings (arrows: what / why / fix)"), classes="heading", id="findings-heading")
         yield DataTable(id="findings", cursor_type="row")
         yield Plain("", id="detail")
         with Horizontal(classes="row buttons"):
-            yield Button("Topology", id="topology")
-            yield Button("Fleet", id="fleet")
-            yield Button("Rerun", id="rerun")
+            yield Button(t("Topology"), id="topology")
+            yield Button(t("Fleet"), id="fleet")
+            yield Button(t("Rerun"), id="rerun")
 
     def on_mount(self) -> None:
         super().on_mount()
         # the short columns first: a long finding title must not push them off an 80-column screen
-        self.query_one("#findings", DataTable).add_columns("Status", "Probe", "Finding")
+        self.query_one("#findings", DataTable).add_columns(t("Status"), t("Probe"), t("Finding"))
         self.statuses: dict[str, tuple[str, str]] = {}
         self.findings: list[dict[str, Any]] = []
         event = self.dd.flow.events.get("check")
@@ -81,7 +82,7 @@ class EnvironmentScreen(StepScreen):
             self._show_probe_lines()
             bar = self.query_one("#progress", ProgressBar)
             bar.update(total=max(1, len(probes)), progress=max(1, len(probes)))
-            self.query_one("#sweep-status", Static).update(" recorded earlier; r reruns")
+            self.query_one("#sweep-status", Static).update(" " + t("recorded earlier; r reruns"))
             self._show_findings(event.get("findings") or [])
         else:
             self.action_rerun()
@@ -89,8 +90,8 @@ class EnvironmentScreen(StepScreen):
     # --- the sweep --------------------------------------------------------------------------
     def action_rerun(self) -> None:
         self.statuses = {}
-        self.query_one("#sweep-status", Static).update(" starting...")
-        self.set_running("Probing this node...")
+        self.query_one("#sweep-status", Static).update(" " + t("starting..."))
+        self.set_running(t("Probing this node..."))
         self.sweep()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="probes", description="environment probes")
@@ -120,38 +121,38 @@ class EnvironmentScreen(StepScreen):
 
     def worker_failed(self, what: str, why: str) -> None:
         super().worker_failed(what, why)
-        self.query_one("#sweep-status", Static).update(Text(" ERROR: the sweep failed", style="bold"))
-        self.query_one("#detail", Static).update(f"{what} failed: {why}")
+        self.query_one("#sweep-status", Static).update(Text(" " + t("ERROR: the sweep failed"), style="bold"))
+        self.query_one("#detail", Static).update(t("{what} failed: {why}", what=what, why=why))
 
     def on_sweep_started(self, message: SweepStarted) -> None:
         names = message.names
         self.statuses = {name: ("running", "") for name in names}
         self.query_one("#progress", ProgressBar).update(total=len(names), progress=0)
-        self.query_one("#sweep-status", Static).update(f" 0 of {len(names)} probes done")
+        self.query_one("#sweep-status", Static).update(" " + t("{done} of {n} probes done", done=0, n=len(names)))
         self._show_probe_lines()
 
     def on_probe_done(self, message: ProbeDone) -> None:
         self.statuses[message.name] = (message.status, message.reason)
         done = sum(1 for s, _ in self.statuses.values() if s != "running")
         self.query_one("#progress", ProgressBar).update(progress=done)
-        self.query_one("#sweep-status", Static).update(f" {done} of {len(self.statuses)} probes done")
+        self.query_one("#sweep-status", Static).update(" " + t("{done} of {n} probes done", done=done, n=len(self.statuses)))
         self._show_probe_lines()
         bad = [n for n, (s, _) in self.statuses.items() if s in ("fail", "warn", "error")]
-        self.set_running(f"Probing this node: {done} of {len(self.statuses)} done"
-                         + (f"; {', '.join(bad)} need a look" if bad else "") + "...")
+        self.set_running(t("Probing this node: {done} of {n} done", done=done, n=len(self.statuses))
+                         + (t("; {names} need a look", names=", ".join(bad)) if bad else "") + "...")
 
     def on_sweep_done(self, message: SweepDone) -> None:
         self.set_running("")
         status = self.query_one("#sweep-status", Static)
         if message.error and not message.statuses:
-            status.update(Text(" ERROR: nothing ran (see below)", style="bold"))
+            status.update(Text(" " + t("ERROR: nothing ran (see below)"), style="bold"))
             self.query_one("#detail", Static).update(message.error)
             return
         for name, st in message.statuses.items():
             self.statuses.setdefault(name, (st, ""))
         self._show_probe_lines(message.findings)
-        status.update(f" {len(message.statuses)} probes done" +
-                      (f"; {message.error}" if message.error else ""))
+        status.update(" " + t("{n} probes done", n=len(message.statuses)) +
+                      (t("; {error}", error=message.error) if message.error else ""))
         probes = {n: {"status": s, "reason": r} for n, (s, r) in self.statuses.items()}
         self.dd.record("check", {"host": socket.gethostname(), "duration_s": round(message.duration_s, 3),
                                  "findings": message.findings, "facts": message.facts,
@@ -178,9 +179,9 @@ class EnvironmentScreen(StepScreen):
             if status == "ok" and problems:
                 status = problems[0]
                 fails, warns = problems.count("fail"), problems.count("warn")
-                reason = ", ".join(([f"{fails} failed"] if fails else [])
-                                   + ([f"{warns} warning" + "s" * (warns > 1)] if warns else []))
-            table.add_row(name, status_text(status), Text(reason, style="dim"))
+                reason = t(", ").join(([t("{n} failed", n=fails)] if fails else [])
+                                      + ([t("{n} warning" + "s" * (warns > 1), n=warns)] if warns else []))
+            table.add_row(name, status_text(status), Text(t(reason) if reason else reason, style="dim"))
         self.query_one("#probe-lines", Static).update(table)
 
     def _show_findings(self, findings: list[dict[str, Any]]) -> None:
@@ -188,8 +189,8 @@ class EnvironmentScreen(StepScreen):
         self.findings = [f for f in self.all_findings if self.show_ok or f.get("status") != "ok"]
         hidden = len(self.all_findings) - len(self.findings)
         self.query_one("#findings-heading", Static).update(
-            "Findings (arrows: what / why / fix)"
-            + (f"; {hidden} OK not listed, a lists them" if hidden else ""))
+            t("Findings (arrows: what / why / fix)")
+            + (t("; {n} OK not listed, a lists them", n=hidden) if hidden else ""))
         table = self.query_one("#findings", DataTable)
         table.clear()
         for n, f in enumerate(self.findings):
@@ -199,7 +200,7 @@ class EnvironmentScreen(StepScreen):
             self.query_one("#detail", Static).update(explain(self.dd.kb, self.findings[0]))
         else:
             self.query_one("#detail", Static).update(
-                f"No problem found ({hidden} checks OK)." if hidden else "No findings.")
+                t("No problem found ({n} checks OK).", n=hidden) if hidden else t("No findings."))
 
     def action_toggle_ok(self) -> None:
         self.show_ok = not self.show_ok

@@ -16,6 +16,7 @@ INTRO = ("distdoctor walks a hung or failing multi-GPU PyTorch job to its root c
          "Everything you do is saved in the session; `distdoctor --resume` reopens it. "
          "To practise on a real fault: `distdoctor drill list`, then `distdoctor --drill NAME`.")
 
+from ..lang import localise_bindings, resolve, t
 from ..widgets import Plain
 
 
@@ -31,7 +32,7 @@ def _rows(bindings: Iterable[Any]) -> list[tuple[str, str]]:
             continue  # the digits are listed once as "1-9"
         for key in b.key.split(","):
             shown = b.key_display if b.key_display and "," not in b.key else KEY_NAMES.get(key, key)
-            keys = rows.setdefault((b.action, b.description), [])
+            keys = rows.setdefault((b.action, t(b.description)), [])
             if shown not in keys:
                 keys.append(shown)
     return [(", ".join(keys), what) for (_, what), keys in rows.items()]
@@ -55,12 +56,12 @@ def key_table(app: Any) -> Group:
     from .pathpicker import PathPickerScreen
     from .topology import FleetScreen, TopologyScreen
 
-    parts = _section("Everywhere", [
+    parts = _section(t("Everywhere"), [
         *_rows(app.BINDINGS),
-        ("1-9", "Go to that step"),
-        ("ctrl+p", "Command palette: every action by name"),
-        ("tab, shift+tab", "Move between fields; arrows and Enter inside lists"),
-        ("Esc", "Leave a text field (then to the step list); closes a dialog"),
+        ("1-9", t("Go to that step")),
+        ("ctrl+p", t("Command palette: every action by name")),
+        ("tab, shift+tab", t("Move between fields; arrows and Enter inside lists")),
+        ("Esc", t("Leave a text field (then to the step list); closes a dialog")),
     ])
     seen: set[type] = set()
     for step_id in app.order:
@@ -75,7 +76,7 @@ def key_table(app: Any) -> Group:
                           ("Log picker (b on the Logs step; Enter picks a file)", PathPickerScreen),
                           ("Topology (t on the Environment step)", TopologyScreen),
                           ("Fleet (f on the Environment step)", FleetScreen)):
-        parts += _section(title, _rows(dialog.BINDINGS))
+        parts += _section(t(title), _rows(dialog.BINDINGS))
     return Group(*parts)
 
 
@@ -84,9 +85,14 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
 
+    def __init__(self) -> None:
+        super().__init__()
+        if resolve() != "en":
+            localise_bindings(self)
+
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box") as box:
-            box.border_title = "Help: keys"
-            box.border_subtitle = "Esc closes; arrows scroll"
-            yield Plain(INTRO, id="help-intro")
+            box.border_title = t("Help: keys")
+            box.border_subtitle = t("Esc closes; arrows scroll")
+            yield Plain(t(INTRO), id="help-intro")
             yield Plain(key_table(self.app), id="help-keys")

@@ -14,6 +14,7 @@ from textual.widgets import Button, DataTable, Input, Static
 from .. import launchers
 from ..messages import LogsAnalysed, StacksTaken
 from . import logs_sources
+from ..lang import cells, clip, t
 from ..widgets import PathSuggester, Plain
 from .base import StepScreen
 
@@ -40,10 +41,16 @@ def short_names(paths: Iterable[str]) -> dict[str, str]:
     for p in paths:
         folder, name = os.path.split(os.path.relpath(p, root) if root else p)
         # keep the start of the folder (run folders are often numbered) and the file name
-        room = max(8, MAX_NAME - len(name) - 1)
+        room = max(8, MAX_NAME - cells(name) - 1)
         out[p] = name if not folder else (
-            f"{folder}/{name}" if len(folder) <= room else f"{folder[:room - 1]}…/{name}")
+            f"{folder}/{name}" if cells(folder) <= room else f"{clip(folder, room, '…')}/{name}")
     return out
+
+
+def launcher_text(launcher: launchers.Launcher) -> Text:
+    """'Launcher: torchrun (TORCHELASTIC_RUN_ID is set)' in the app's language."""
+    return Text.assemble((t("Launcher: "), "bold"), t(launcher.name),
+                         (t(" ({why})", why=launcher.evidence), "dim"))
 
 
 class LogsScreen(StepScreen):
@@ -60,25 +67,24 @@ class LogsScreen(StepScreen):
     def compose_step(self) -> Iterable[Widget]:
         launcher = launchers.for_env(self.dd.ctx.env)
         self.launcher = launcher
-        yield Plain(Text.assemble(("Launcher: ", "bold"), launcher.name, (f" ({launcher.evidence})", "dim")),
-                     id="launcher", classes="heading first")
-        yield Plain("Add these lines to the job, rerun it (c copies them):", classes="dim")
+        yield Plain(launcher_text(launcher), id="launcher", classes="heading first")
+        yield Plain(t("Add these lines to the job, rerun it (c copies them):"), classes="dim")
         yield Plain(Text(launcher.text), id="switch-lines", classes="code")
-        yield Plain("Load the logs: a file or a folder (→ completes, b browses)", classes="heading")
+        yield Plain(t("Load the logs: a file or a folder (→ completes, b browses)"), classes="heading")
         with Horizontal(classes="row"):
             yield Input(placeholder=launchers.LOG_DIR, suggester=PathSuggester(), id="path")
-            yield Button("Browse", id="browse")
+            yield Button(t("Browse"), id="browse")
         yield Plain("", id="logs-status")
-        yield Plain("Diagnosis (Enter on a cause: its lines)", classes="heading")
+        yield Plain(t("Diagnosis (Enter on a cause: its lines)"), classes="heading")
         yield DataTable(id="causes", cursor_type="row", zebra_stripes=True)
-        yield Plain("Evidence (Enter shows the line in its file)", classes="heading")
+        yield Plain(t("Evidence (Enter shows the line in its file)"), classes="heading")
         yield DataTable(id="evidence", cursor_type="row")
 
     def on_mount(self) -> None:
         super().on_mount()
         # the numbers first: a long cause title must not push them out of an 80-column screen
-        self.query_one("#causes", DataTable).add_columns("#", "Basis", "Lines", "Cause")
-        self.query_one("#evidence", DataTable).add_columns("#", "Where", "Line")
+        self.query_one("#causes", DataTable).add_columns("#", t("Basis"), t("Lines"), t("Cause"))
+        self.query_one("#evidence", DataTable).add_columns("#", t("Where"), t("Line"))
         self._evidence: list[tuple[str, int]] = []
         self._first_evidence: dict[int, int | None] = {}  # cause row -> its first evidence row
         self._no_lines: dict[int, str] = {}  # cause row -> why it has none
@@ -128,8 +134,8 @@ class LogsScreen(StepScreen):
             self.load([path])
 
     def load(self, paths: list[str]) -> None:
-        self.query_one("#logs-status", Static).update(f"Reading {', '.join(paths)} ...")
-        self.set_running("Reading the logs")
+        self.query_one("#logs-status", Static).update(t("Reading {paths} ...", paths=", ".join(paths)))
+        self.set_running(t("Reading the logs"))
         self.analyse(paths)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="logs", description="analyse logs")
@@ -138,7 +144,7 @@ class LogsScreen(StepScreen):
         paths = [os.path.expanduser(p) for p in typed]
         missing = [t for t, p in zip(typed, paths) if not os.path.exists(p)]
         if missing:
-            self.post_message(LogsAnalysed(paths, None, f"ERROR no such file or folder: {missing[0]}",
+            self.post_message(LogsAnalysed(paths, None, t("ERROR no such file or folder: {path}", path=missing[0]),
                                            missing=True))
             return
         from distdoctor.knowledge.logs import analyse
@@ -146,10 +152,10 @@ class LogsScreen(StepScreen):
         try:
             report = analyse(paths, self.dd.kb, symptom=self.dd.flow.symptom)
         except (OSError, ValueError) as exc:
-            self.post_message(LogsAnalysed(paths, None, f"cannot read the logs: {exc}"))
+            self.post_message(LogsAnalysed(paths, None, t("cannot read the logs: {error}", error=exc)))
             return
         if report.nothing_readable():  # nothing to diagnose is not a diagnosis
-            self.post_message(LogsAnalysed(paths, None, f"ERROR {report.nothing_readable()}"))
+            self.post_message(LogsAnalysed(paths, None, t("ERROR {why}", why=report.nothing_readable())))
             return
         data = report.to_dict()
         fr = logs_sources.flight_recorder([p for p in paths if os.path.isdir(p)])
@@ -200,8 +206,8 @@ class LogsScreen(StepScreen):
     # --- other sources ----------------------------------------------------------------------
     def action_stacks(self) -> None:
         """Every rank's stack now, on this node (py-spy): where each rank is, and the odd one."""
-        self.query_one("#logs-status", Static).update("Taking every rank's stack with py-spy ...")
-        self.set_running("Taking stacks")
+        self.query_one("#logs-status", Static).update(t("Taking every rank's stack with py-spy ..."))
+        self.set_running(t("Taking stacks"))
         self.take_stacks()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="stacks", description="take stacks")
@@ -232,21 +238,22 @@ class LogsScreen(StepScreen):
         seen = logs_sources.launcher_from_logs(((data.get("facts") or {}).get("job")) or {})
         if seen is not None and seen.id != self.launcher.id:
             self.launcher = seen
-            self.query_one("#launcher", Static).update(
-                Text.assemble(("Launcher: ", "bold"), seen.name, (f" ({seen.evidence})", "dim")))
+            self.query_one("#launcher", Static).update(launcher_text(seen))
             self.query_one("#switch-lines", Static).update(Text(seen.text))
         causes = data.get("causes") or []
         files = data.get("files_read")
         files_n = len(files) if isinstance(files, list) else files
         skipped = data.get("skipped") or []
-        status = f"Read {files_n if files_n is not None else '?'} file(s)"
+        status = t("Read {n} file(s)", n=files_n if files_n is not None else "?")
         if skipped:
-            status += f", skipped {len(skipped)}"
-        status += f": {len(causes)} cause(s) found." if causes else ": no known failure signature."
+            status += t(", skipped {n}", n=len(skipped))
+        status += (t(": {n} cause(s) found.", n=len(causes)) if causes
+                   else t(": no known failure signature."))
         verdict = data.get("verdict") if isinstance(data.get("verdict"), dict) else {}
         who = verdict.get("culprit") if isinstance(verdict.get("culprit"), dict) else None
         if who:
-            status += f"\nCulprit: rank {', '.join(str(r) for r in who.get('ranks') or [])} ({who.get('role')})"
+            status += "\n" + t("Culprit: rank {ranks} ({role})", ranks=", ".join(str(r) for r in who.get("ranks") or []),
+                                role=t(str(who.get("role"))))
         if verdict.get("summary"):
             status += f"\n{verdict['summary']}"
         first = data.get("first_failure")
@@ -256,10 +263,11 @@ class LogsScreen(StepScreen):
             named.append(str(first.get("file", "?")))
         names = short_names(named)
         if isinstance(first, dict) and first.get("text"):
-            rank = f"rank {first['rank']}, " if first.get("rank") is not None else ""
+            rank = t("rank {rank}, ", rank=first["rank"]) if first.get("rank") is not None else ""
             file = str(first.get("file", "?"))
             where = f"{names.get(file, os.path.basename(file))}:{first.get('line', '?')}"
-            status += f"\nFirst failure ({rank}{where}): {str(first['text']).strip()}"
+            status += "\n" + t("First failure ({rank}{where}): {text}", rank=rank, where=where,
+                                text=str(first["text"]).strip())
         self.query_one("#logs-status", Static).update(status)
         table = self.query_one("#causes", DataTable)
         table.clear()
@@ -274,9 +282,9 @@ class LogsScreen(StepScreen):
             lines = list({(str(ev.get("file")), ev.get("line")): ev
                           for ev in cause.get("evidence") or [] if isinstance(ev, dict)}.values())
             title = known.title if known else (
-                "Other: not a distributed-training cause (see the lines)" if cause.get("id") == "other"
+                t("Other: not a distributed-training cause (see the lines)") if cause.get("id") == "other"
                 else str(cause.get("id")))
-            table.add_row(str(n), str(cause.get("basis") or ("facts" if cause.get("lead") else "evidence")),
+            table.add_row(str(n), t(str(cause.get("basis") or ("facts" if cause.get("lead") else "evidence"))),
                           str(len(lines)), title,
                           key=str(n - 1))
             self._first_evidence[n - 1] = len(self._evidence) if lines else None
@@ -295,7 +303,7 @@ class LogsScreen(StepScreen):
         row = self._first_evidence.get(key)
         if row is None or row >= len(self._evidence):
             # Enter that did nothing looked broken: say why this cause has no lines
-            self.notify(self._no_lines.get(key) or "No log lines for this cause.", timeout=12)
+            self.notify(self._no_lines.get(key) or t("No log lines for this cause."), timeout=12)
             return
         evidence = self.query_one("#evidence", DataTable)
         evidence.move_cursor(row=row)
@@ -316,10 +324,11 @@ def no_lines_reason(cause: dict[str, Any], title: str) -> str:
     basis = str(cause.get("basis") or "")
     reasons = "; ".join(str(r) for r in cause.get("reasons") or [] if r)
     if basis == "prior":
-        why = ("it is listed because of the symptom you chose (basis: prior); nothing in these "
-               "logs shows it. The Environment, Repro and Bisect steps can confirm or rule it out.")
+        why = t("it is listed because of the symptom you chose (basis: prior); nothing in these "
+                "logs shows it. The Environment, Repro and Bisect steps can confirm or rule it out.")
     elif basis == "facts":
-        why = "it rests on what the logs show about the setup (basis: facts), not on a failure line"
+        why = t("it rests on what the logs show about the setup (basis: facts), not on a failure line")
     else:
-        why = f"basis: {basis or 'unknown'}"
-    return f"No log lines for '{title}': {why}" + (f" ({reasons})." if reasons else "")
+        why = t("basis: {basis}", basis=t(basis) if basis else t("unknown"))
+    return (t("No log lines for '{title}': {why}", title=title, why=why)
+            + (t(" ({reasons}).", reasons=reasons) if reasons else ""))

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from rich.text import Text
 
 from .. import launchers
+from ..lang import t
 
 # `job.launcher` of a log analysis -> the launcher whose logging lines to show
 LOG_LAUNCHERS = {"torchrun": "torchrun", "slurm": "slurm", "mpirun": "mpirun", "mp.spawn": "python"}
@@ -18,8 +19,8 @@ def launcher_from_logs(job: Mapping[str, Any]) -> launchers.Launcher | None:
     lid = LOG_LAUNCHERS.get(str(job.get("launcher") or ""))
     if lid is None:
         return None
-    backend = f", {job['backend']} backend" if job.get("backend") else ""
-    return launchers.Launcher(lid, launchers.NAMES[lid], f"seen in the loaded logs{backend}",
+    backend = t(", {backend} backend", backend=job["backend"]) if job.get("backend") else ""
+    return launchers.Launcher(lid, launchers.NAMES[lid], t("seen in the loaded logs{backend}", backend=backend),
                               launchers.logging_lines(lid))
 
 
@@ -31,13 +32,13 @@ def stacks_now(ctx: Any) -> tuple[dict[str, Any] | None, str]:
     try:
         jobs = stacks.find_jobs(ctx)
     except OSError as exc:
-        return None, f"cannot list this node's processes: {exc}"
+        return None, t("cannot list this node's processes: {error}", error=exc)
     if not jobs:
-        return None, ("No training job runs on this node. On the job's nodes: "
-                      "distdoctor fleet stacks --via srun (or ssh, pdsh, kubectl)")
+        return None, t("No training job runs on this node. On the job's nodes: "
+                       "distdoctor fleet stacks --via srun (or ssh, pdsh, kubectl)")
     if len(jobs) > 1:
-        return None, (f"{len(jobs)} jobs run on this node: pick one with "
-                      "distdoctor stacks --job ID (distdoctor stacks --job auto lists them)")
+        return None, t("{n} jobs run on this node: pick one with "
+                       "distdoctor stacks --job ID (distdoctor stacks --job auto lists them)", n=len(jobs))
     job = jobs[0]
     try:
         return stacks.take(job.ranks, expected=getattr(job, "expected", ()) or ()), ""
@@ -47,10 +48,12 @@ def stacks_now(ctx: Any) -> tuple[dict[str, Any] | None, str]:
 
 def stacks_text(doc: Mapping[str, Any]) -> str:
     """Where the ranks are: the groups, then the odd ranks out."""
-    lines = [f"{len(g.get('ranks') or [])} rank(s) in {g.get('where')}: rank {', '.join(map(str, g.get('ranks') or []))}"
+    lines = [t("{n} rank(s) in {where}: rank {ranks}", n=len(g.get("ranks") or []), where=g.get("where"),
+               ranks=", ".join(map(str, g.get("ranks") or [])))
              for g in (doc.get("groups") or [])[:6]]
-    lines += [f"odd: rank {o.get('rank')} in {o.get('where')} ({o.get('why')})" for o in doc.get("odd") or []]
-    return "Stacks now:\n" + "\n".join(lines or ["no rank could be dumped"])
+    lines += [t("odd: rank {rank} in {where} ({why})", rank=o.get("rank"), where=o.get("where"), why=o.get("why"))
+              for o in doc.get("odd") or []]
+    return t("Stacks now:") + "\n" + "\n".join(lines or [t("no rank could be dumped")])
 
 
 def flight_recorder(paths: list[str]) -> dict[str, Any] | None:
@@ -79,7 +82,7 @@ def knobs_copy(versions: Mapping[str, Any]) -> str:
 
 def knobs_text(versions: Mapping[str, Any]) -> Text:
     """The environment lines that turn on every source of evidence this stack has."""
-    text = Text("Turn on every source of evidence this stack has (k: back to the logging lines):\n",
+    text = Text(t("Turn on every source of evidence this stack has (k: back to the logging lines):") + "\n",
                 style="dim")
     for line in _knob_lines(versions):
         text.append(f"{line.line}\n")

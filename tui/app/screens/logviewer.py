@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from ..messages import ContextRead
+from ..lang import cells, localise_bindings, resolve, t
 from ..widgets import Plain
 
 CONTEXT = 12  # lines either side; + and - change it
@@ -54,6 +55,16 @@ def tail(path: str, count: int) -> list[tuple[int, str]]:
     return list(last)
 
 
+def tail_cells(text: str, width: int) -> str:
+    """The end of `text` that fits in `width` cells (a path's end says which file)."""
+    out = ""
+    for ch in reversed(text):
+        if cells(ch + out) > width:
+            break
+        out = ch + out
+    return out
+
+
 class LogViewerScreen(ModalScreen[None]):
     """Shows `path` around `line` (or its last lines when `line` is 0); Escape closes."""
 
@@ -65,16 +76,18 @@ class LogViewerScreen(ModalScreen[None]):
 
     def __init__(self, path: str, line: int, context: int = CONTEXT) -> None:
         super().__init__()
+        if resolve() != "en":
+            localise_bindings(self)
         self.path, self.line, self.context = path, line, context
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="modal-box", id="context-box") as box:
-            title = f"{self.path}:{self.line}" if self.line else f"{self.path} (end)"
+            title = f"{self.path}:{self.line}" if self.line else t("{path} (end)", path=self.path)
             # the end of a long path says which file (`.../1/stderr.log:6`): cut the start
             room = max(24, min(100, self.app.size.width * 9 // 10) - 8)
-            box.border_title = title if len(title) <= room else "…" + title[-(room - 1):]
+            box.border_title = title if cells(title) <= room else "…" + tail_cells(title, room - 1)
             # three parts, so the marked line can be scrolled to however the lines above wrap
-            yield Plain("Reading...", id="context")
+            yield Plain(t("Reading..."), id="context")
             yield Plain("", id="context-target")
             yield Plain("", id="context-after")
         yield Footer()
@@ -111,7 +124,8 @@ class LogViewerScreen(ModalScreen[None]):
             try:
                 lines = tail(self.path, 2 * self.context)
             except OSError as exc:
-                self.post_message(ContextRead([], f"cannot read {self.path}: {exc.strerror or exc}"))
+                self.post_message(ContextRead([], t("cannot read {path}: {error}", path=self.path,
+                                                    error=exc.strerror or exc)))
                 return
             self.post_message(ContextRead(lines))
             return
@@ -121,7 +135,7 @@ class LogViewerScreen(ModalScreen[None]):
         try:
             lines = read_context(self.path, self.line, self.context, self.context)
         except (OSError, ValueError) as exc:
-            self.post_message(ContextRead([], f"cannot read {self.path}: {exc}"))
+            self.post_message(ContextRead([], t("cannot read {path}: {error}", path=self.path, error=exc)))
             return
         self.post_message(ContextRead(numbered(lines, first)))
 
@@ -137,7 +151,7 @@ class LogViewerScreen(ModalScreen[None]):
         pairs = list(message.lines)
         width = len(str(max((n for n, _ in pairs), default=self.line)))
         if not pairs:
-            before.update(f"line {self.line} is past the end of the file" if self.line else "(empty file)")
+            before.update(t("line {n} is past the end of the file", n=self.line) if self.line else t("(empty file)"))
             target.update("")
             after.update("")
             return

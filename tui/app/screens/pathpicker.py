@@ -11,6 +11,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DirectoryTree, Footer, Static
 
+from ..lang import localise_bindings, resolve, t
 from ..widgets import Plain
 
 
@@ -25,6 +26,8 @@ class PathPickerScreen(ModalScreen[str | None]):
 
     def __init__(self, start: str = ".") -> None:
         super().__init__()
+        if resolve() != "en":
+            localise_bindings(self)
         path = Path(os.path.expanduser(start))
         while not path.is_dir() and path != path.parent:
             path = path.parent
@@ -32,7 +35,7 @@ class PathPickerScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="modal-box") as box:
-            box.border_title = "Pick logs: Enter picks a file, s the highlighted folder"
+            box.border_title = t("Pick logs: Enter picks a file, s the highlighted folder")
             yield Plain(str(self.start.resolve()), id="picker-root", classes="dim")
             yield DirectoryTree(self.start, id="tree")
         yield Footer()

@@ -15,7 +15,8 @@ from textual.widgets import Button, DataTable, Input, Log, Select, Static
 
 from ..messages import RunFinished, RunLine, RunRow
 from ...record.state import is_stopped
-from ..widgets import Plain, status_text
+from ..lang import t
+from ..widgets import STATUS_WORDS, Plain, status_text
 from .base import StepScreen
 
 BACKENDS = [("auto", "auto"), ("nccl", "nccl"), ("gloo", "gloo")]
@@ -25,8 +26,8 @@ def stuck_at(result: dict[str, Any]) -> str:
     """Where a failed or hung run stopped progressing; nothing for one the user stopped."""
     where = result.get("stuck_at")
     if where == "exit" and result.get("outcome") == "pass":
-        return "slow to exit: killed at the timeout after every rank finished"
-    return f"stuck at {where}" if where and result.get("outcome") != "stopped" else ""
+        return t("slow to exit: killed at the timeout after every rank finished")
+    return t("stuck at {where}", where=where) if where and result.get("outcome") != "stopped" else ""
 
 
 def result_row(label: str, result: dict[str, Any]) -> dict[str, Any]:
@@ -58,23 +59,23 @@ class RunScreen(StepScreen):
     what = "minimal repro"
 
     def compose_step(self) -> Iterable[Widget]:
-        yield Plain("What would run, and why", classes="heading first", id="plan-heading")
+        yield Plain(t("What would run, and why"), classes="heading first", id="plan-heading")
         yield Plain("", id="plan")
         with Horizontal(classes="row options"):
-            yield Plain("ranks", classes="label")
+            yield Plain(t("ranks"), classes="label")
             yield Input("2", placeholder="2", id="nproc", type="integer", classes="small")
-            yield Plain("backend", classes="label")
+            yield Plain(t("backend"), classes="label")
             yield Select(BACKENDS, value="auto", allow_blank=False, id="backend")
-            yield Plain("timeout", classes="label")
+            yield Plain(t("timeout"), classes="label")
             yield Input("60", placeholder="60", id="timeout", type="number", classes="small")
         with Horizontal(classes="row options"):
             yield Plain("python", classes="label")
-            yield Input(placeholder="python3 on PATH: the failing job's interpreter", id="python")
+            yield Input(placeholder=t("python3 on PATH: the failing job's interpreter"), id="python")
         with Horizontal(classes="row"):
-            yield Button("Run", id="run", variant="primary")
-            yield Button("Stop", id="stop", disabled=True)
+            yield Button(t("Run"), id="run", variant="primary")
+            yield Button(t("Stop"), id="stop", disabled=True)
             yield Plain("", id="timer")
-        yield Plain("Runs (Enter on a run: its log)", classes="heading", id="runs-heading")
+        yield Plain(t("Runs (Enter on a run: its log)"), classes="heading", id="runs-heading")
         yield DataTable(id="runs", cursor_type="row")
         yield Log(id="output", max_lines=5000)
 
@@ -83,7 +84,7 @@ class RunScreen(StepScreen):
         self.cancel: threading.Event | None = None
         self.started = 0.0
         self.timer = self.set_interval(1.0, self._tick, pause=True)
-        self.query_one("#runs", DataTable).add_columns("Run", "Result", "Seconds", "Detail")
+        self.query_one("#runs", DataTable).add_columns(t("Run"), t("Result"), t("Seconds"), t("Detail"))
         self.logs: list[str] = []  # the runs table's rows -> their log files
         # the interpreter typed on the other run step (or used by a recorded run) is the job's
         for kind in (self.kind, "repro", "bisect"):
@@ -114,8 +115,8 @@ class RunScreen(StepScreen):
         from distdoctor.probes.repro import plan as make_plan
 
         lines = self.plan_lines(make_plan(self.options(), self.dd.kb))
-        self.query_one("#plan-heading", Static).update("What would run, and why")
-        plan.update("\n".join(f"- {line}" for line in lines))
+        self.query_one("#plan-heading", Static).update(t("What would run, and why"))
+        plan.update("\n".join(f"- {t(line)}" for line in lines))
 
     def plan_lines(self, lines: list[str]) -> list[str]:
         return lines
@@ -133,7 +134,7 @@ class RunScreen(StepScreen):
         try:
             self._show_plan()
         except ValueError as exc:  # half-typed number
-            self.query_one("#plan", Static).update(f"ERROR {exc}")
+            self.query_one("#plan", Static).update(t("ERROR {why}", why=exc))
 
     def option_values(self) -> tuple[str, ...]:
         return (*(self.query_one(f"#{id_}", Input).value for id_ in ("nproc", "timeout", "python")),
@@ -143,7 +144,7 @@ class RunScreen(StepScreen):
     @on(Button.Pressed, "#run")
     def action_run(self) -> None:
         if self.cancel is not None:
-            self.notify(f"the {self.what} is already running (x stops it)")
+            self.notify(t("the {what} is already running (x stops it)", what=t(self.what)))
             return
         from distdoctor.probes.repro import validate
 
@@ -165,14 +166,14 @@ class RunScreen(StepScreen):
         self.started = time.monotonic()
         self._tick()
         self.timer.resume()
-        self.set_running(f"Running the {self.what}: live output below; x stops it.")
+        self.set_running(t("Running the {what}: live output below; x stops it.", what=t(self.what)))
         self.execute(opts, self.cancel)
 
     @on(Button.Pressed, "#stop")
     def action_stop(self) -> None:
         if self.cancel is not None:
             self.cancel.set()
-            self.query_one("#timer", Static).update(" stopping...")
+            self.query_one("#timer", Static).update(" " + t("stopping..."))
 
     def worker_failed(self, what: str, why: str) -> None:
         super().worker_failed(what, why)
@@ -180,7 +181,7 @@ class RunScreen(StepScreen):
 
     def _tick(self) -> None:
         elapsed = int(time.monotonic() - self.started)
-        self.query_one("#timer", Static).update(f" running {elapsed // 60:02d}:{elapsed % 60:02d}")
+        self.query_one("#timer", Static).update(" " + t("running {time}", time=f"{elapsed // 60:02d}:{elapsed % 60:02d}"))
 
     def execute(self, opts: Any, cancel: threading.Event) -> None:
         raise NotImplementedError
@@ -191,7 +192,8 @@ class RunScreen(StepScreen):
     def on_run_row(self, message: RunRow) -> None:
         row = message.row
         self.query_one("#runs", DataTable).add_row(
-            row["label"], status_text(row["outcome"]), f"{float(row['duration_s'] or 0):.1f}",
+            t(row["label"]) if row["label"] in ("repro", "baseline") else row["label"], status_text(row["outcome"]),
+            f"{float(row['duration_s'] or 0):.1f}",
             Text(row["detail"], overflow="ellipsis", no_wrap=True), key=str(len(self.logs)))
         self.logs.append(str(row.get("log") or ""))
 
@@ -203,7 +205,7 @@ class RunScreen(StepScreen):
         index = int(event.row_key.value or 0)
         path = self.logs[index] if 0 <= index < len(self.logs) else ""
         if not path:
-            self.notify("this run has no log file", severity="warning")
+            self.notify(t("this run has no log file"), severity="warning")
             return
         self.app.push_screen(LogViewerScreen(path, 0))
 
@@ -217,22 +219,24 @@ class RunScreen(StepScreen):
         self.set_running("")
         timer = self.query_one("#timer", Static)
         if message.error:
-            timer.update(Text(f" ERROR {message.error}", style="bold"))
+            timer.update(Text(" " + t("ERROR {why}", why=message.error), style="bold"))
             # the timer can sit below the fold: say it where it is seen too
-            self.notify(f"The {self.what} could not run: {message.error}", severity="error", timeout=15)
+            self.notify(t("The {what} could not run: {error}", what=t(self.what), error=message.error),
+                        severity="error", timeout=15)
             timer.scroll_visible(animate=False)
             return
         elapsed = time.monotonic() - self.started
         stopped = is_stopped(message.result or {})
-        timer.update(f" {'stopped after' if stopped else 'finished in'} {elapsed:.1f} s")
+        timer.update(" " + (t("stopped after {s} s", s=f"{elapsed:.1f}") if stopped
+                            else t("finished in {s} s", s=f"{elapsed:.1f}")))
         if message.result is not None:
             self.dd.record(self.kind, message.result)
-            self.query_one("#plan-heading", Static).update("Result")
+            self.query_one("#plan-heading", Static).update(t("Result"))
             self.query_one("#plan", Static).update(self.summary(message.result))
 
     def _show_result(self, result: dict[str, Any]) -> None:
-        self.query_one("#timer", Static).update(" recorded earlier; r runs again")
-        self.query_one("#plan-heading", Static).update("Result")
+        self.query_one("#timer", Static).update(" " + t("recorded earlier; r runs again"))
+        self.query_one("#plan-heading", Static).update(t("Result"))
         self.query_one("#plan", Static).update(self.summary(result))
         for row in self.rows(result):
             self.on_run_row(RunRow(row))
@@ -241,7 +245,7 @@ class RunScreen(StepScreen):
         return [result_row("repro", result)]
 
     def summary(self, result: dict[str, Any]) -> Text:
-        return Text(f"Outcome: {str(result.get('outcome', '?')).upper()}")
+        return Text(t("Outcome: {outcome}", outcome=t(str(result.get("outcome", "?")).upper())))
 
 
 class ReproScreen(RunScreen):
@@ -251,8 +255,8 @@ class ReproScreen(RunScreen):
 
     def plan_lines(self, lines: list[str]) -> list[str]:
         # the plan describes a bisection; its first line is the baseline, which is the repro
-        return lines[:1] + ["if it passes, this node's local setup is fine: the cause is between "
-                            "nodes or in the training code; if it fails, the node itself is"]
+        return lines[:1] + [t("if it passes, this node's local setup is fine: the cause is between "
+                              "nodes or in the training code; if it fails, the node itself is")]
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="repro", description="minimal repro")
     def execute(self, opts: Any, cancel: threading.Event) -> None:
@@ -274,16 +278,16 @@ class ReproScreen(RunScreen):
 
     def summary(self, result: dict[str, Any]) -> Text:
         text = Text()
-        text.append("Outcome: ", style="bold")
+        text.append(t("Outcome: "), style="bold")
         outcome = str(result.get("outcome", "?"))
         word = status_text(outcome)
         text.append_text(word)
-        if word.plain.lower() != outcome:
+        if STATUS_WORDS.get(outcome, (outcome.upper(),))[0].lower() != outcome:  # the English word
             text.append(f" ({outcome})")
         if stuck_at(result):
             text.append(f"; {stuck_at(result)}")
         if result.get("first_error"):
-            text.append(f"\nFirst error: {result['first_error']}")
+            text.append("\n" + t("First error: {error}", error=result["first_error"]))
         return text
 
 
@@ -323,16 +327,19 @@ class BisectScreen(RunScreen):
         text = Text()
         verdict = result.get("verdict")
         if isinstance(verdict, dict):
-            text.append("Verdict: ", style="bold")
-            text.append(f"passes only with {verdict.get('env')}: {verdict.get('cause_title') or verdict.get('cause')}")
+            text.append(t("Verdict: "), style="bold")
+            cause = self.dd.kb.causes.get(str(verdict.get("cause")))
+            text.append(t("passes only with {env}: {cause}", env=verdict.get("env"),
+                          cause=(cause.title if cause and self.dd.lang != "en" else None)
+                          or verdict.get("cause_title") or verdict.get("cause")))
             if verdict.get("reminder"):
                 text.append(f"\n{verdict['reminder']}")
         elif result.get("baseline_passed"):
-            text.append("Baseline PASS: ", style="bold")
-            text.append("this node's local setup works; suspect the network between nodes or the job's code.")
+            text.append(t("Baseline PASS: "), style="bold")
+            text.append(t("this node's local setup works; suspect the network between nodes or the job's code."))
         elif result.get("stopped"):
-            text.append("STOPPED before a verdict.", style="bold")
+            text.append(t("STOPPED before a verdict."), style="bold")
         else:
-            text.append("No single switch made it pass: ", style="bold")
-            text.append("the cause is not one of these transports; read the logs of each run.")
+            text.append(t("No single switch made it pass: "), style="bold")
+            text.append(t("the cause is not one of these transports; read the logs of each run."))
         return text

@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 
 from ..messages import FleetCompared
+from ..lang import localise_bindings, resolve, t
 from ..widgets import PathSuggester, Plain, status_text
 
 
@@ -21,23 +22,23 @@ def topology_text(facts: dict[str, Any], width: int, status: str = "", reason: s
     `reason` are the probe's, when it ran)."""
     if not facts:
         if status == "running":
-            return Text("The 'topology' probe is still running; Escape, then t again when the "
-                        "Environment step says the probes are done.")
+            return Text(t("The 'topology' probe is still running; Escape, then t again when the "
+                          "Environment step says the probes are done."))
         if status:
             word = status_text(status).plain
-            return Text(f"{word}: the 'topology' probe ran and found nothing to draw"
-                        + (f": {reason}" if reason else ".")
-                        + "\nOn a node without an NVIDIA driver there are no GPUs to show.")
-        return Text("No topology facts yet: the 'topology' probe has not run (r on the "
-                    "Environment step runs it).")
+            return Text(t("{word}: the 'topology' probe ran and found nothing to draw", word=word)
+                        + (t(": {reason}", reason=t(reason)) if reason else t("."))
+                        + "\n" + t("On a node without an NVIDIA driver there are no GPUs to show."))
+        return Text(t("No topology facts yet: the 'topology' probe has not run (r on the "
+                      "Environment step runs it)."))
     from distdoctor.probes.topology import draw_text
 
     try:
         return Text(draw_text(facts, width=width), no_wrap=True)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         # facts from another distdoctor version (a resumed session): say so, do not crash
-        return Text(f"ERROR: cannot draw these topology facts ({type(exc).__name__}: {exc}); "
-                    "r on the Environment step probes the topology again.")
+        return Text(t("ERROR: cannot draw these topology facts ({error}); "
+                      "r on the Environment step probes the topology again.", error=f"{type(exc).__name__}: {exc}"))
 
 
 class TopologyScreen(ModalScreen[None]):
@@ -47,11 +48,13 @@ class TopologyScreen(ModalScreen[None]):
 
     def __init__(self, facts: dict[str, Any], status: str = "", reason: str = "") -> None:
         super().__init__()
+        if resolve() != "en":
+            localise_bindings(self)
         self.facts, self.status, self.reason = facts, status, reason
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="modal-box") as box:
-            box.border_title = "GPU topology"
+            box.border_title = t("GPU topology")
             yield Plain(id="topology-text")
         yield Footer()
 
@@ -66,20 +69,25 @@ class FleetScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape", "dismiss", "Close")]
 
+    def __init__(self) -> None:
+        super().__init__()
+        if resolve() != "en":
+            localise_bindings(self)
+
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="modal-box") as box:
-            box.border_title = "Fleet: compare node snapshots"
-            yield Plain("Snapshot files or a folder of them (from `distdoctor collect`):")
+            box.border_title = t("Fleet: compare node snapshots")
+            yield Plain(t("Snapshot files or a folder of them (from `distdoctor collect`):"))
             with Horizontal(classes="row"):
                 yield Input(placeholder="./snapshots/", suggester=PathSuggester(), id="fleet-path")
-                yield Button("Compare", id="compare")
+                yield Button(t("Compare"), id="compare")
             yield Plain("", id="fleet-status")
             yield DataTable(id="outliers", cursor_type="row")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#fleet-path", Input).focus()  # typing goes straight into the path
-        self.query_one("#outliers", DataTable).add_columns("Node", "Field", "Value", "Most nodes")
+        self.query_one("#outliers", DataTable).add_columns(t("Node"), t("Field"), t("Value"), t("Most nodes"))
         previous = getattr(self.app, "flow", None)
         if previous is not None and previous.events.get("fleet"):
             self._show(previous.events["fleet"])
@@ -90,31 +98,33 @@ class FleetScreen(ModalScreen[None]):
         path = self.query_one("#fleet-path", Input).value.strip()
         if not path:  # Enter that did nothing looked broken: say what to type
             self.query_one("#fleet-status", Static).update(Text.assemble(
-                ("Type a path first: ", "bold"), "a folder of snapshots or one snapshot file, e.g. "
-                "./snapshots/ . Make them on each node with `distdoctor collect -o snapshots/$(hostname).json`, "
-                "or all at once with `distdoctor fleet collect --via ssh --hostfile hosts.txt -o snapshots/`."))
+                (t("Type a path first: "), "bold"), t(
+                    "a folder of snapshots or one snapshot file, e.g. ./snapshots/ . Make them on each "
+                    "node with `distdoctor collect -o snapshots/$(hostname).json`, or all at once with "
+                    "`distdoctor fleet collect --via ssh --hostfile hosts.txt -o snapshots/`.")))
             return
-        self.query_one("#fleet-status", Static).update("Comparing...")
+        self.query_one("#fleet-status", Static).update(t("Comparing..."))
         self.compare(path)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="fleet", description="compare snapshots")
     def compare(self, typed: str) -> None:
         paths = [os.path.expanduser(typed)]
         if not os.path.exists(paths[0]):  # here, not in the UI: a hung network mount blocks a stat
-            self.post_message(FleetCompared(None, paths, f"no such file or folder: {typed}"))
+            self.post_message(FleetCompared(None, paths, t("no such file or folder: {path}", path=typed)))
             return
         from distdoctor.probes.fleet import compare, load_snapshots
 
         records, skipped = load_snapshots(paths)
         if not records:
             reasons = "; ".join(f"{s.get('file')}: {s.get('reason')}" for s in skipped[:3])
-            self.post_message(FleetCompared(None, paths, f"no readable snapshot ({reasons or 'none found'})"))
+            self.post_message(FleetCompared(None, paths, t("no readable snapshot ({reasons})",
+                                                           reasons=reasons or t("none found"))))
             return
         self.post_message(FleetCompared(compare(records, skipped), paths))
 
     def on_fleet_compared(self, message: FleetCompared) -> None:
         if message.error or message.result is None:
-            self.query_one("#fleet-status", Static).update(Text(f"ERROR {message.error}", style="bold"))
+            self.query_one("#fleet-status", Static).update(Text(t("ERROR {why}", why=message.error), style="bold"))
             return
         record = getattr(self.app, "record", None)
         if record:
@@ -126,22 +136,22 @@ class FleetScreen(ModalScreen[None]):
 
         outliers = result.get("outliers") or []
         skipped = result.get("skipped") or []
-        status = f"{result.get('nodes', 0)} node(s): "
-        status += f"{len(outliers)} odd value(s) out" if outliers else "OK, every compared field agrees"
+        status = t("{n} node(s): ", n=result.get("nodes", 0))
+        status += t("{n} odd value(s) out", n=len(outliers)) if outliers else t("OK, every compared field agrees")
         if skipped:
-            status += f"; {len(skipped)} file(s) skipped:"
+            status += t("; {n} file(s) skipped:", n=len(skipped))
             for item in skipped[:3]:
                 if isinstance(item, dict):
                     status += f"\n  {item.get('file', '?')}: {item.get('reason', '?')}"
                 else:
                     status += f"\n  {item}"
             if len(skipped) > 3:
-                status += f"\n  and {len(skipped) - 3} more"
+                status += "\n  " + t("and {n} more", n=len(skipped) - 3)
         self.query_one("#fleet-status", Static).update(status)
         table = self.query_one("#outliers", DataTable)
         table.clear()
         for o in outliers:
             field = str(o.get("field", ""))
-            count = f"{o.get('count', '?')}{', a tie' if o.get('tie') else ''}"
+            count = f"{o.get('count', '?')}{t(', a tie') if o.get('tie') else ''}"
             table.add_row(str(o.get("node", "")), label(field), show(field, o.get("value")),
                           f"{show(field, o.get('majority'))} ({count})")
