@@ -5,7 +5,7 @@ nodes."""
 from __future__ import annotations
 
 from distdoctor.knowledge import load_knowledge
-from distdoctor.knowledge.logs import analyse_text
+from distdoctor.knowledge.logs import analyse, analyse_text
 
 KB = load_knowledge(use_env=False)
 
@@ -114,3 +114,104 @@ def test_a_taken_port_alone_is_another_job_and_a_short_store_alone_no_duplicate(
     assert ranked(PORT_TAKEN)[0] == ("master-addr-port", "evidence")
     report = analyse_text(STORE_SHORT, KB, symptom="error")
     assert not any("rank 0" in r for c in report.causes for r in c.reasons)
+
+
+# --- who waited, who was late, who merely left: the culprit from each rank's own lines ---------------
+
+def per_rank(tmp_path, files: dict[str, str], symptom: str | None = "hang"):
+    folder = tmp_path / "logs"
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return analyse([str(folder)], KB, symptom=symptom)
+
+
+GLOO_TIMEOUT = ("[rank{r}]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+                "Timed out waiting 10000ms for recv operation to complete\n")
+GLOO_CLOSED = ("[rank{r}]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+               "closed by peer [127.0.0.1]:47510\n")
+
+
+def rank_log(r: int, last_seen: str, end: str) -> str:
+    # a logging-module line with the rank tag inside it, after the timestamp and the level
+    return (f"2026-12-01 10:00:00,000 INFO [rank{r}] train: init done: world_size=3\n"
+            f"[rank{r}] epoch 0 step 1 loss 0.1\n"
+            f"2026-12-01 {last_seen} INFO [rank{r}] train: waiting for the other ranks\n"
+            + end.format(r=r))
+
+
+def test_the_rank_that_arrived_after_the_others_timeout_is_the_late_one(tmp_path) -> None:
+    report = per_rank(tmp_path, {
+        "rank0.log": rank_log(0, "10:00:02,000", GLOO_TIMEOUT),
+        "rank1.log": rank_log(1, "10:00:02,100", GLOO_TIMEOUT),
+        "rank2.log": rank_log(2, "10:00:20,000", GLOO_CLOSED),  # 18 s later: past the 10 s timeout
+    })
+    assert report.culprit is not None and report.culprit["ranks"] == ["2"] and report.culprit["role"] == "stuck"
+
+
+def test_a_lost_peer_within_the_timeout_is_no_late_arrival(tmp_path) -> None:
+    report = per_rank(tmp_path, {
+        "rank0.log": rank_log(0, "10:00:02,000", GLOO_TIMEOUT),
+        "rank1.log": rank_log(1, "10:00:02,100", GLOO_TIMEOUT),
+        "rank2.log": rank_log(2, "10:00:05,000", GLOO_CLOSED),  # 3 s later: it waited with them
+    })
+    assert report.culprit is None or report.culprit["ranks"] != ["2"]
+
+
+SPAWN_TIMEOUT = ("Traceback (most recent call last):\n"
+                 "torch.multiprocessing.spawn.ProcessRaisedException: \n\n"
+                 "-- Process 1 terminated with the following error:\n"
+                 "Traceback (most recent call last):\n"
+                 '  File "/work/train.py", line 139, in worker\n'
+                 '    dist.init_process_group("gloo", rank=rank, world_size=world)\n'
+                 "torch.distributed.DistStoreError: wait timeout after 10000ms, keys: /default_pg/0//cpu//0/0\n")
+
+
+def test_a_spawned_process_that_ended_waiting_is_no_crash() -> None:
+    causes = ranked(SPAWN_TIMEOUT, symptom="hang")
+    assert causes[0] == ("rank-env-mismatch", "evidence")  # a rank never wrote its key
+
+
+def test_a_spawned_process_that_raised_its_own_error_is_a_crash() -> None:
+    own = SPAWN_TIMEOUT.replace("torch.distributed.DistStoreError: wait timeout after 10000ms, keys: "
+                                "/default_pg/0//cpu//0/0", "ValueError: bad record 17 in shard 3")
+    assert ranked(own, symptom="hang")[0] == ("rank-crash-deadlock", "evidence")
+
+
+REFUSED = ("Traceback (most recent call last):\n"
+           '  File "/usr/lib/python3.11/socket.py", line 836, in create_connection\n'
+           "ConnectionRefusedError: [Errno 111] Connection refused\n")
+
+
+def test_a_failure_line_every_rank_trained_past_was_handled() -> None:
+    text = ("[rank0] step 1 loss 0.1\n[rank1] step 1 loss 0.1\n" + REFUSED
+            + "[rank0] step 2 loss 0.1\n[rank1] step 2 loss 0.1\n")
+    report = analyse_text(text, KB)
+    assert not report.failed and all(c.basis != "evidence" for c in report.causes)
+
+
+def test_a_failure_line_after_which_a_rank_went_quiet_is_evidence() -> None:
+    text = ("[rank0] step 1 loss 0.1\n[rank1] step 1 loss 0.1\n" + REFUSED + "[rank0] step 2 loss 0.1\n")
+    report = analyse_text(text, KB)
+    assert report.failed and report.causes[0].id == "network-unreachable"
+
+
+def test_an_abort_after_the_last_batch_yields_to_uneven_inputs(tmp_path) -> None:
+    def elastic(r: int, code: int) -> str:  # torchrun's failure summary for one rank
+        return (f"[{r}]:\n  time      : 2026-12-01_10:00:30\n  host      : node01\n  rank      : {r} "
+                f"(local_rank: {r})\n  exitcode  : {code} (pid: 4{r}00)\n")
+    files = {
+        "rank0.log": "[rank0] 80 records, 10 batches\n[rank0] epoch 0 step 10 loss 0.1\n",
+        "rank1.log": "[rank1] 88 records, 11 batches\n[rank1] epoch 0 step 10 loss 0.1\n" + GLOO_CLOSED.format(r=1),
+    }
+    aborted = per_rank(tmp_path / "abort", {**files, "console.log": elastic(0, -6)}, symptom="error")
+    assert aborted.culprit["ranks"] == ["1"] and aborted.culprit["role"] == "stuck"
+    killed = per_rank(tmp_path / "kill", {**files, "console.log": elastic(0, -9)}, symptom="error")
+    assert killed.culprit["ranks"] == ["0"] and killed.culprit["role"] == "crashed"
+
+
+def test_a_rank_tag_after_a_logging_timestamp_names_the_rank() -> None:
+    from distdoctor.knowledge.logs.extract import who
+    assert who("2026-12-01 18:12:13,755 INFO [rank2] train: using cached config").rank == "2"
+    assert who("12/01/2026 04:00:53 - INFO - __main__ - [RANK 0] epoch 0 step 10").rank == "0"
+    assert who("2026-12-01 18:12:13,755 INFO train: 3 ranks ready").rank is None

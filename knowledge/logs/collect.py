@@ -43,6 +43,7 @@ class Collector:
         self.resume: dict[str, tuple[int, Hit]] = {}
         self.exceptions: list[Exc] = []
         self.phases: dict[str, tuple[str, Hit]] = {}  # rank -> its last phase word and line
+        self.last_ts: dict[str, tuple[int, float]] = {}  # rank -> its last timestamp in a file's tail
         self.file_progress: dict[str, int] = {}  # file -> line of its last progress line
         self.sample_ids: dict[str, dict[str, Hit]] = defaultdict(dict)  # id list -> rank -> line
         self.epoch_sizes: dict[str, tuple[int, Hit]] = {}  # rank -> its first "N batches" line
@@ -358,6 +359,11 @@ class Collector:
             if quiet > 64 and found:
                 break
             quiet += 1
+            ts = x.timestamp(t)
+            if ts is not None:
+                rank = x.who(t).rank or (self.file.rank if self.file else None)
+                if rank is not None and (rank not in self.last_ts or self.last_ts[rank] < ts):
+                    self.last_ts[rank] = ts
             ph = x.phase(t)
             if ph is not None:
                 w = x.who(t)

@@ -11,6 +11,7 @@ A rank absent from the input is never blamed: the input may be an excerpt.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -19,11 +20,19 @@ from .timeline import RankLine, exceptions_unranked, short, when, where
 from .view import View
 
 WAITING = ("timeout", "lost-peer")
+ABORT = -6  # SIGABRT as the launcher reports it
+# how long a waiter waited: Gloo's "Timed out waiting 10000ms", NCCL's watchdog "Timeout(ms)=600000"
+_WAITED = re.compile(r"waiting (?P<ms>\d+) ?ms|Timeout\(ms\)=(?P<ms2>\d+)")
 
 
 def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     crashed = [rl for rl in lines.values() if rl.end.kind in ("crashed", "killed")]
     waiters = [rl for rl in lines.values() if rl.end.kind in WAITING]
+    uneven = _uneven(view, waiters)
+    if uneven and all(rl.exitcode == ABORT and rl.end.exc is None for rl in crashed):
+        # an abort with no error of the rank's own is how a process is torn down (the watchdog,
+        # or a backend's exit): the uneven inputs explain why the others were left waiting
+        return uneven
     if crashed:
         first = _earliest(crashed)
         why = tr("rank {rank} {ended}", rank=first.rank, ended=_ended(first))
@@ -31,7 +40,6 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
             why += tr("; rank {ranks} was left waiting" if len(waiters) == 1 else "; rank {ranks} were left waiting",
                      ranks=_names(waiters))
         return {"ranks": [first.rank], "role": "crashed", "why": why}
-    uneven = _uneven(view, waiters)
     if uneven:
         return uneven
     late = _late(waiters)
@@ -115,12 +123,25 @@ def _late(waiters: list[RankLine]) -> list[RankLine]:
             th = t.end.hit
             if h.ts and th.ts and h.ts[0] == th.ts[0]:  # type: ignore[union-attr]
                 after = h.ts[1] > th.ts[1]  # type: ignore[union-attr]
+            elif h.file == th.file:
+                after = h.line > th.line  # type: ignore[union-attr]
             else:
-                after = h.file == th.file and h.line > th.line  # type: ignore[union-attr]
+                after = _arrived_after_timeout(rl, t)
             if after:
                 out.append(rl)
                 break
     return out
+
+
+def _arrived_after_timeout(late: RankLine, waiter: RankLine) -> bool:
+    """With no clock on the failure lines themselves: the late rank's last timestamped line comes
+    after the waiter's last one plus the waiter's own timeout (its message says how long it
+    waited), so the late rank reached the collective only after the waiter had given up."""
+    m = _WAITED.search(waiter.end.detail) or _WAITED.search(waiter.end.hit.text if waiter.end.hit else "")
+    a, b = late.last_ts, waiter.last_ts
+    if not m or a is None or b is None or a[0] != b[0]:
+        return False
+    return a[1] > b[1] + int(m.group("ms") or m.group("ms2")) / 1000
 
 
 def _odd_facts(view: View) -> dict[str, Any] | None:

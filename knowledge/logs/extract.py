@@ -19,7 +19,7 @@ _PREFIX = re.compile(
     r")")
 _NCCL_HOST = re.compile(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
 _NCCL_BARE = re.compile(r"^\s*\[(?P<n>\d+)\] (?:NCCL |\S+:\d+ NCCL )")
-_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r>\d+)\]|\bglobal[_ ]rank[=: ]+(?P<g>\d+)", re.I)
+_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank ?(?P<r>\d+)\]|\bglobal[_ ]rank[=: ]+(?P<g>\d+)", re.I)
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task|proc|worker|node_rank|local_rank)[-_.]?(\d+)(?:\D|$)", re.I)
 _ELASTIC_DIR = re.compile(r"attempt_\d+[/\\](\d+)[/\\](?:error\.json|stdout\.log|stderr\.log)$")
 

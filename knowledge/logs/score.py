@@ -5,6 +5,7 @@ from collections import defaultdict
 
 from ..i18n import t as tr
 from ..model import KnowledgeBase
+from . import extract as x
 from .ranks import rank_key, span
 from .records import Hit
 from .report import CauseScore, Evidence
@@ -16,7 +17,7 @@ from .setup_rules import (
     waiter_ops,
 )
 from .tally import BASES, Scores
-from .timeline import RankLine, exceptions_unranked
+from .timeline import RankLine, exceptions_unranked, recovered
 from .view import View
 
 REST = 0.25  # each further distinct signature of a cause adds this share of its weight
@@ -82,7 +83,7 @@ def _signatures(view: View, s: Scores) -> None:
             if "multi-node" in sig.tags and view.one_host:
                 continue  # NCCL sends nothing between GPUs of one host over this interface
             per_cause[sig.cause].append((sig.weight, sid))
-            if "context" not in sig.tags:
+            if "context" not in sig.tags and not all(handled(view, h) for h in hits):
                 failing.add(sig.cause)
     for cause, ws in per_cause.items():
         ws.sort(reverse=True)
@@ -105,7 +106,10 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
     crashed = who is not None and who["role"] == "crashed"
     if who is not None and who["role"] in ("stuck", "slow"):
         return  # the exit lines are the launcher stopping the ranks that waited for the stuck one
-    crashes = sorted(view.crashes, key=lambda h: (view.rank(h) is None, h.order))
+    # a line that announced a rank's exit is no crash when the rank's own end was a wait (mp.spawn
+    # reports "Process N terminated with the following error" for a timeout too)
+    crashes = sorted((h for h in view.crashes if not _ended_waiting(view, h, lines)),
+                     key=lambda h: (view.rank(h) is None, h.order))
     if not crashed and not crashes:
         lost = [rl for rl in lines.values() if rl.end.kind == "lost-peer"]
         unranked = [e for e in exceptions_unranked(view) if not _signed(view, e.hit)]
@@ -145,6 +149,28 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
               tr("rank {rank} crashed: the other ranks are left waiting for it", rank=who["ranks"][0]), hits[:3])  # type: ignore[index]
     elif kind == "hang":
         s.add("rank-crash-deadlock", 1.5, tr("a process crashed and the job hung: the others wait for it"), crashes[:3])
+
+
+def _ended_waiting(view: View, hit: Hit, lines: dict[str, RankLine]) -> bool:
+    """Whether the rank a crash line names (its writer, or the process mp.spawn names) ended in a
+    wait of its own: a timeout or a lost peer."""
+    m = x.SPAWN_ERROR.search(hit.text)
+    rl = lines.get(view.rank(hit) or (m.group("i") if m else ""))
+    return rl is not None and rl.end.kind in ("timeout", "lost-peer")
+
+
+def handled(view: View, hit: Hit) -> bool:
+    """Whether a failure line was handled: its rank printed training progress after it, or, for a
+    line no rank could be given to, every rank whose progress the same file shows went on past it
+    (a rank that died of it could not have). Such a line is a fact about the run, not evidence of
+    a failure (a logged warning with a traceback, a retried connection)."""
+    r = view.rank(hit)
+    if r is not None:
+        return recovered(view, r, hit)
+    last = [max(h.line for h in hs) for hs in
+            ([ph[1] for ph in kinds.values() if ph[1].file == hit.file] for kinds in view.col.progress.values())
+            if hs]
+    return bool(last) and all(line > hit.line for line in last)
 
 
 def _signed(view: View, hit: Hit) -> bool:

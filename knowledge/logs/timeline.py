@@ -67,6 +67,7 @@ class RankLine:
     files: list[str] = field(default_factory=list)
     learnt: str = "prefix"  # path (per-rank file or folder), prefix ([rankN]:), nccl (host:pid)
     hosts: list[str] = field(default_factory=list)
+    last_ts: tuple[int, float] | None = None  # its last timestamped line near the end of its logs
     phase: str | None = None
     step: tuple[str, int] | None = None
     last_collective: dict[str, Any] | None = None
@@ -114,6 +115,9 @@ def build(view: View) -> dict[str, RankLine]:
             if kind in kinds and r in lines:
                 lines[r].step = (kind, kinds[kind][0])
                 break
+    for r, ts in col.last_ts.items():
+        if r in lines:
+            lines[r].last_ts = ts
     for r, (ph, _hit) in col.phases.items():
         if r in lines:
             lines[r].phase = ph
@@ -142,13 +146,13 @@ def build(view: View) -> dict[str, RankLine]:
         r = view.rank(h)
         # an exit code alone is the launcher's word that the rank ended, not why: a waiter that
         # timed out exits non-zero too (see the exits above)
-        if r is not None and r.isdigit() and not h.sig.startswith("crash-exitcode") and not _recovered(view, r, h):
+        if r is not None and r.isdigit() and not h.sig.startswith("crash-exitcode") and not recovered(view, r, h):
             rl = line_of(r)
             if rl.end.kind in ("unknown", "exited", "killed", "stopped") and not _stop_line(h.text):
                 rl.end = End("crashed", h.text[:160], h)
     for exc in col.exceptions:
         r = view.rank(exc.hit)
-        if r is None or not r.isdigit() or exc.launcher or _recovered(view, r, exc.hit):
+        if r is None or not r.isdigit() or exc.launcher or recovered(view, r, exc.hit):
             continue
         rl = line_of(r)
         if exc.peer_loss:
@@ -184,7 +188,7 @@ def _rank(view: View, key: str) -> str | None:
     return key
 
 
-def _recovered(view: View, rank: str, hit: Hit) -> bool:
+def recovered(view: View, rank: str, hit: Hit) -> bool:
     """A rank that printed training progress after the failure line went on: it was handled."""
     for kind in view.col.progress.get(rank, {}).values():
         later = kind[1]
@@ -214,4 +218,4 @@ def _recovered_any(view: View, hit: Hit) -> bool:
     return view.col.file_progress.get(hit.file, 0) > hit.line
 
 
-__all__ = ["End", "RankLine", "build", "exceptions_unranked", "short", "where"]
+__all__ = ["End", "RankLine", "build", "exceptions_unranked", "recovered", "short", "where"]
