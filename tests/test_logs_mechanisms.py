@@ -215,3 +215,22 @@ def test_a_rank_tag_after_a_logging_timestamp_names_the_rank() -> None:
     assert who("2026-12-01 18:12:13,755 INFO [rank2] train: using cached config").rank == "2"
     assert who("12/01/2026 04:00:53 - INFO - __main__ - [RANK 0] epoch 0 step 10").rank == "0"
     assert who("2026-12-01 18:12:13,755 INFO train: 3 ranks ready").rank is None
+
+
+# --- a traceback that logging printed under a WARNING record was caught ------------------------------
+
+def logged_tb(level: str) -> str:
+    # logging.Formatter appends the traceback (exc_info) right after the record's own line
+    return (f"2026-12-01 10:00:05,000 {level} [rank0] train: metrics push failed; continuing\n" + REFUSED)
+
+
+def test_a_traceback_printed_by_a_warning_record_is_handled() -> None:
+    report = analyse_text("[rank0] step 8 loss 0.1\n" + logged_tb("WARNING"), KB)
+    assert not report.failed and all(c.basis != "evidence" for c in report.causes)
+
+
+def test_a_traceback_after_an_error_record_or_on_its_own_is_a_failure() -> None:
+    for text in ("[rank0] step 8 loss 0.1\n" + logged_tb("ERROR"),
+                 "[rank0] step 8 loss 0.1\n2026-12-01 10:00:05,000 WARNING [rank0] train: slow step\n\n" + REFUSED):
+        report = analyse_text(text, KB)
+        assert report.failed and report.causes[0].id == "network-unreachable", text

@@ -173,8 +173,16 @@ class Collector:
                 self.epoch_sizes[who.rank] = (int(m.group("n")), self._hit("x-epoch-size", line, text, who))
         if "terminated with" in text:
             self._spawn(line, text, who)
+        if "WARNING" in text and x.LOG_WARNING.search(text):
+            f.warning = (key, line)
         if x.TRACEBACK in text:
             f.tracebacks[key] = line
+            # an unprefixed header belongs to whoever wrote the record before it
+            printed = f.warning is not None and f.warning[1] == line - 1 and key in (f.warning[0], "?")
+            if printed:
+                f.logged_open = line
+            elif f.logged and line - f.logged[-1][1] <= x.CHAIN_GAP:
+                f.logged_open = f.logged[-1][0]
         elif "Error" in text or "Exception" in text or "Interrupt" in text or "Failure" in text:
             self._exception(line, text, who, key)
         if "Watchdog caught" in text:
@@ -283,6 +291,11 @@ class Collector:
         if after is None and f.tracebacks:
             after = max(f.tracebacks.values())  # unprefixed frames of a prefixed header
         tb = after is not None and line - after <= TRACEBACK_SPAN
+        if f.logged_open is not None and tb:
+            if f.logged and f.logged[-1][0] == f.logged_open:
+                f.logged.pop()  # the chain goes on: one span from its first header
+            f.logged.append((f.logged_open, line))
+            f.logged_open = None
         self.exceptions.append(Exc(kind, msg, self._hit("x-exception", line, text, who),
                                    bool(x.PEER_LOSS.search(msg)), kind in x.LAUNCHER_EXC, tb))
 

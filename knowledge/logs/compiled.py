@@ -27,6 +27,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("x-backward", r"in _engine_run_backward"),
     ("x-call", r"torch\.distributed\.\w+\("),
     ("x-traceback", r"Traceback \(most recent call last\)"),
+    ("x-log-warning", r"WARNING"),
     ("x-exception", r"Error: |Exception: |KeyboardInterrupt|Failure: "),
     ("x-epoch-size", r"\d batches"),
     ("x-spawn-exit", r"terminated with (?:the following error|exit code|signal)"),

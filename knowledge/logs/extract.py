@@ -185,6 +185,11 @@ EXCEPTION = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Failed))"
     r"(?::\s?(?P<msg>.*))?$")
 TRACEBACK = "Traceback (most recent call last)"
+# A logging record at WARNING level (Python's levelname; NCCL's own "NCCL WARN" is not one): when a
+# traceback follows it on the next line, logging printed it (exc_info): the code caught the
+# exception and went on. An uncaught one is printed by sys.excepthook with no record before it.
+LOG_WARNING = re.compile(r"(?:^|[\s\[|:-])WARNING(?:[\]\s:|-]|$)")
+CHAIN_GAP = 4  # "During handling of the above exception..." between two tracebacks of one chain
 # An exception that reports losing a peer or waiting out a timeout: the rank that raised it was
 # left behind by another one (Gloo's "This is typically caused by a remote worker crashing",
 # NCCL's remote errors, the watchdog), so it is a waiter's symptom, never the root failure.

@@ -44,3 +44,6 @@ class FileState:
     channels: int = 0
     tracebacks: dict[str | None, int] = field(default_factory=dict)  # who -> last header line
     spawned: tuple[str, int] | None = None  # mp.spawn named this process index before a traceback
+    warning: tuple[str, int] | None = None  # (who, line) of the last logging record at WARNING level
+    logged_open: int | None = None  # the header line of a traceback a WARNING record printed
+    logged: list[tuple[int, int]] = field(default_factory=list)  # (header, exception line) spans

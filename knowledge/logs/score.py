@@ -17,7 +17,7 @@ from .setup_rules import (
     waiter_ops,
 )
 from .tally import BASES, Scores
-from .timeline import RankLine, exceptions_unranked, recovered
+from .timeline import RankLine, exceptions_unranked, logged, recovered
 from .view import View
 
 REST = 0.25  # each further distinct signature of a cause adds this share of its weight
@@ -165,8 +165,8 @@ def handled(view: View, hit: Hit) -> bool:
     (a rank that died of it could not have). Such a line is a fact about the run, not evidence of
     a failure (a logged warning with a traceback, a retried connection)."""
     r = view.rank(hit)
-    if r is not None:
-        return recovered(view, r, hit)
+    if r is not None or logged(view, hit):
+        return recovered(view, r or "", hit)
     last = [max(h.line for h in hs) for hs in
             ([ph[1] for ph in kinds.values() if ph[1].file == hit.file] for kinds in view.col.progress.values())
             if hs]

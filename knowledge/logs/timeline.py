@@ -189,7 +189,10 @@ def _rank(view: View, key: str) -> str | None:
 
 
 def recovered(view: View, rank: str, hit: Hit) -> bool:
-    """A rank that printed training progress after the failure line went on: it was handled."""
+    """A rank that printed training progress after the failure line went on: it was handled. So
+    was a line inside a traceback that a WARNING record printed (logged, not raised)."""
+    if logged(view, hit):
+        return True
     for kind in view.col.progress.get(rank, {}).values():
         later = kind[1]
         if later.file == hit.file and later.line > hit.line:
@@ -215,7 +218,12 @@ def exceptions_unranked(view: View) -> list[Exc]:
 
 
 def _recovered_any(view: View, hit: Hit) -> bool:
-    return view.col.file_progress.get(hit.file, 0) > hit.line
+    return view.col.file_progress.get(hit.file, 0) > hit.line or logged(view, hit)
 
 
-__all__ = ["End", "RankLine", "build", "exceptions_unranked", "recovered", "short", "where"]
+def logged(view: View, hit: Hit) -> bool:
+    """Whether the line lies in a traceback a logging WARNING record printed (caught and logged)."""
+    return any(f.name == hit.file and a <= hit.line <= b for f in view.col.files for a, b in f.logged)
+
+
+__all__ = ["End", "RankLine", "build", "exceptions_unranked", "logged", "recovered", "short", "where"]
