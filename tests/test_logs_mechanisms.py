@@ -234,3 +234,24 @@ def test_a_traceback_after_an_error_record_or_on_its_own_is_a_failure() -> None:
                  "[rank0] step 8 loss 0.1\n2026-12-01 10:00:05,000 WARNING [rank0] train: slow step\n\n" + REFUSED):
         report = analyse_text(text, KB)
         assert report.failed and report.causes[0].id == "network-unreachable", text
+
+
+# --- how far a hang got, from the watchdog's own SeqNum -----------------------------------------------
+
+def watchdog_line(seq: int) -> str:  # ProcessGroupNCCL's watchdog format
+    return (f"[rank0]:[E1218 12:49:09.086536415 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, "
+            "Timeout(ms)=600000) ran for 600046 milliseconds before timing out.\n")
+
+
+def refined(text: str) -> set[str]:
+    report = analyse_text(text, KB, symptom="hang")
+    return {r for c in report.causes for r in c.reasons if r.startswith("the symptom")}
+
+
+def test_a_timeout_after_many_collectives_is_a_hang_mid_training() -> None:
+    assert refined(watchdog_line(517)) == {"the symptom hang-mid-training points here first"}
+
+
+def test_a_timeout_in_the_first_collective_is_a_hang_at_the_first_step() -> None:
+    assert refined(watchdog_line(1)) == {"the symptom hang-first-step points here first"}

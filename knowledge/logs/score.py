@@ -313,7 +313,8 @@ def refine(kb: KnowledgeBase, view: View, symptom: str | None) -> str | None:
     symptom given) whose only failure lines are NCCL's catch-all return codes is NCCL's
     "unhandled system/cuda error". A hang by how far the logs got: steps printed ->
     mid-training (or save/eval when that is where the lines stop); ranks initialised but no
-    step -> the first forward/backward. Unknown progress keeps "hang"."""
+    step -> the first forward/backward; a watchdog's SeqNum tells the same. Unknown progress keeps
+    "hang"."""
     if symptom in (None, "error"):
         failing = [sid for sid, hs in view.col.hits.items() if hs and "failure" in view.sigs[sid].tags]
         if failing and all("catch-all" in view.sigs[sid].tags for sid in failing) \
@@ -327,7 +328,9 @@ def refine(kb: KnowledgeBase, view: View, symptom: str | None) -> str | None:
     seqs = [t.seq for per in view.timeouts.values() for t in per.values() if t.seq is not None]
     if seqs and max(seqs) <= 2:  # no collective ever completed: the first one hung
         sub = "hang-first-step"
-    elif col.progress:
+    elif col.progress or seqs and min(seqs) > 2:
+        # steps printed, or a watchdog's SeqNum past the first collectives: init and transports
+        # worked for a while, so the hang is mid-training (or at save/eval)
         sub = "hang-save-eval" if phases & {"save", "eval"} else "hang-mid-training"
     elif col.world or col.announce or any("nccl_version" in f or "net_if" in f for f in col.facts.values()):
         sub = "hang-first-step"  # ranks got through init (NCCL set up its transports)
