@@ -122,6 +122,11 @@ def _causes(result: ReproResult, kb: Any, cols: int) -> list[str]:
     return lines
 
 
+def _under_next() -> str:
+    """The indent that puts a line under the command after "  next: " (display cells)."""
+    return " " * i18n.cells("  " + t("next: {command}", command=""))
+
+
 def _rank_pad(nproc: int) -> int:
     return max(6, 2 * len(str(max(nproc - 1, 0))) + 3)
 
@@ -168,7 +173,7 @@ def render_repro(result: ReproResult, kb: Any, script_text: str,
     out.append("  " + t("log: {path}", path=result.log))
     if result.outcome != "pass":
         out.append("  " + t("next: {command}", command=f"distdoctor logs {shlex.quote(result.log)}"))
-        out.append(f"        {bisect_cmd}   # {t('the same job, one switch at a time')}")
+        out.append(f"{_under_next()}{bisect_cmd}   # {t('the same job, one switch at a time')}")
     out += ["", t("script ({path}):", path=result.script), "", script_text.rstrip(), "",
             t("run it by hand on two nodes:"), result.manual]
     return "\n".join(out)
@@ -205,13 +210,13 @@ def render_bisect(data: dict[str, Any], kb: Any) -> str:
                 "  " + t("that rules out: {what}", what=t(", ").join(data.get("rules_out", []))),
                 "  " + t("so look at: {what}", what=t(", ").join(data.get("points_at", []))),
                 "  " + t("next: run the same script on two nodes (distdoctor repro prints the commands),"),
-                "        " + t("then the job's own code: {command}", command="distdoctor logs ./job-logs/")]
+                _under_next() + t("then the job's own code: {command}", command="distdoctor logs ./job-logs/")]
     elif data.get("stopped"):
         out.append(t("verdict: none: stopped before the end."))
     else:
         out += [t("verdict: no single switch turned the baseline into a pass."),
                 "  " + t("the baseline's log: {path}", path=base["log"]),
                 "  " + t("next: {command}", command=f"distdoctor logs {shlex.quote(base['log'])}"),
-                "        distdoctor check"]
+                _under_next() + "distdoctor check"]
     out.append(t("runs kept in: {path}", path=data["run_dir"]))
     return "\n".join(out)
