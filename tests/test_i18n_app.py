@@ -264,3 +264,25 @@ def test_chinese_key_bar_fits_two_lines_at_80_columns(tmp_path: Path, zh: None) 
     lines = asyncio.run(run())
     assert "命令面板" in lines[-1] and "复制这几行" in lines[-2]
     assert all(i18n.cells(line) <= 80 for line in lines)
+
+
+def test_wide_text_breaks_between_characters_and_english_as_before() -> None:
+    import rich._wrap
+
+    from distdoctor.tui.app import lang
+
+    new, old = re.compile(rf"\s*{lang._WORD}\s*"), re.compile(r"\s*\S+\s*")
+    for english in ("Copy the logging lines (c) into the job, rerun it, then press f…",
+                    "  export NCCL_DEBUG=INFO \\\n  torchrun --nproc-per-node=... train.py",
+                    "“quoted” ▶ steps · tab: where ✓ → completes"):
+        assert new.findall(english) == old.findall(english)
+    lang.wrap_between_wide_characters()
+    text = "如果任务仍在挂起，按 s：查看每个 rank 当前的堆栈，以及与众不同的那个。然后加载它的日志（f）。"
+    cuts = rich._wrap.divide_line(text, 20)
+    lines = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    assert all(i18n.cells(line.rstrip()) <= 20 for line in lines)
+    assert i18n.cells(lines[0].rstrip()) >= 18  # the first line is full, not cut at its one space
+    assert not any(line[0] in "，。：）”" for line in lines[1:])
+    code = "先设置环境变量NCCL_DEBUG=INFO再重跑"  # a command is never cut in the middle
+    cuts = rich._wrap.divide_line(code, 20)
+    assert any("NCCL_DEBUG=INFO" in code[a:b] for a, b in zip([0, *cuts], [*cuts, len(code)]))

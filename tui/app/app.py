@@ -15,7 +15,7 @@ from textual.screen import Screen
 
 from .messages import KnowledgeChecked, SessionNotSaved
 from .nextaction import next_action
-from .lang import LANGS, NAMES, localise_bindings, other, resolve, t
+from .lang import LANGS, NAMES, localise_bindings, other, resolve, t, wrap_between_wide_characters
 from .palette import DistDoctorCommands
 from .steps import screen_class
 from ..record.session import SAVE_WAIT_S, SessionStore, SessionWriter, new_id
@@ -93,6 +93,7 @@ class DistDoctorApp(App[int]):
         self.overlay = overlay if overlay is not None else (check_knowledge or None)
         if self.lang != "en":
             localise_bindings(self)
+            wrap_between_wide_characters()
 
     def _new_screen(self, step_id: str) -> Screen[Any]:
         screen = _make_screen(step_id)
@@ -357,6 +358,8 @@ class DistDoctorApp(App[int]):
         self.lang, self.kb = lang, kb
         self._clip_route = None  # its reason is worded in the old language
         localise_bindings(self)
+        if lang != "en":
+            wrap_between_wide_characters()
         # in a task of its own: removing a mode completes after the current message, so awaiting
         # it inside this handler would wait for itself
         self.run_worker(self._rebuild_screens(), group="language", exclusive=True,

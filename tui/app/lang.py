@@ -2,12 +2,14 @@
 the switch between English and Chinese at run time (texts in knowledge/data/zh/messages/app.toml)."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
 from distdoctor.knowledge.i18n import LANGS, cells, clip, pad, resolve, t
 
-__all__ = ["LANGS", "NAMES", "cells", "clip", "pad", "resolve", "t", "localise_bindings", "other"]
+__all__ = ["LANGS", "NAMES", "cells", "clip", "pad", "resolve", "t", "localise_bindings", "other",
+           "wrap_between_wide_characters"]
 
 NAMES = {"en": "English", "zh": "中文"}
 
@@ -33,3 +35,24 @@ def localise_bindings(node: Any) -> None:
     node._bindings = BindingsMap.from_keys({
         key: [replace(b, description=t(b.description)) if b.description else b for b in bindings]
         for key, bindings in english.key_to_bindings.items()})
+
+
+# Wide (CJK) characters and the punctuation that must not start a line (it stays with the
+# character before it) or end one (it goes with the character after it).
+_WIDE = "\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef"
+_OPEN = "（「『《〈【〔［｛“‘"
+_CLOSE = "，。、；：！？）」』》〉】〕］｝”’"
+_WORD = rf"[{_OPEN}]*(?:[{_WIDE}]|[^\s{_WIDE}]+)[{_CLOSE}]*"
+
+
+def wrap_between_wide_characters() -> None:
+    """Let Rich (whose line breaking Textual's Content uses too) break a line between two wide
+    characters, as Chinese is written, and not only at spaces: a sentence with one space in it
+    otherwise leaves half a line empty and pushes the rest down. A word of narrow characters (a
+    command, an env line, an id) is still one word, and text without wide characters is split
+    exactly as before, so English output does not change. Rich's word pattern is internal: a
+    Rich without it keeps its own breaking."""
+    import rich._wrap
+
+    if isinstance(getattr(rich._wrap, "re_word", None), re.Pattern):
+        rich._wrap.re_word = re.compile(rf"\s*{_WORD}\s*")
