@@ -286,3 +286,58 @@ def test_wide_text_breaks_between_characters_and_english_as_before() -> None:
     code = "先设置环境变量NCCL_DEBUG=INFO再重跑"  # a command is never cut in the middle
     cuts = rich._wrap.divide_line(code, 20)
     assert any("NCCL_DEBUG=INFO" in code[a:b] for a, b in zip([0, *cuts], [*cuts, len(code)]))
+
+
+def test_every_text_the_app_passes_to_t_has_a_chinese_translation() -> None:
+    """Each t("...") of tui/app, and each key's description there, is in the catalogue: a new
+    English text without its Chinese would show up in English on a Chinese screen."""
+    import ast
+
+    app_dir = Path(__file__).resolve().parents[1] / "tui" / "app"
+    table = i18n.messages("zh")
+    missing = []
+    for path in sorted(app_dir.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            name = getattr(node.func, "id", None)
+            text = node.args[0] if name == "t" else (node.args[2] if name == "Binding" and len(node.args) > 2 else None)
+            if isinstance(text, ast.Constant) and isinstance(text.value, str) and text.value.strip() \
+                    and text.value not in table:
+                missing.append(f"{path.relative_to(app_dir)}:{node.lineno}: {text.value!r}")
+    assert not missing, "\n".join(missing)
+
+
+@appkit.run_async
+async def test_drill_speaks_chinese(tmp_path: Path, zh: None) -> None:
+    from textual.widgets import OptionList
+
+    from distdoctor.knowledge import load_knowledge
+    from distdoctor.tui.app.screens.drill import DrillApp
+    from distdoctor.tui.record.session import SessionStore
+
+    crash = appkit.FIXTURES / "recorded" / "01-drill-crash"
+    app = DrillApp("crash", load_knowledge(use_env=False), SessionStore(tmp_path / "s"), from_dir=crash)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        text = seen(app)
+        assert "你被叫起来了" in text and "挂起：" in text and "报错：" in text and "退出" in text
+        await pilot.press("down", "enter")  # 报错
+        await pilot.pause()
+        assert "打开你需要的证据" in seen(app) and "作答：说出根因和 rank" in seen(app)
+
+        async def choose(key: str) -> None:
+            menu = app.screen.query_one("#drill-choices", OptionList)
+            ids = [menu.get_option_at_index(i).id for i in range(menu.option_count)]
+            menu.focus()
+            menu.highlighted = ids.index(key)
+            await pilot.press("enter")
+            await pilot.pause()
+
+        await choose("answer")
+        await choose("rank-crash-deadlock")
+        assert "该怪哪个 rank？" in seen(app)
+        await choose("1")
+        text = seen(app)
+        assert "通过" in text and "得分 100/100" in text and "根因：你说的是 rank-crash-deadlock" in text
+        assert not leftovers(text.replace(app.drill_screen.drill.how, "")), leftovers(text)

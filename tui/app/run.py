@@ -26,7 +26,7 @@ def run_app(args: argparse.Namespace) -> int:
         # logs step uses them) now; the app runs the full check after its first paint.
         kb = load_knowledge(overlay or None, tree=False, patterns=False)
     except KnowledgeError as exc:
-        raise UsageError(f"knowledge: {exc}") from None
+        raise UsageError(t("knowledge: {error}", error=exc)) from None
     if getattr(args, "drill", None):
         return _run_drill_app(args.drill, kb)
     from .app import make_app

@@ -23,6 +23,8 @@ from textual.widgets.option_list import Option
 from distdoctor.probes.drill import get, run_drill
 from distdoctor.probes.drill.score import Attempt, score
 
+from ..lang import localise_bindings, resolve, t, wrap_between_wide_characters
+
 TAIL = 14  # lines of console an engineer on call sees first
 VIEW_LINES = 400
 
@@ -37,7 +39,7 @@ def log_files(folder: Path) -> list[tuple[str, Path]]:
         rel = path.relative_to(logs)
         parts = rel.parts
         if len(parts) >= 3 and parts[0] == "torchrun" and parts[-2].isdigit():
-            name = f"rank {parts[-2]} {path.stem}"  # torchrun/<run>/attempt_0/<rank>/stdout.log
+            name = t("rank {rank} {name}", rank=parts[-2], name=path.stem)  # torchrun/<run>/attempt_0/<rank>/stdout.log
         else:
             name = str(rel)
         out.append((name, path))
@@ -49,7 +51,7 @@ def tail(path: Path, lines: int) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        return f"(cannot read {path.name}: {exc.strerror or exc})"
+        return t("(cannot read {name}: {error})", name=path.name, error=exc.strerror or exc)
     return "\n".join(text.splitlines()[-lines:])
 
 
@@ -73,6 +75,8 @@ class DrillScreen(Screen[None]):
     def __init__(self, name: str, kb: Any, store: Any = None, *, from_dir: Path | None = None,
                  python: str = "") -> None:
         super().__init__(id="drill")
+        if resolve() != "en":
+            localise_bindings(self)
         drill = get(name)
         assert drill is not None, name
         self.drill = drill
@@ -97,15 +101,15 @@ class DrillScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title = f"drill: {self.drill.name}"
+        self.title = t("drill: {name}", name=self.drill.name)
         if self.folder is not None:
             self._classify()
             return
-        self._prompt(f"Drill {self.drill.name}: a small training job is starting with one real "
-                     "fault in it. Watch its console; when it stops, you are on call.")
+        self._prompt(t("Drill {name}: a small training job is starting with one real fault in it. "
+                       "Watch its console; when it stops, you are on call.", name=self.drill.name))
         self._lines: list[str] = []
         self.query_one("#drill-choices", OptionList).display = False
-        self._show(f"starting {self.drill.name} (torch takes a few seconds to load)...")
+        self._show(t("starting {name} (torch takes a few seconds to load)...", name=self.drill.name))
         self.run_worker(self._run, thread=True, name="drill-run", exit_on_error=False)
 
     def _run(self) -> None:
@@ -116,7 +120,7 @@ class DrillScreen(Screen[None]):
             result = run_drill(self.drill.name, python=self.python, on_line=on_line,
                                cancel=self.cancel)
         except ValueError as exc:  # DrillError: no torch there, unwritable state dir
-            self.app.call_from_thread(self._prompt, f"The drill could not run: {exc}")
+            self.app.call_from_thread(self._prompt, t("The drill could not run: {error}", error=exc))
             return
         self.app.call_from_thread(self._ran, result)
 
@@ -127,7 +131,7 @@ class DrillScreen(Screen[None]):
     def _ran(self, result: Any) -> None:
         self.folder = Path(result.dir)
         if result.outcome == "stopped":
-            self._prompt("Stopped: the job's processes were killed.")
+            self._prompt(t("Stopped: the job's processes were killed."))
             return
         self._classify()
 
@@ -158,26 +162,26 @@ class DrillScreen(Screen[None]):
         self.stage = "classify"
         self.files = log_files(self.folder)
         console = next((p for n, p in self.files if n == "console.log"), None)
-        self._prompt("You are paged. Below is the end of the job's console, what on call sees "
-                     "first. What kind of failure is it?")
-        self._show(tail(console, TAIL) if console else "(no console output)")
-        self._choices([("hang", "Hang: it stopped making progress (then timed out)"),
-                       ("error", "Error: it stopped with a traceback or an exit code")])
+        self._prompt(t("You are paged. Below is the end of the job's console, what on call sees "
+                       "first. What kind of failure is it?"))
+        self._show(tail(console, TAIL) if console else t("(no console output)"))
+        self._choices([("hang", t("Hang: it stopped making progress (then timed out)")),
+                       ("error", t("Error: it stopped with a traceback or an exit code"))])
 
     def _investigate(self, opened: str = "") -> None:
         self.stage = "investigate"
-        self._prompt("Open the evidence you need (each opening is a step; the shortest path "
-                     "opens one), then answer." + (f"  Showing: {opened}" if opened else ""))
-        options = [(f"file:{i}", f"open {name}") for i, (name, _) in enumerate(self.files)]
-        options.append(("analyse", "run the log analyser on every file (distdoctor logs)"))
-        options.append(("answer", "answer: name the cause and the rank"))
+        self._prompt(t("Open the evidence you need (each opening is a step; the shortest path "
+                       "opens one), then answer.") + (t("  Showing: {what}", what=opened) if opened else ""))
+        options = [(f"file:{i}", t("open {name}", name=name)) for i, (name, _) in enumerate(self.files)]
+        options.append(("analyse", t("run the log analyser on every file (distdoctor logs)")))
+        options.append(("answer", t("answer: name the cause and the rank")))
         self._choices(options)
 
     def _open(self, key: str) -> None:
         if key == "analyse":
             self.attempt.step("open:analyser")
             self._show(self._analysis())
-            self._investigate("the log analyser")
+            self._investigate(t("the log analyser"))
             return
         name, path = self.files[int(key.split(":", 1)[1])]
         self.attempt.step(f"open:{name}")
@@ -193,22 +197,22 @@ class DrillScreen(Screen[None]):
         lines = [f"distdoctor logs {self.folder / 'logs'}"]
         verdict = data.get("verdict") or {}
         if verdict.get("summary"):
-            lines.append(f"verdict: {verdict['summary']}")
+            lines.append(t("verdict: {summary}", summary=verdict["summary"]))
         for cause in data.get("causes", [])[:3]:
-            lines.append(f"  {cause.get('id')}  score {cause.get('score', '')}")
+            lines.append("  " + t("{id}  score {score}", id=cause.get("id"), score=cause.get("score", "")))
         return "\n".join(lines)
 
     def _ask_cause(self) -> None:
         self.stage = "cause"
         self.attempt.step("answer")
-        self._prompt("Which root cause? (stable cause ids, as in the guide)")
+        self._prompt(t("Which root cause? (stable cause ids, as in the guide)"))
         self._choices([(cid, f"{cid}: {c.title}") for cid, c in self.kb.causes.items()])
 
     def _ask_rank(self) -> None:
         self.stage = "rank"
         nproc = self._nproc()
-        self._prompt("Which rank is to blame?")
-        self._choices([(str(r), f"rank {r}") for r in range(nproc)] + [("none", "no single rank")])
+        self._prompt(t("Which rank is to blame?"))
+        self._choices([(str(r), t("rank {rank}", rank=r)) for r in range(nproc)] + [("none", t("no single rank"))])
 
     def _nproc(self) -> int:
         try:
@@ -223,23 +227,25 @@ class DrillScreen(Screen[None]):
         self.result = score(self.drill, self.attempt)
         r = self.result
         text = Text()
-        text.append("PASSED" if r["passed"] else "NOT PASSED", style="bold green" if r["passed"] else "bold red")
-        text.append(f"  score {r['points']}/100\n")
-        text.append(f"cause: you said {r['cause']['picked']}, it was {r['cause']['expected']}"
-                    f" ({'right' if r['cause']['right'] else 'wrong'})\n")
-        rank = lambda v: "no single rank" if v is None else f"rank {v}"  # noqa: E731
-        text.append(f"rank: you said {rank(r['rank']['picked'])}, it was {rank(r['rank']['expected'])}"
-                    f" ({'right' if r['rank']['right'] else 'wrong'})\n")
-        text.append(f"steps: {r['steps']['taken']} taken, {r['steps']['shortest']} on the shortest path\n")
-        text.append(f"switches left on: {', '.join(r['switches_left_on']) or 'none'}\n\n")
-        text.append("What was injected: ", style="bold")
-        text.append(self.drill.how + "\n\nThe lines that prove it:\n")
-        for line in proof_lines(self.folder, self.drill.proof) or ["(none found)"]:
+        text.append(t("PASSED") if r["passed"] else t("NOT PASSED"), style="bold green" if r["passed"] else "bold red")
+        text.append(t("  score {points}/100", points=r["points"]) + "\n")
+        right = lambda ok: t("right") if ok else t("wrong")  # noqa: E731
+        text.append(t("cause: you said {picked}, it was {expected} ({verdict})", picked=r["cause"]["picked"],
+                      expected=r["cause"]["expected"], verdict=right(r["cause"]["right"])) + "\n")
+        rank = lambda v: t("no single rank") if v is None else t("rank {rank}", rank=v)  # noqa: E731
+        text.append(t("rank: you said {picked}, it was {expected} ({verdict})", picked=rank(r["rank"]["picked"]),
+                      expected=rank(r["rank"]["expected"]), verdict=right(r["rank"]["right"])) + "\n")
+        text.append(t("steps: {taken} taken, {shortest} on the shortest path", taken=r["steps"]["taken"],
+                      shortest=r["steps"]["shortest"]) + "\n")
+        text.append(t("switches left on: {names}", names=", ".join(r["switches_left_on"]) or t("none")) + "\n\n")
+        text.append(t("What was injected: "), style="bold")
+        text.append(self.drill.how + "\n\n" + t("The lines that prove it:") + "\n")
+        for line in proof_lines(self.folder, self.drill.proof) or [t("(none found)")]:
             text.append(f"  {line}\n")
         self._show(text, end=False)
         saved = self._save(r)
-        self._prompt(f"The reveal. {saved}")
-        self._choices([("again", "try again on the same run"), ("quit", "quit")])
+        self._prompt(t("The reveal. {saved}", saved=saved))
+        self._choices([("again", t("try again on the same run")), ("quit", t("quit"))])
 
     def _save(self, result: dict[str, Any]) -> str:
         from distdoctor.probes.drill import store as passed_store
@@ -250,15 +256,15 @@ class DrillScreen(Screen[None]):
                 if not self.session_id:
                     self.session_id = self.store.create(drill=self.drill.name)["id"]
                 self.store.append(self.session_id, "drill-score", {**result, "dir": str(self.folder)})
-                where.append(f"session {self.session_id}")
+                where.append(t("session {id}", id=self.session_id))
             except Exception as exc:  # noqa: BLE001 - a failed save must not lose the reveal
-                where.append(f"not saved to a session ({exc})")
+                where.append(t("not saved to a session ({error})", error=exc))
         try:
             passed_store.save_attempt(self.drill.name, result["points"], result["passed"],
                                       self.session_id)
         except OSError as exc:
-            where.append(f"not saved to drills.json ({exc.strerror or exc})")
-        return "Saved: " + "; ".join(where) if where else ""
+            where.append(t("not saved to drills.json ({error})", error=exc.strerror or exc))
+        return t("Saved: {where}", where=t("; ").join(where)) if where else ""
 
     # input ----------------------------------------------------------------------------------
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
@@ -297,6 +303,9 @@ class DrillApp(App[int]):
     def __init__(self, name: str, kb: Any, store: Any = None, *, from_dir: Path | None = None,
                  python: str = "") -> None:
         super().__init__()
+        if resolve() != "en":
+            localise_bindings(self)
+            wrap_between_wide_characters()
         self.drill_screen = DrillScreen(name, kb, store, from_dir=from_dir, python=python)
 
     def on_mount(self) -> None:
