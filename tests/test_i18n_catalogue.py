@@ -174,3 +174,15 @@ def test_the_heuristic_sees_a_bare_print(tmp_path: Path) -> None:
         'print("distdoctor logs ./x")\n', encoding="utf-8")
     found = untranslated_sinks(tmp_path / "m.py", tmp_path)
     assert [f.split(":")[1] for f in found] == ["1", "3", "4"]
+
+
+def test_a_message_in_two_files_has_one_translation() -> None:
+    """All files merge into one table: the same English in two of them must not be translated
+    two ways, or which one wins would depend on the files' names."""
+    tomllib = i18n._tomllib()
+    seen: dict[str, dict[str, str]] = {}
+    for path in sorted((i18n.DATA_DIR / "zh" / "messages").glob("*.toml")):
+        for key, value in tomllib.loads(path.read_text(encoding="utf-8"))["messages"].items():
+            seen.setdefault(key, {})[path.name] = value
+    twice = {k: v for k, v in seen.items() if len(set(v.values())) > 1}
+    assert not twice, twice

@@ -166,13 +166,24 @@ def test_lint_text(capsys) -> None:
     (code_en, en, _), (code_zh, zh, _) = both(capsys, "lint", path)
     assert code_en == code_zh == 1
     assert re.search(r"1 个文件中有 \d+ 条结论", zh.splitlines()[-1]), zh.splitlines()[-1]
-    # file:line:col: RULE [cause] ... and the fix's code lines are the same in both languages
-    assert [line for line in en.splitlines() if "DD101" in line] == \
-        [line for line in zh.splitlines() if "DD101" in line]
+    # file:line:col: RULE [cause] and the fix's code lines are the same in both languages; the
+    # message is translated with the same call in its backquotes
+    head = re.compile(r"^(\S+:\d+:\d+: DD\d+ \[[\w-]+\] `[^`]+`)")
+    assert [head.match(line)[1] for line in en.splitlines() if "DD101" in line] == \
+        [head.match(line)[1] for line in zh.splitlines() if "DD101" in line]
+    assert "只在进入这个依赖 rank 的分支的 rank 上执行" in zh
     assert [line for line in en.splitlines() if line.startswith("    ")] == \
         [line for line in zh.splitlines() if line.startswith("    ")]
     code, zh, _ = cli(capsys, "--lang", "zh", "lint", str(FIX / "lint" / "dd101_ok.py"))
     assert code == 0 and zh.strip() == "没有问题：1 个文件，没有结论"
+
+
+def test_every_lint_rule_message_is_translated_with_its_name() -> None:
+    from distdoctor.probes.lint.rules import rules
+
+    zh = i18n.messages("zh")
+    assert [r.id for r in rules().values() if "{name}" not in zh.get(r.message, "{name}")] == []
+    assert [r.id for r in rules().values() if r.message not in zh] == []
 
 
 def test_knobs_text_and_every_knob_is_translated(capsys) -> None:
@@ -356,20 +367,37 @@ def _json_cases(tmp: Path, fleet: Path) -> list[list[str]]:
             ["drill", "list"], ["sessions"], ["knowledge", "list", "causes"]]
 
 
+# the human-readable text fields a probe writes in the output's language: topo's advice, knobs'
+# note and missing sources; everything else (ids, commands, env lines, numbers) is data
+TEXT_FIELDS = {"text", "note", "missing"}
+
+
+def _shape(value):
+    """Keys and values, with the human-readable text fields left out."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items() if k not in TEXT_FIELDS}
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    return value
+
+
 def test_json_is_the_same_in_both_languages(capsys, fleet_dir: Path, tmp_path: Path) -> None:
     for args in _json_cases(tmp_path, fleet_dir):
         (code_en, en, _), (code_zh, zh, _) = both(capsys, *args, "--json")
         assert code_en == code_zh, args
-        assert json.loads(en) == json.loads(zh), args  # rendered text is translated, data never
+        assert _shape(json.loads(en)) == _shape(json.loads(zh)), args
 
 
-def _shape(value, path: str = ""):
-    """Keys and non-text values, with the human-readable text fields left out."""
-    if isinstance(value, dict):
-        return {k: _shape(v, k) for k, v in value.items() if k not in ("note", "missing")}
-    if isinstance(value, list):
-        return [_shape(v, path) for v in value]
-    return value
+def test_topo_json_translates_only_the_advice_prose(capsys) -> None:
+    path = str(FIX / "topology" / "topo-m-and-p2p-r-4gpu-2socket.txt")
+    (_, en, _), (_, zh, _) = both(capsys, "topo", "--input", path, "--json")
+    en_doc, zh_doc = json.loads(en), json.loads(zh)
+    assert en_doc["advice"] and [a["env"] for a in en_doc["advice"]] == [a["env"] for a in zh_doc["advice"]]
+    for a, b in zip(en_doc["advice"], zh_doc["advice"]):
+        assert CJK.search(b["text"]) and not CJK.search(a["text"])
+        # the command lines of each item (indented) are the same
+        assert [x for x in a["text"].splitlines() if x.startswith("  ")] == \
+            [x for x in b["text"].splitlines() if x.startswith("  ")]
 
 
 def test_knobs_json_differs_only_in_its_text_fields(capsys) -> None:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from distdoctor.knowledge import i18n
+from distdoctor.knowledge.i18n import t
+
 from .model import P2P_MEANING, link_rank
 
+# the words are catalogue keys (t(MARK[...]) in mark); the codes in brackets are not words
 MARK = {"OK": "ok", "used": "used", "unused": "no (SHM)", "disabled": "no (NCCL)", "unknown": "?",
         "U": "? (U)"}
 
@@ -16,18 +20,26 @@ def plural(n: int, word: str) -> str:
 
 
 def mark(status: str) -> str:
-    return MARK.get(status, f"no ({status})")
+    return t(MARK[status]) if status in MARK else t("no ({code})", code=status)
+
+
+def _wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """textwrap for ASCII text (English stays what it was), display cells otherwise."""
+    if text.isascii():
+        return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False)
+    return i18n.wrap(text, width, "", indent)
 
 
 def fit(lines: list[str], width: int) -> list[str]:
-    """Wrap anything longer than `width`, keeping the line's indentation for the continuation."""
+    """Wrap anything longer than `width` (display cells), keeping the line's indentation for
+    the continuation."""
     out: list[str] = []
     for line in lines:
-        if len(line) <= width:
+        if i18n.cells(line) <= width:
             out.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip()) + 2)
-        out += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
+        out += _wrap(line, width, indent) or [""]
     return out
 
 
@@ -39,17 +51,21 @@ def nic_label(facts: dict[str, Any], nic_id: str) -> str:
 
 
 def heading(facts: dict[str, Any]) -> list[str]:
-    nvlink = {True: "yes", False: "no", None: "not shown"}[facts["nvlink"]]
+    nvlink = {True: t("yes"), False: t("no"), None: t("not shown")}[facts["nvlink"]]
     seen = [g for g in facts["gpus"] if g["seen"]]
-    count = plural(len(facts["gpus"]), "GPU")
+    n = len(facts["gpus"])
+    count = t("{n} GPU", n=n) if n == 1 else t("{n} GPUs", n=n)
     if len(seen) != len(facts["gpus"]):
-        count += f" ({len(seen)} named)"
-    nics = f", {plural(len(facts['nics']), 'NIC')}" if facts["nics"] else ""
+        count += t(" ({n} named)", n=len(seen))
+    n = len(facts["nics"])
+    nics = (t(", {n} NIC", n=n) if n == 1 else t(", {n} NICs", n=n)) if facts["nics"] else ""
     if facts.get("nics_total") and facts["nics_total"] > len(facts["nics"]):
-        nics += f" shown of {facts['nics_total']}"
+        nics += t(" shown of {total}", total=facts["nics_total"])
     bad = facts["pairs_without_p2p"]
-    verdict = facts["p2p"] + (f" (without: {', '.join(bad[:3])}{'...' if len(bad) > 3 else ''})" if bad else "")
-    return [f"GPU topology from {facts['source']}: {count}{nics}", f"P2P: {verdict}   NVLink: {nvlink}"]
+    verdict = t(facts["p2p"]) + (t(" (without: {pairs})", pairs=", ".join(bad[:3]) + ("..." if len(bad) > 3 else ""))
+                                 if bad else "")
+    return [t("GPU topology from {source}: {count}{nics}", source=facts["source"], count=count, nics=nics),
+            t("P2P: {verdict}   NVLink: {nvlink}", verdict=verdict, nvlink=nvlink)]
 
 
 def gpu_line(facts: dict[str, Any], gpu: dict[str, Any]) -> str:
@@ -57,7 +73,7 @@ def gpu_line(facts: dict[str, Any], gpu: dict[str, Any]) -> str:
     name = f" {name.removeprefix('NVIDIA ')[:24]}" if name else ""
     line = f"  {gpu['id']}{name}"
     if not gpu["seen"]:
-        line += " (implied, not in the input)"
+        line += t(" (implied, not in the input)")
     if gpu["nearest_nics"]:
         nics = ", ".join(nic_label(facts, n) for n in gpu["nearest_nics"][:4])
         more = f" +{len(gpu['nearest_nics']) - 4}" if len(gpu["nearest_nics"]) > 4 else ""
@@ -72,14 +88,14 @@ def numa_sections(facts: dict[str, Any]) -> list[str]:
         if group["id"] is not None:
             title = f"NUMA {group['id']}" + (f" · CPUs {group['cpus']}" if group["cpus"] else "")
         else:
-            title = f"CPUs {group['cpus']}" if group["cpus"] else "NUMA node not shown"
+            title = f"CPUs {group['cpus']}" if group["cpus"] else t("NUMA node not shown")
         lines.append(title)
         lines += [gpu_line(facts, by_id[g]) for g in group["gpus"]]
     near = {n for g in facts["gpus"] for n in g["nearest_nics"]}
     far = [n for n in facts["nics"] if n["id"] not in near]
     if far:
-        lines.append("Other NICs: " + ", ".join(
-            f"{nic_label(facts, n['id'])}" + (f" ({n['gpu_link']} to the nearest GPU)" if n["gpu_link"] else "")
+        lines.append(t("Other NICs: ") + t(", ").join(
+            f"{nic_label(facts, n['id'])}" + (t(" ({link} to the nearest GPU)", link=n["gpu_link"]) if n["gpu_link"] else "")
             for n in far))
     return lines
 
@@ -87,23 +103,24 @@ def numa_sections(facts: dict[str, Any]) -> list[str]:
 def link_sections(facts: dict[str, Any], width: int) -> list[str]:
     pairs = facts["pairs"]
     if not pairs:
-        return ["GPU links: none shown by this input"]
+        return [t("GPU links: none shown by this input")]
     groups: dict[tuple[str, str], list[str]] = {}
     for p in pairs:  # a log gives the transport NCCL took, not a link code
         link = p["link"] or "/".join(t.split("/")[0] for t in p.get("transports", [])[:1]) or "?"
         groups.setdefault((link, p["p2p"]), []).append(f"{p['a']}-{p['b']}")
     seen = sum(g["seen"] for g in facts["gpus"])
     total = seen * (seen - 1) // 2
-    lines = ["GPU links    P2P        pairs"]
+    lines = [f"{i18n.pad(t('GPU links'), 12)} {i18n.pad('P2P', 10)} {t('pairs')}"]
     for (link, status), names in sorted(groups.items(), key=lambda kv: (link_rank(kv[0][0]), kv[0][1])):
-        head = f"  {link:<10} {mark(status):<10} "
-        body = f"every pair ({len(names)})" if len(groups) == 1 and len(names) == total > 1 else " ".join(names)
-        wrapped = textwrap.wrap(body, max(20, width - len(head)), break_on_hyphens=False)
+        head = f"  {link:<10} {i18n.pad(mark(status), 10)} "
+        body = (t("every pair ({n})", n=len(names)) if len(groups) == 1 and len(names) == total > 1
+                else " ".join(names))
+        wrapped = _wrap(body, max(20, width - i18n.cells(head)))
         lines.append(head + wrapped[0])
-        lines += [" " * len(head) + rest for rest in wrapped[1:]]
+        lines += [" " * i18n.cells(head) + rest for rest in wrapped[1:]]
     codes = sorted({p["p2p"] for p in pairs} - {"OK", "used"})
     if codes:
-        lines.append("  " + "; ".join(f"{mark(c)} = {P2P_MEANING.get(c, c)}" for c in codes))
+        lines.append("  " + t("; ").join(f"{mark(c)} = {t(P2P_MEANING.get(c, c))}" for c in codes))
     return lines
 
 
@@ -138,9 +155,13 @@ def draw_matrix(facts: dict[str, Any], width: int = 80) -> str:
         lines.append("")
         ncol = max([6] + [len(n) + 1 for n in nics])
         lines += grid(gpus, nics, lambda a, b: nic_links.get((a, b), "."), ncol, width)
-    lines += ["", "'!' P2P not available, '?' P2P not shown by this input, '.' no link shown;",
-              "P2P/SHM: the transport NCCL took (from a log)"]
+    lines += [""] + t(MATRIX_LEGEND).splitlines()
     return "\n".join(fit(lines, width))
+
+
+MATRIX_LEGEND = """\
+'!' P2P not available, '?' P2P not shown by this input, '.' no link shown;
+P2P/SHM: the transport NCCL took (from a log)"""
 
 
 def grid(rows: list[str], cols: list[str], value, col: int, width: int) -> list[str]:

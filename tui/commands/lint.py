@@ -46,11 +46,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def message(finding: dict) -> str:
+    """A finding's message in the output's language. The JSON keeps the English one; its rule's
+    template (rules.toml, `{name}` filled in) is the catalogue key, and the name is read back
+    from the English text, so the translation gets the same call or variable."""
+    from distdoctor.probes.lint.rules import rules
+
+    rule = rules().get(finding["rule"])
+    if rule is None or "{name}" not in rule.message:
+        return t(rule.message) if rule is not None and rule.message == finding["message"] else finding["message"]
+    head, _, tail = rule.message.partition("{name}")
+    text = finding["message"]
+    if not (text.startswith(head) and text.endswith(tail)) or len(text) < len(head) + len(tail):
+        return text
+    return t(rule.message).replace("{name}", text[len(head):len(text) - len(tail)])
+
+
 def render(data: dict) -> str:
     """Findings as `file:line:col: RULE [cause] message`, each followed by its fix, indented."""
     lines: list[str] = []
     for f in data["findings"]:
-        lines.append(f"{f['file']}:{f['line']}:{f['col']}: {f['rule']} [{f['cause_id']}] {f['message']}")
+        lines.append(f"{f['file']}:{f['line']}:{f['col']}: {f['rule']} [{f['cause_id']}] {message(f)}")
         lines.extend("    " + row for row in f["fix"].splitlines())
         lines.append("")
     n, files = len(data["findings"]), len(data["files"])
