@@ -275,20 +275,25 @@ def test_fleet_collect_text(capsys, tmp_path: Path, monkeypatch) -> None:
 
 
 def test_stacks_text() -> None:
-    from distdoctor.tui.commands.stacks import render
+    from distdoctor.tui.commands.stacks import render, summary as summary_of
 
     frame = {"name": "wait", "file": "/v/lib/python3.11/site-packages/torch/distributed/c10d.py", "line": 9}
     result = {"summary": "2 ranks in all_reduce; rank 2 in save (t.py:7)",
               "ranks": [{"rank": str(r), "pid": 100 + r, "host": "h", "where": "all_reduce", "frames": [frame]}
-                        for r in range(3)],
+                        for r in range(2)]
+              + [{"rank": "2", "pid": 102, "host": "h", "where": "save (t.py:7)", "frames": [frame]},
+                 {"rank": "3", "pid": 103, "host": "h", "where": "not dumped: gone", "frames": []}],
               "groups": [{"ranks": ["0", "1"], "where": "all_reduce", "frames": [frame] * 10}],
               "odd": [{"rank": "2", "where": "save (t.py:7)", "why": "in save (t.py:7)"}],
               "culprit": {"role": "stuck", "why": "rank 2 is not in the collective"}}
     i18n.set_lang("zh")
     text = render(result, "--pid")
-    assert text.startswith("调用栈：2 ranks in all_reduce")
+    assert text.startswith("调用栈：2 个 rank 在 all_reduce；rank 2 在 save (t.py:7)；rank 3 没能转储\n")
     assert "与众不同的 rank：" in text and "元凶（卡住）：rank 2 is not in the collective" in text
     assert "    ……还有 2 个（--json 中有全部）" in text
+    assert summary_of(result) == "2 个 rank 在 all_reduce；rank 2 在 save (t.py:7)；rank 3 没能转储"
+    i18n.set_lang("en")
+    assert summary_of(result) == result["summary"]  # English: the probe's own line
     assert "  py-spy dump --pid 102 --locals      与众不同的 rank，带上它的变量" in text
     assert "  distdoctor stacks --json > stacks.json    为这次事故留存" in text
 

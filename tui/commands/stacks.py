@@ -144,12 +144,53 @@ def _frame_line(frame: dict[str, Any]) -> str:
     return f"{frame['name']} ({file}{line})"
 
 
+def _ranks(ranks: list[str]) -> str:
+    from distdoctor.probes.stacks import rank_list
+
+    return t("rank {rank}", rank=ranks[0]) if len(ranks) == 1 else \
+        t("{n} ranks ({ranks})", n=len(ranks), ranks=rank_list(ranks))
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The result's one-line summary in the output's language: the English one as the probe
+    wrote it, or the same parts (the job's place first, then the others, the ranks not running,
+    those not dumped) rebuilt from the ranks and the odd ones out."""
+    from distdoctor.knowledge import i18n
+
+    from distdoctor.probes.stacks.analyse import NOT_RUNNING, rank_key
+
+    if i18n.resolve() == "en":
+        return result["summary"]
+    by_where: dict[str, list[str]] = {}
+    failed = []
+    for r in result["ranks"]:
+        if r["where"].startswith("not dumped"):
+            failed.append(r["rank"])
+        else:
+            by_where.setdefault(r["where"], []).append(r["rank"])
+    odd = {o["rank"] for o in result["odd"]}
+    missing = [o["rank"] for o in result["odd"] if o["where"] == NOT_RUNNING]
+    ref = next((w for w, members in by_where.items() if not odd & set(members)), "")
+    order = sorted(by_where, key=lambda w: (w != ref, -len(by_where[w]),
+                                            rank_key(sorted(by_where[w], key=rank_key)[0])))
+    parts = []
+    for where in order:
+        members = sorted(by_where[where], key=rank_key)
+        who = t("rank {rank}", rank=members[0]) if len(members) == 1 else t("{n} ranks", n=len(members))
+        parts.append(t("{who} in {where}", who=who, where=where))
+    if missing:
+        parts.append(t("{who} not running", who=_ranks(missing)))
+    if failed:
+        parts.append(t("{who} not dumped", who=_ranks(sorted(failed, key=rank_key))))
+    return t("; ").join(parts) if parts else t("no rank dumped")
+
+
 def render(result: dict[str, Any], found: str = "") -> str:
     """The text view: summary, one line per rank, each group's frames, the odd ranks, next steps."""
     from distdoctor.probes.stacks import rank_list
     from distdoctor.probes.stacks.frames import python_frames
 
-    lines = [t("stacks: {summary}", summary=result["summary"])]
+    lines = [t("stacks: {summary}", summary=summary(result))]
     if found:
         lines.append(f"  ({found})")
     ranks = result["ranks"]
