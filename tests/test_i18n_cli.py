@@ -128,8 +128,9 @@ def test_argparse_words_are_translated_only_while_a_parser_works(capsys) -> None
     (["check", "--only", "nosuch"], "--only：未知的探针 'nosuch'"),
     (["collect", "--python", "/no/such/python"], "--python /no/such/python：没有这个解释器"),
     (["report", "--json", "--format", "md"], "--json 与 --format md 冲突"),
-    (["lint", "{tmp}/missing.py"], "distdoctor: 错误："),
-    (["fr", "{tmp}/no-dumps"], "distdoctor: 错误："),
+    (["lint", "{tmp}/missing.py"], "missing.py：没有这个文件或文件夹"),
+    (["fr", "{tmp}/no-dumps"], "no-dumps：没有这个文件或文件夹（也没有以它开头的文件）"),
+    (["topo", "--input", "{tmp}/nope.txt"], "nope.txt：没有这个文件"),
 ])
 def test_errors_are_one_chinese_line_with_the_same_exit_code(capsys, tmp_path, args, chinese) -> None:
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]

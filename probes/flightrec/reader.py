@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
+from distdoctor.knowledge.i18n import t
+
 MAX_BYTES = 256 * 1024 * 1024  # a 20000-entry buffer with stacks is tens of MiB; more is not a dump
 MAX_FILES = 4096
 # trace_rank_3, nccl_trace_rank_12, fr_trace_rank_0.json, dump.7.pkl: the rank ends the name
@@ -151,18 +153,19 @@ def parse_dump(data: bytes, path: str, rank: int) -> RankDump:
         try:
             doc = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DumpError(f"{path}: unreadable JSON dump ({exc})") from None
+            raise DumpError(t("{path}: unreadable JSON dump ({why})", path=path, why=exc)) from None
     elif data[:1] == b"\x80":
         fmt = "pickle"
         try:
             doc = loads_plain(data)
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
                 AttributeError, UnicodeDecodeError, MemoryError, RecursionError) as exc:
-            raise DumpError(f"{path}: unreadable pickle dump ({exc or type(exc).__name__})") from None
+            raise DumpError(t("{path}: unreadable pickle dump ({why})", path=path,
+                                    why=exc or type(exc).__name__)) from None
     else:
-        raise DumpError(f"{path}: not a Flight Recorder dump (neither JSON nor pickle)")
+        raise DumpError(t("{path}: not a Flight Recorder dump (neither JSON nor pickle)", path=path))
     if not isinstance(doc, dict) or not isinstance(doc.get("entries", []), list):
-        raise DumpError(f"{path}: not a Flight Recorder dump (no 'entries' list)")
+        raise DumpError(t("{path}: not a Flight Recorder dump (no 'entries' list)", path=path))
     entries = tuple(e for e in map(_entry, doc.get("entries") or []) if e is not None)
     config = doc.get("pg_config") if isinstance(doc.get("pg_config"), dict) else {}
     status = doc.get("pg_status") if isinstance(doc.get("pg_status"), dict) else {}
@@ -176,13 +179,14 @@ def read_file(path: Path, rank: int, max_bytes: int = MAX_BYTES) -> RankDump:
     try:
         size = path.stat().st_size
         if size > max_bytes:
-            raise DumpError(f"{path}: {size} bytes, more than the {max_bytes} a dump may have")
+            raise DumpError(t("{path}: {size} bytes, more than the {most} a dump may have", path=path, size=size,
+                                    most=max_bytes))
         with open(path, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
-        raise DumpError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise DumpError(t("{path}: cannot read ({why})", path=path, why=exc.strerror or exc)) from None
     if not data.strip():
-        raise DumpError(f"{path}: empty file, not a Flight Recorder dump")
+        raise DumpError(t("{path}: empty file, not a Flight Recorder dump", path=path))
     return parse_dump(data, str(path), rank)
 
 
@@ -194,14 +198,14 @@ def candidates(paths: Iterable[str]) -> list[tuple[int, Path]]:
         if top.is_file():
             match = _RANK_NAME.search(top.name)
             if not match:
-                raise DumpError(f"{top}: the file name must end with the rank (e.g. trace_rank_0)")
+                raise DumpError(t("{top}: the file name must end with the rank (e.g. trace_rank_0)", top=top))
             found.append((int(match.group(1)), top))
             continue
         if not top.is_dir():
             # the value of TORCH_FR_DUMP_TEMP_FILE itself (/tmp/nccl_trace_rank_): a prefix
             prefixed = _with_prefix(top)
             if not prefixed:
-                raise DumpError(f"{top}: no such file or folder (nor files starting with it)")
+                raise DumpError(t("{top}: no such file or folder (nor files starting with it)", top=top))
             found += prefixed
             continue
         for root, dirs, files in os.walk(top):
@@ -211,8 +215,8 @@ def candidates(paths: Iterable[str]) -> list[tuple[int, Path]]:
                 if match and not name.startswith("."):
                     found.append((int(match.group(1)), Path(root) / name))
                     if len(found) > MAX_FILES:
-                        raise DumpError(f"{top}: more than {MAX_FILES} candidate files; "
-                                        f"give the folder that holds one dump per rank")
+                        raise DumpError(t("{top}: more than {most} candidate files; give the folder that holds one dump "
+                                          "per rank", top=top, most=MAX_FILES))
     return found
 
 
@@ -248,7 +252,7 @@ def read_dumps(paths: Iterable[str], max_bytes: int = MAX_BYTES) -> tuple[dict[i
             with open(path, "rb") as fh:
                 head = fh.read(64).lstrip()[:1]
         except OSError as exc:
-            raise DumpError(f"{path}: cannot read ({exc.strerror or exc})") from None
+            raise DumpError(t("{path}: cannot read ({why})", path=path, why=exc.strerror or exc)) from None
         if head not in (b"{", b"\x80"):
             skipped.append(f"{path}: not JSON or pickle")
             continue
@@ -256,8 +260,8 @@ def read_dumps(paths: Iterable[str], max_bytes: int = MAX_BYTES) -> tuple[dict[i
         old = dumps.get(rank)
         if old is not None:
             if old.fmt == dump.fmt:
-                raise DumpError(f"two dumps for rank {rank}: {old.path} and {dump.path}; "
-                                f"give the folder of one run")
+                raise DumpError(t("two dumps for rank {rank}: {first} and {second}; give the folder of one run",
+                                  rank=rank, first=old.path, second=dump.path))
             keep = dump if dump.fmt == "pickle" else old
             skipped.append(f"{(old if keep is dump else dump).path}: rank {rank} also in {keep.path}")
             dump = keep
@@ -265,6 +269,7 @@ def read_dumps(paths: Iterable[str], max_bytes: int = MAX_BYTES) -> tuple[dict[i
     if not dumps:
         where = ", ".join(paths)
         extra = f" ({len(skipped)} files named like one were not JSON or pickle)" if skipped else ""
-        raise DumpError(f"{where}: no Flight Recorder dumps{extra}; expected one file per rank "
-                        f"named <prefix><rank>, e.g. nccl_trace_rank_0 as TORCH_FR_DUMP_TEMP_FILE writes")
+        raise DumpError(t("{where}: no Flight Recorder dumps{extra}; expected one file per rank named "
+                          "<prefix><rank>, e.g. nccl_trace_rank_0 as TORCH_FR_DUMP_TEMP_FILE writes", where=where,
+                          extra=extra))
     return dumps, skipped

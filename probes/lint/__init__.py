@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from distdoctor.knowledge.i18n import t
+
 from . import check_ckpt, check_data, check_setup, check_sync
 from .model import Script
 from .rules import Finding, Rule, rules
@@ -65,14 +67,14 @@ def python_files(paths: Iterable[str]) -> tuple[list[Path], list[str]]:
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
                 found.extend(Path(root) / n for n in sorted(names) if n.endswith(".py"))
             if not found:
-                errors.append(f"{raw}: no *.py files in this folder")
+                errors.append(t("{raw}: no *.py files in this folder", raw=raw))
             files.extend(found)
         elif path.is_file():
             files.append(path)
         elif path.exists():  # a FIFO or a device would block or never end
-            errors.append(f"{raw}: not a regular file")
+            errors.append(t("{raw}: not a regular file", raw=raw))
         else:
-            errors.append(f"{raw}: no such file or folder")
+            errors.append(t("{raw}: no such file or folder", raw=raw))
     return files, errors
 
 
@@ -90,17 +92,18 @@ def lint_paths(paths: Iterable[str]) -> LintResult:
                 raise ValueError("binary file")
             found = lint_source(text, str(path))
         except SyntaxError as exc:
-            result.errors.append(f"{path}:{exc.lineno or 0}: not valid Python ({exc.msg})")
+            result.errors.append(t("{path}:{line}: not valid Python ({error})", path=path, line=exc.lineno or 0,
+                                      error=exc.msg))
             continue
         except (UnicodeDecodeError, ValueError) as exc:
             reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
-            result.errors.append(f"{path}: cannot lint ({reason})")
+            result.errors.append(t("{path}: cannot lint ({reason})", path=path, reason=reason))
             continue
         except OSError as exc:
-            result.errors.append(f"{path}: cannot read ({exc.strerror or exc})")
+            result.errors.append(t("{path}: cannot read ({why})", path=path, why=exc.strerror or exc))
             continue
         except RecursionError:
-            result.errors.append(f"{path}: cannot lint (nested too deeply for the parser)")
+            result.errors.append(t("{path}: cannot lint (nested too deeply for the parser)", path=path))
             continue
         result.files.append(str(path))
         result.findings.extend(found)

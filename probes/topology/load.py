@@ -7,6 +7,8 @@ import stat
 import sys
 from pathlib import Path
 
+from distdoctor.knowledge.i18n import t
+
 from .model import Topology
 from .parse_matrix import find_blocks, parse_p2p, parse_topo_m
 from .parse_nccl_log import parse_nccl_log
@@ -46,19 +48,19 @@ def read_bounded(path: str | Path) -> tuple[str, str]:
             mode = os.stat(path).st_mode
             # a FIFO would block the read and a device (/dev/zero) never ends: regular files only
             if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-                raise TopologyInputError(f"{name}: not a regular file (FIFO, device or socket); "
-                                         "save the output to a file, or pipe it to --input -")
+                raise TopologyInputError(t("{name}: not a regular file (FIFO, device or socket); save the output to a "
+                                           "file, or pipe it to --input -", name=name))
             with open(path, "rb") as fh:
                 total = os.fstat(fh.fileno()).st_size
                 data = fh.read(MAX_BYTES + 1)
     except FileNotFoundError:
-        raise TopologyInputError(f"{name}: no such file") from None
+        raise TopologyInputError(t("{name}: no such file", name=name)) from None
     except IsADirectoryError:
-        raise TopologyInputError(f"{name}: is a directory, not a file") from None
+        raise TopologyInputError(t("{name}: is a directory, not a file", name=name)) from None
     except OSError as exc:
-        raise TopologyInputError(f"{name}: cannot read ({exc.strerror or exc})") from None
+        raise TopologyInputError(t("{name}: cannot read ({why})", name=name, why=exc.strerror or exc)) from None
     if looks_binary(data[:8192]):
-        raise TopologyInputError(f"{name}: binary data, not a topology file ({WHAT})")
+        raise TopologyInputError(t("{name}: binary data, not a topology file ({WHAT})", name=name, WHAT=t(WHAT)))
     note = ""
     if len(data) > MAX_BYTES:
         data = data[:MAX_BYTES]
@@ -86,7 +88,7 @@ def parse_text(text: str, name: str = "<text>") -> Topology:
     """Every topology section found in `text`, merged: a paste with `topo -m` and `topo -p2p r`
     together gives both the links and the P2P statuses."""
     if not text.strip():
-        raise TopologyInputError(f"{name}: empty file ({WHAT})")
+        raise TopologyInputError(t("{name}: empty file ({WHAT})", name=name, WHAT=t(WHAT)))
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
     parts: list[Topology] = []
