@@ -131,6 +131,9 @@ def test_argparse_words_are_translated_only_while_a_parser_works(capsys) -> None
     (["lint", "{tmp}/missing.py"], "missing.py：没有这个文件或文件夹"),
     (["fr", "{tmp}/no-dumps"], "no-dumps：没有这个文件或文件夹（也没有以它开头的文件）"),
     (["topo", "--input", "{tmp}/nope.txt"], "nope.txt：没有这个文件"),
+    (["repro", "--env", "FOO"], "--env 'FOO'：应为 NAME=VALUE（例如 --env NCCL_P2P_DISABLE=1）"),
+    (["bisect", "--switch", "nosuch"], "--switch 'nosuch'：未知的开关（可选：ib-disable"),
+    (["drill", "run", "nosuch"], "未知的演练 'nosuch'（可选：crash"),
 ])
 def test_errors_are_one_chinese_line_with_the_same_exit_code(capsys, tmp_path, args, chinese) -> None:
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]

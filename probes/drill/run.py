@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from distdoctor.knowledge.i18n import t
+
 from ..repro.proctree import ProcessTree, free_port, port_is_free
 from ..repro.run import new_run_dir
 from . import script
@@ -69,11 +71,11 @@ def check_request(name: str, nproc: int | None, timeout: float) -> Drill:
     drill = get(name)
     if drill is None:
         from .catalog import DRILLS
-        raise DrillError(f"unknown drill {name!r} (one of: {', '.join(DRILLS)})")
+        raise DrillError(t("unknown drill {name} (one of: {known})", name=repr(name), known=', '.join(DRILLS)))
     if nproc is not None and not 2 <= nproc <= 4:
-        raise DrillError("--nproc must be 2, 3 or 4 (drills run on CPU, Gloo)")
+        raise DrillError(t("--nproc must be 2, 3 or 4 (drills run on CPU, Gloo)"))
     if not 5 <= timeout <= MAX_WALL_S:
-        raise DrillError(f"--timeout must be between 5 and {MAX_WALL_S:.0f} seconds")
+        raise DrillError(t("--timeout must be between 5 and {most} seconds", most=format(MAX_WALL_S, ".0f")))
     return drill
 
 
@@ -92,11 +94,11 @@ def run_drill(name: str, *, nproc: int | None = None, python: str = "", run_dir:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if any(folder.iterdir()):
-            raise DrillError(f"{folder} already holds files: give an empty or new folder")
+            raise DrillError(t("{folder} already holds files: give an empty or new folder", folder=folder))
         (folder / "logs").mkdir()
         job = script.write_job(drill, folder, n)
     except OSError as exc:
-        raise DrillError(f"cannot write the drill folder {folder}: {exc.strerror or exc}") from None
+        raise DrillError(t("cannot write the drill folder {folder}: {why}", folder=folder, why=exc.strerror or exc)) from None
     env = _env(drill)
     start = time.monotonic()
     deadline = start + timeout
@@ -124,10 +126,10 @@ def run_drill(name: str, *, nproc: int | None = None, python: str = "", run_dir:
     text = _all_logs(folder / "logs")
     reproduced = script.fault_shown(drill, text, outcome)
     if not reproduced and "No module named 'torch'" in text:
-        raise DrillError(f"--python {python}: no torch there (the job could not start)")
+        raise DrillError(t("--python {python}: no torch there (the job could not start)", python=python))
     if not reproduced and "[rank" not in text and "torch" not in text:
         first = next((ln for ln in text.splitlines() if ln.strip()), "no output at all")
-        raise DrillError(f"--python {python}: the job could not start ({first[:120]})")
+        raise DrillError(t("--python {python}: the job could not start ({error})", python=python, error=first[:120]))
     script.write_label(drill, folder, n, outcome)
     if record:
         script.tidy_for_record(drill, folder, python)
@@ -142,9 +144,9 @@ def _python(python: str) -> str:
     if os.sep in python:
         python = os.path.abspath(python)  # the job runs in its own folder
         if not os.access(python, os.X_OK):
-            raise DrillError(f"--python {python}: not an executable file")
+            raise DrillError(t("--python {python}: not an executable file", python=python))
     elif shutil.which(python) is None:
-        raise DrillError(f"--python {python}: not found on PATH")
+        raise DrillError(t("--python {python}: not found on PATH", python=python))
     return python
 
 
@@ -167,8 +169,8 @@ def _hold(tries: int = 5) -> tuple[socket.socket, int]:
         except OSError:
             sock.close()
             if attempt == tries - 1:
-                raise DrillError("cannot hold a port for the port-in-use drill") from None
-    raise DrillError("cannot hold a port for the port-in-use drill")
+                raise DrillError(t("cannot hold a port for the port-in-use drill")) from None
+    raise DrillError(t("cannot hold a port for the port-in-use drill"))
 
 
 def _launch(argv: list[str], env: dict[str, str], cwd: Path, log: Path, deadline: float,

@@ -11,6 +11,8 @@ from typing import Any, Callable, Sequence
 
 import psutil
 
+from distdoctor.knowledge.i18n import t
+
 from ...knowledge.model import KnowledgeBase, Switch
 from ..secret_names import mask_env
 from .options import ReproInputError, ReproOptions, check_python
@@ -108,7 +110,7 @@ def find_switch(kb: KnowledgeBase, name: str) -> tuple[Switch, str | None]:
         if key in (sw.id, sw.env):
             return sw, (value if sep else None)
     known = ", ".join(s.id for s in kb.switches_in_order())
-    raise ReproInputError(f"--switch {name!r}: unknown switch (one of {known})")
+    raise ReproInputError(t("--switch {name}: unknown switch (one of {known})", name=repr(name), known=known))
 
 
 def trials(kb: KnowledgeBase, backend: str, names: Sequence[str] | None = None,
@@ -118,8 +120,8 @@ def trials(kb: KnowledgeBase, backend: str, names: Sequence[str] | None = None,
         chosen = [find_switch(kb, n) for n in names]
         for sw, _ in chosen:
             if sw.backend not in (backend, "any"):
-                raise ReproInputError(f"--switch {sw.id}: applies to the {sw.backend} backend, "
-                                      f"this run uses {backend}")
+                raise ReproInputError(t("--switch {id}: applies to the {backend} backend, this run uses {used}",
+                                        id=sw.id, backend=sw.backend, used=backend))
     else:
         chosen = [(sw, None) for sw in applicable(kb, backend)]
     nics = list(interfaces) if interfaces is not None else None

@@ -11,6 +11,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
+from distdoctor.knowledge.i18n import t
+
 from ..runner import Runner, SubprocessRunner
 
 BACKENDS = ("nccl", "gloo", "auto")
@@ -89,7 +91,7 @@ def parse_env(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not ENV_NAME_RE.match(name):
-            raise ReproInputError(f"--env {item!r}: expected NAME=VALUE (e.g. --env NCCL_P2P_DISABLE=1)")
+            raise ReproInputError(t("--env {item}: expected NAME=VALUE (e.g. --env NCCL_P2P_DISABLE=1)", item=repr(item)))
         out[name] = value
     return out
 
@@ -97,23 +99,21 @@ def parse_env(items: list[str] | None) -> dict[str, str]:
 def validate(opts: ReproOptions) -> None:
     """Reject options that cannot describe a run on this node."""
     if opts.nproc < 1:
-        raise ReproInputError(f"--nproc {opts.nproc}: need at least 1 process (2 is the minimal repro)")
+        raise ReproInputError(t("--nproc {nproc}: need at least 1 process (2 is the minimal repro)", nproc=opts.nproc))
     if opts.nnodes != 1:
-        raise ReproInputError(f"--nnodes {opts.nnodes}: only 1 runs here; the output prints the "
-                              "commands to run the same script by hand on two nodes")
+        raise ReproInputError(t("--nnodes {nnodes}: only 1 runs here; the output prints the commands to run the same script by hand on two nodes", nnodes=opts.nnodes))
     if opts.backend not in BACKENDS:
-        raise ReproInputError(f"--backend {opts.backend!r}: one of {', '.join(BACKENDS)}")
+        raise ReproInputError(t("--backend {backend}: one of {known}", backend=repr(opts.backend), known=', '.join(BACKENDS)))
     if not opts.timeout > 0:
-        raise ReproInputError(f"--timeout {opts.timeout:g}: must be more than 0 seconds")
+        raise ReproInputError(t("--timeout {timeout}: must be more than 0 seconds", timeout=format(opts.timeout, "g")))
     if not opts.timeout <= MAX_TIMEOUT_S:  # also catches inf
-        raise ReproInputError(f"--timeout {opts.timeout:g}: at most {MAX_TIMEOUT_S} seconds "
-                              "(a week); a repro that needs longer is a hang")
+        raise ReproInputError(t("--timeout {timeout}: at most {most} seconds (a week); a repro that needs longer is a hang",
+                                timeout=format(opts.timeout, "g"), most=MAX_TIMEOUT_S))
     for name in opts.env:
         if not ENV_NAME_RE.match(name):
-            raise ReproInputError(f"--env {name!r}: not a valid variable name")
+            raise ReproInputError(t("--env {name}: not a valid variable name", name=repr(name)))
         if name in LAUNCH_VARS:
-            raise ReproInputError(f"--env {name}: torchrun sets it for every rank (the repro "
-                                  "picks a free port on this node), so it would be ignored")
+            raise ReproInputError(t("--env {name}: torchrun sets it for every rank (the repro picks a free port on this node), so it would be ignored", name=name))
 
 
 def max_cpu_ranks() -> int:
@@ -125,9 +125,9 @@ def resolve_python(python: str) -> str:
     """An executable path for `python` (a path or a name on PATH), or a ReproInputError."""
     found = shutil.which(python) if os.sep not in python else python
     if not found or not Path(found).is_file():
-        raise ReproInputError(f"--python {python}: no such interpreter")
+        raise ReproInputError(t("--python {python}: no such interpreter", python=python))
     if not os.access(found, os.X_OK):
-        raise ReproInputError(f"--python {python}: not executable")
+        raise ReproInputError(t("--python {python}: not executable", python=python))
     return os.path.abspath(found)  # runs start in their own folder: a relative path would break
 
 
@@ -147,38 +147,33 @@ def check_python(opts: ReproOptions, *, runner: Runner | None = None,
     result = (runner or SubprocessRunner())([python, "-c", _PROBE_CODE], timeout=timeout)
     if result.error:
         if result.returncode is None and "timed out after" in result.error:
-            raise ReproInputError(f"--python {opts.target_python()}: did not answer within "
-                                  f"{timeout:g}s (not a Python interpreter that answers?)")
+            raise ReproInputError(t("--python {python}: did not answer within {timeout}s (not a Python interpreter that answers?)",
+                                    python=opts.target_python(), timeout=format(timeout, "g")))
         # The runner names the command first; the message names it already.
-        raise ReproInputError(f"--python {python}: {result.error.removeprefix(python + ': ')}")
+        raise ReproInputError(t("--python {python}: {detail}", python=python, detail=result.error.removeprefix(python + ': ')))
     if result.returncode != 0:
         if not result.stderr.strip() and not result.stdout.strip():
-            raise ReproInputError(f"--python {python}: exited with code {result.returncode} and "
-                                  "printed nothing: not a Python interpreter? (point --python at "
-                                  "the failing job's python)")
+            raise ReproInputError(t("--python {python}: exited with code {returncode} and printed nothing: not a Python interpreter? (point --python at the failing job's python)", python=python, returncode=result.returncode))
         last = (result.stderr.strip().splitlines() or ["exit code %s" % result.returncode])[-1]
         if "No module named" in last and "torch" in last:
-            raise ReproInputError(f"--python {python}: torch is not installed there "
-                                  "(point --python at the failing job's interpreter)")
-        raise ReproInputError(f"--python {python}: cannot import torch: {last}")
+            raise ReproInputError(t("--python {python}: torch is not installed there (point --python at the failing job's interpreter)", python=python))
+        raise ReproInputError(t("--python {python}: cannot import torch: {last}", python=python, last=last))
     try:
         facts = json.loads(result.stdout.strip().splitlines()[-1])
         info = PythonInfo(python, str(facts["torch"]), bool(facts["cuda"]), int(facts["gpus"]),
                           bool(facts["nccl"]), bool(facts["gloo"]))
     except (IndexError, ValueError, KeyError, TypeError):
-        raise ReproInputError(f"--python {python}: unexpected answer {result.stdout[-200:]!r}") from None
+        raise ReproInputError(t("--python {python}: unexpected answer {answer}", python=python,
+                                answer=repr(result.stdout[-200:]))) from None
     backend = info.backend_for(opts.backend)
     if backend == "nccl":
         if not (info.cuda and info.nccl):
-            raise ReproInputError(f"--backend nccl: torch {info.torch} at {python} has no CUDA/NCCL "
-                                  "(use --backend gloo)")
+            raise ReproInputError(t("--backend nccl: torch {torch} at {python} has no CUDA/NCCL (use --backend gloo)", torch=info.torch, python=python))
         if opts.nproc > info.gpus:
-            raise ReproInputError(f"--nproc {opts.nproc}: nccl needs one GPU per process and this "
-                                  f"node has {info.gpus}")
+            raise ReproInputError(t("--nproc {nproc}: nccl needs one GPU per process and this node has {gpus}", nproc=opts.nproc, gpus=info.gpus))
     elif not info.gloo:
-        raise ReproInputError(f"--backend gloo: torch {info.torch} at {python} was built without Gloo")
+        raise ReproInputError(t("--backend gloo: torch {torch} at {python} was built without Gloo", torch=info.torch, python=python))
     elif opts.nproc > max_cpu_ranks():
-        raise ReproInputError(f"--nproc {opts.nproc}: a CPU (gloo) repro runs at most "
-                              f"{max_cpu_ranks()} ranks on this node ({os.cpu_count()} cores); "
-                              "the minimal repro needs 2")
+        raise ReproInputError(t("--nproc {nproc}: a CPU (gloo) repro runs at most {most} ranks on this node ({cores} cores); the minimal repro needs 2",
+                                nproc=opts.nproc, most=max_cpu_ranks(), cores=os.cpu_count()))
     return info

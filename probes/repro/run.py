@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from distdoctor.knowledge.i18n import t
+
 from ...knowledge.model import KnowledgeBase
 from ..secret_names import mask_env
 from .causes import match_causes
@@ -147,8 +149,7 @@ def run_repro(opts: ReproOptions, kb: KnowledgeBase | None = None,
     try:
         script = write_script(opts, run_dir)
     except OSError as exc:
-        raise ReproInputError(f"cannot write the run folder {run_dir}: "
-                              f"{exc.strerror or exc}") from None
+        raise ReproInputError(t("cannot write the run folder {run_dir}: {why}", run_dir=run_dir, why=exc.strerror or exc)) from None
     log_path = run_dir / LOG_NAME
     port = free_port()
     python = opts.target_python()
