@@ -15,6 +15,8 @@ from collections import Counter
 from types import MappingProxyType
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from .base import FAIL, OK, ProbeContext, ProbeResult, unavailable
 
 NAME = "ras"
@@ -161,9 +163,9 @@ def parse_json(text: str) -> dict[str, Any]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON ({exc})") from None
+        raise ValueError(t("not JSON ({why})", why=exc)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("communicators"), list):
-        raise ValueError("not ncclras JSON (no 'communicators' list)")
+        raise ValueError(t("not ncclras JSON (no 'communicators' list)"))
     facts = _empty("json")
     facts["nccl_version"] = doc.get("nccl_version")
     facts["timeouts"] = int((doc.get("ras") or {}).get("timeouts_count") or 0)

@@ -134,6 +134,7 @@ def test_argparse_words_are_translated_only_while_a_parser_works(capsys) -> None
     (["repro", "--env", "FOO"], "--env 'FOO'：应为 NAME=VALUE（例如 --env NCCL_P2P_DISABLE=1）"),
     (["bisect", "--switch", "nosuch"], "--switch 'nosuch'：未知的开关（可选：ib-disable"),
     (["drill", "run", "nosuch"], "未知的演练 'nosuch'（可选：crash"),
+    (["fleet", "collect", "--via", "ssh", "--hosts", "n[3-1]", "-o", "{tmp}/f"], "主机范围 'n[3-1]' 有误：'3-1' 是递减的"),
 ])
 def test_errors_are_one_chinese_line_with_the_same_exit_code(capsys, tmp_path, args, chinese) -> None:
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]

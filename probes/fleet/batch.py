@@ -8,6 +8,8 @@ import time
 from collections import defaultdict
 from typing import Mapping
 
+from distdoctor.knowledge.i18n import t
+
 from ..runner import CommandResult, Runner, SubprocessRunner
 from .fanout import FanoutOptions, HostResult, OnHost, collect_command, parse_output
 
@@ -88,15 +90,15 @@ def _pdsh_host(host: str, out: list[str], err: list[str], res: CommandResult,
 def srun_argv(env: Mapping[str, str], opts: FanoutOptions) -> list[str]:
     """One step with one task per node of the current allocation (or of --hosts within it)."""
     if not env.get("SLURM_JOB_ID"):
-        raise SlurmError("--via srun needs a Slurm allocation (SLURM_JOB_ID is not set); run it "
+        raise SlurmError(t("--via srun needs a Slurm allocation (SLURM_JOB_ID is not set); run it "
                          "inside one, e.g. `salloc -N 4 distdoctor fleet collect --via srun "
-                         "-o fleet/`, or use --via ssh/pdsh")
+                         "-o fleet/`, or use --via ssh/pdsh"))
     if opts.hosts:
         nodes = str(len(opts.hosts))
     else:
         nodes = env.get("SLURM_NNODES") or env.get("SLURM_JOB_NUM_NODES") or ""
         if not nodes.isdigit():
-            raise SlurmError("SLURM_NNODES is not set: pass the nodes with --hosts")
+            raise SlurmError(t("SLURM_NNODES is not set: pass the nodes with --hosts"))
     argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
             # --overlap: the hung job's own step may hold every CPU of the allocation
             "--overlap", "--label", "--kill-on-bad-exit=0", "--job-name=distdoctor-collect"]

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from distdoctor.knowledge.i18n import t
+
 from ..runner import CommandResult, Runner, SubprocessRunner
 from .hosts import safe_name
 from .schema import NUMBER_HOOKS, SCHEMA_ID, bounds_problem, json_cut_short, validate_snapshot
@@ -211,12 +213,13 @@ def kubectl_pods(opts: FanoutOptions, runner: Runner) -> list[str]:
     """The names of the running pods the selector matches; KubectlError when kubectl cannot say."""
     res = runner(kubectl_pods_argv(opts), timeout=max(10.0, opts.connect_timeout + 5.0))
     if res.error or res.returncode != 0:
-        raise KubectlError(f"kubectl get pods -l {opts.selector}: {failure_reason(res, 'kubectl')}")
+        raise KubectlError(t("kubectl get pods -l {selector}: {error}", selector=opts.selector,
+                             error=failure_reason(res, "kubectl")))
     pods = [line.strip().removeprefix("pod/") for line in res.stdout.splitlines() if line.strip()]
     if not pods:
         where = f" in namespace {opts.namespace}" if opts.namespace else ""
-        raise KubectlError(f"no running pod matches -l {opts.selector}{where} "
-                           f"(see `kubectl get pods -l {opts.selector} {' '.join(_kubectl_scope(opts))}`)")
+        raise KubectlError(t("no running pod matches -l {selector}{where} (see `kubectl get pods -l {selector} {scope}`)",
+                             selector=opts.selector, where=where, scope=" ".join(_kubectl_scope(opts))))
     return pods
 
 

@@ -6,6 +6,8 @@ import re
 import stat
 from pathlib import Path
 
+from distdoctor.knowledge.i18n import t
+
 MAX_HOSTS = 100_000  # more than any cluster; a typo like node[1-99999999] must not eat memory
 MAX_HOSTFILE_BYTES = 16 << 20
 _RANGE = re.compile(r"^([^\[\]]*)\[([^\[\]]+)\]([^\[\]]*)$")
@@ -60,27 +62,27 @@ def expand_hosts(text: str) -> list[str]:
         match = _RANGE.match(item)
         if not match:
             if "[" in item or "]" in item:
-                raise HostListError(f"bad host range {item!r}: use one bracket, e.g. node[01-04]")
+                raise HostListError(t("bad host range {item}: use one bracket, e.g. node[01-04]", item=repr(item)))
             hosts.append(item)
             continue
         prefix, body, suffix = match.groups()
         for part in body.split(","):
             lo, sep, hi = part.strip().partition("-")
             if not lo.isdigit() or (sep and not hi.isdigit()):
-                raise HostListError(f"bad host range {item!r}: {part!r} is not N or N-M")
+                raise HostListError(t("bad host range {item}: {part} is not N or N-M", item=repr(item), part=repr(part)))
             if not sep:
                 hosts.append(f"{prefix}{lo}{suffix}")
                 continue
             if int(hi) < int(lo):
-                raise HostListError(f"bad host range {item!r}: {part!r} counts down")
+                raise HostListError(t("bad host range {item}: {part} counts down", item=repr(item), part=repr(part)))
             if len(hosts) + int(hi) - int(lo) + 1 > MAX_HOSTS:
-                raise HostListError(f"bad host range {item!r}: more than {MAX_HOSTS} hosts")
+                raise HostListError(t("bad host range {item}: more than {most} hosts", item=repr(item), most=MAX_HOSTS))
             width = len(lo) if lo.startswith("0") else 0
             hosts.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(int(lo), int(hi) + 1))
     for host in hosts:
         why = host_problem(host)
         if why:
-            raise HostListError(f"bad host name {host!r}: {why}")
+            raise HostListError(t("bad host name {host}: {why}", host=repr(host), why=why))
     return list(dict.fromkeys(hosts))  # keep order, drop repeats
 
 
@@ -90,14 +92,14 @@ def read_hostfile(path: str | Path) -> list[str]:
         st = os.stat(path)
         # a FIFO would block the read and /dev/zero never ends
         if not stat.S_ISREG(st.st_mode):
-            raise HostListError(f"host file {path}: not a regular file")
+            raise HostListError(t("host file {path}: not a regular file", path=path))
         if st.st_size > MAX_HOSTFILE_BYTES:
-            raise HostListError(f"host file {path}: {st.st_size >> 20} MiB, too big for a host list")
+            raise HostListError(t("host file {path}: {size} MiB, too big for a host list", path=path, size=st.st_size >> 20))
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise HostListError(f"host file {path}: no such file") from None
+        raise HostListError(t("host file {path}: no such file", path=path)) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise HostListError(f"host file {path}: unreadable ({exc})") from None
+        raise HostListError(t("host file {path}: unreadable ({why})", path=path, why=exc)) from None
     hosts: list[str] = []
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()

@@ -9,6 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from distdoctor.knowledge.i18n import t
+
 from ..base import ProbeContext
 from ..runner import CommandResult, Runner, SubprocessRunner
 from .discover import RankProc
@@ -32,8 +34,8 @@ def find_pyspy() -> str:
         found = os.path.join(folder or ".", "py-spy")
         if os.path.isfile(found) and os.access(found, os.X_OK):
             return found
-    raise NoPySpy("py-spy not found (next to this python or on PATH): "
-                  "`pip install py-spy` in distdoctor's environment")
+    raise NoPySpy(t("py-spy not found (next to this python or on PATH): "
+                  "`pip install py-spy` in distdoctor's environment"))
 
 
 def proc_state(ctx: ProbeContext, pid: int) -> str:
@@ -140,8 +142,8 @@ def dump_all(ranks: Sequence[RankProc], host: str, *, native: bool = False,
 
     threads = [threading.Thread(target=worker, name=f"stacks-dump-{n}", daemon=True)
                for n in range(max(1, min(workers, len(ranks))))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     return [r for r in results if r is not None]
