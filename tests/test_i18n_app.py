@@ -341,3 +341,19 @@ async def test_drill_speaks_chinese(tmp_path: Path, zh: None) -> None:
         text = seen(app)
         assert "通过" in text and "得分 100/100" in text and "根因：你说的是 rank-crash-deadlock" in text
         assert not leftovers(text.replace(app.drill_screen.drill.how, "")), leftovers(text)
+
+
+@appkit.run_async
+async def test_chinese_palette_and_textual_own_commands(tmp_path: Path, zh: None) -> None:
+    app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="pal")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"zhuti")  # nothing matches: only the placeholder is left
+        await pilot.press(*["backspace"] * 5)
+        await pilot.pause()
+        text = "\n".join(appkit.terminal_lines(app))
+        assert "搜索命令…" in text
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {"主题", "退出", "截图"} <= titles and "Quit" not in titles

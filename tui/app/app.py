@@ -332,6 +332,15 @@ class DistDoctorApp(App[int]):
         if self.use_command_palette and not CommandPalette.is_open(self):
             self.push_screen(CommandPalette(id="--command-palette", placeholder=t("Search for commands…")))
 
+    def search_themes(self) -> None:
+        if self.lang == "en":
+            super().search_themes()
+            return
+        from textual.command import CommandPalette
+        from textual.theme import ThemeProvider
+
+        self.push_screen(CommandPalette(providers=[ThemeProvider], placeholder=t("Search for themes…")))
+
     # --- language ----------------------------------------------------------------------------
     def action_language(self, lang: str) -> None:
         """Speak `lang` from now on, without a restart: the knowledge base's texts are reloaded
