@@ -226,41 +226,46 @@ def as_evidence(facts: dict[str, Any]) -> list[dict[str, Any]]:
         return sorted({w["rank"] for w in who if w.get("rank") is not None}, key=int)
 
     def procs(who: list[dict[str, Any]]) -> str:
-        return ", ".join(f"{'rank ' + w['rank'] + ' ' if w.get('rank') else ''}(pid {w.get('pid')} on "
-                         f"{w.get('host')})" for w in who)
+        return t(", ").join((t("rank {rank} ", rank=w["rank"]) if w.get("rank") else "")
+                            + t("(pid {pid} on {host})", pid=w.get("pid"), host=w.get("host")) for w in who)
 
     if facts["dead"]:
         items.append({"source": "ras", "ranks": ranks(facts["dead"]), "role": "crashed",
-                      "why": f"NCCL RAS considers {procs(facts['dead'])} dead: unreachable over its network",
+                      "why": t("NCCL RAS considers {who} dead: unreachable over its network",
+                               who=procs(facts["dead"])),
                       "cause": "rank-crash-deadlock"})
     gone = facts["missing"] + facts["unresponsive"]
     dead_ranks = set(ranks(facts["dead"]))
     gone = [w for w in gone if w.get("rank") not in dead_ranks]
     if gone:
         items.append({"source": "ras", "ranks": ranks(gone), "role": "stuck",
-                      "why": f"NCCL RAS got no answer from {procs(gone)} (unresponsive or missing)",
+                      "why": t("NCCL RAS got no answer from {who} (unresponsive or missing)", who=procs(gone)),
                       "cause": "collective-timeout"})
     for m in facts["mismatches"]:
         if not m.get("odd"):
             continue
         if m["op"] == "status":
-            why = f"communicator {m['comm']}: ranks {', '.join(m['odd'])} have a different status"
+            why = t("communicator {comm}: ranks {ranks} have a different status", comm=m["comm"],
+                    ranks=", ".join(m["odd"]))
             items.append({"source": "ras", "ranks": m["odd"], "role": "stuck", "why": why, "cause": None})
             continue
-        counts = ", ".join(f"rank {r} at {m['counts'].get(r)}" for r in m["odd"])
+        counts = t(", ").join(t("rank {rank} at {count}", rank=r, count=m["counts"].get(r)) for r in m["odd"])
         if m.get("behind"):
             items.append({"source": "ras", "ranks": m["odd"], "role": "stuck",
-                          "why": f"{m['op']} counts differ: most ranks launched up to {m['majority']}, "
-                                 f"{counts}: behind, never reached the collective the others wait in",
+                          "why": t("{op} counts differ: most ranks launched up to {majority}, {counts}: behind, "
+                                   "never reached the collective the others wait in", op=m["op"],
+                                   majority=m["majority"], counts=counts),
                           "cause": "collective-timeout"})
         else:
             items.append({"source": "ras", "ranks": m["odd"], "role": "misconfigured",
-                          "why": f"{m['op']} counts differ: most ranks launched up to {m['majority']}, "
-                                 f"{counts}: ahead, a collective only some ranks call",
+                          "why": t("{op} counts differ: most ranks launched up to {majority}, {counts}: ahead, "
+                                   "a collective only some ranks call", op=m["op"], majority=m["majority"],
+                                   counts=counts),
                           "cause": "asymmetric-collective"})
     for e in facts["errors"]:
         items.append({"source": "ras", "ranks": [e["rank"]] if e.get("rank") else [], "role": None,
-                      "why": f"NCCL RAS: rank {e.get('rank')} reported {e.get('error')}", "cause": None})
+                      "why": t("NCCL RAS: rank {rank} reported {error}", rank=e.get("rank"), error=e.get("error")),
+                      "cause": None})
     return items
 
 
@@ -275,7 +280,7 @@ def probe_ras(ctx: ProbeContext, *, host: str | None = None, port: int | None = 
     """Query the job's RAS thread; unavailable with a reason when it cannot be asked."""
     exe = shutil.which("ncclras", path=ctx.env.get("PATH"))
     if not exe:
-        return unavailable(NAME, UNAVAILABLE)
+        return unavailable(NAME, t(UNAVAILABLE))
     version = client_version(ctx, exe)
     argv = [exe, "-t", str(timeout_s)]
     if host:
@@ -287,15 +292,15 @@ def probe_ras(ctx: ProbeContext, *, host: str | None = None, port: int | None = 
     limit = limit_s or 2 * timeout_s + 2 * LEG_TIMEOUT_S + 5
     result = ctx.runner(argv + (["-f", "json"] if use_json else []), timeout=limit)
     if result.error:
-        return unavailable(NAME, f"ncclras did not answer: {result.error}")
+        return unavailable(NAME, t("ncclras did not answer: {error}", error=result.error))
     if result.returncode != 0:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return unavailable(NAME, f"ncclras exited {result.returncode}: {tail[:200]} (is an NCCL job "
-                                 f"running on this node, with NCCL_RAS_ENABLE unset or 1?)")
+        return unavailable(NAME, t("ncclras exited {code}: {tail} (is an NCCL job running on this node, with "
+                                   "NCCL_RAS_ENABLE unset or 1?)", code=result.returncode, tail=tail[:200]))
     try:
         facts = parse(result.stdout)
     except ValueError as exc:
-        return unavailable(NAME, f"ncclras output unreadable: {exc}")
+        return unavailable(NAME, t("ncclras output unreadable: {why}", why=exc))
     facts["client_version"] = ".".join(map(str, version)) if version else None
     return ProbeResult(NAME, FAIL if problems(facts) else OK, MappingProxyType(facts),
                        raw=result.stdout[-20000:], duration_s=result.duration_s)

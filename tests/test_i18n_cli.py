@@ -378,8 +378,9 @@ def _json_cases(tmp: Path, fleet: Path) -> list[list[str]]:
 
 
 # the human-readable text fields a probe writes in the output's language: topo's advice, knobs'
-# note and missing sources; everything else (ids, commands, env lines, numbers) is data
-TEXT_FIELDS = {"text", "note", "missing"}
+# note and missing sources, the why of ras evidence, an unavailable reason; everything else
+# (ids, commands, env lines, numbers, roles) is data
+TEXT_FIELDS = {"text", "note", "missing", "why", "reason"}
 
 
 def _shape(value):
