@@ -212,7 +212,8 @@ def test_fr_text(capsys) -> None:
     assert code_en == code_zh == 1
     assert zh.startswith("Flight Recorder：2 个转储（pickle），rank 0-1")
     assert "  rank  最后完成                最后发出" in zh  # columns padded by display width
-    assert "元凶：rank 2（崩溃）：" in zh and "根因：rank-crash-deadlock" in zh
+    assert "元凶：rank 2（崩溃）：rank 2 没有留下 Flight Recorder 转储，而 rank 0, 1 到达了 all_reduce #3" in zh
+    assert "第一次不一致：#3（缺失）：rank 0, 1 到达了 all_reduce #3；" in zh and "根因：rank-crash-deadlock" in zh
     assert "\n下一步：\n" in zh and "  distdoctor knowledge show rank-crash-deadlock" in zh
     assert "  distdoctor stacks --job auto      每个 rank 现在停在哪里" in zh
 
@@ -378,9 +379,10 @@ def _json_cases(tmp: Path, fleet: Path) -> list[list[str]]:
 
 
 # the human-readable text fields a probe writes in the output's language: topo's advice, knobs'
-# note and missing sources, the why of ras evidence, an unavailable reason; everything else
+# note and missing sources, the why of ras evidence and of fr's culprit, fr's details and notes, an
+# unavailable reason; everything else
 # (ids, commands, env lines, numbers, roles) is data
-TEXT_FIELDS = {"text", "note", "missing", "why", "reason"}
+TEXT_FIELDS = {"text", "note", "notes", "missing", "why", "reason", "detail", "stalled", "fr_trace_note"}
 
 
 def _shape(value):

@@ -12,6 +12,8 @@ import ast
 from collections import Counter
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from .model import FrResult, GroupResult, Mismatch, names as _names
 from .reader import Entry, RankDump
 
@@ -53,8 +55,8 @@ def _members(pg: str, desc: str, dumps: dict[int, RankDump], single: bool) -> tu
     if found:
         return sorted(found), ""
     if unnamed and (desc == "default_pg" or single):
-        return sorted(unnamed), f"group {pg!r} taken as the unnamed group in pg_config (a Gloo dump)"
-    return None, f"group {pg!r} is not in any pg_config: its members are the ranks that recorded it"
+        return sorted(unnamed), t("group {pg} taken as the unnamed group in pg_config (a Gloo dump)", pg=repr(pg))
+    return None, t("group {pg} is not in any pg_config: its members are the ranks that recorded it", pg=repr(pg))
 
 
 def _status(dump: RankDump, pg: str, key: str) -> int | None:
@@ -98,7 +100,7 @@ def _compare(seq: int, present: dict[int, Entry]) -> Mismatch | None:
     ops = {r: e.op for r, e in present.items()}
     if len(set(ops.values())) > 1:
         odd, rest, even, best = _odd_out(ops)
-        said = "; ".join(f"{_names([r for r in ops if ops[r] == op])} called {op}"
+        said = t("; ").join(t("{ranks} called {op}", ranks=_names([r for r in ops if ops[r] == op]), op=op)
                          for op in sorted(set(ops.values()), key=lambda o: min(r for r in ops if ops[r] == o)))
         return Mismatch(seq, "op", odd, said, rest, best, _vs_first(ops), even)
     op = next(iter(ops.values()))
@@ -109,15 +111,16 @@ def _compare(seq: int, present: dict[int, Entry]) -> Mismatch | None:
         parts = []
         for value in sorted(set(sizes.values()), key=lambda v: min(r for r in sizes if sizes[r] == v)):
             who = [r for r in sizes if sizes[r] == value]
-            parts.append(f"{value[0] if value[0] is not None else value[1]} on {_names(who)}")
-        return Mismatch(seq, "size", odd, f"{op} with sizes {' and '.join(parts)}", rest, op,
+            parts.append(t("{value} on {ranks}", value=value[0] if value[0] is not None else value[1],
+                           ranks=_names(who)))
+        return Mismatch(seq, "size", odd, t("{op} with sizes {sizes}", op=op, sizes=t(" and ").join(parts)), rest, op,
                         _vs_first(sizes), even)
     dtypes = {r: tuple(sorted(set(e.dtypes))) for r, e in present.items()}
     if len(set(dtypes.values())) > 1:
         odd, rest, even, best = _odd_out(dtypes)
-        parts = [f"{'/'.join(v) or '?'} on {_names([r for r in dtypes if dtypes[r] == v])}"
+        parts = [t("{value} on {ranks}", value="/".join(v) or "?", ranks=_names([r for r in dtypes if dtypes[r] == v]))
                  for v in sorted(set(dtypes.values()), key=lambda v: min(r for r in dtypes if dtypes[r] == v))]
-        return Mismatch(seq, "dtype", odd, f"{op} with dtype {' and '.join(parts)}", rest, op,
+        return Mismatch(seq, "dtype", odd, t("{op} with dtype {dtypes}", op=op, dtypes=t(" and ").join(parts)), rest, op,
                         _vs_first(dtypes), even)
     return None
 
@@ -136,7 +139,7 @@ def analyse_group(pg: str, desc: str, dumps: dict[int, RankDump], single: bool) 
         # the world group holds every global rank up to the highest dump seen, so a missing low
         # rank is still named (Gloo dumps with subgroups record the world's ranks as "[]")
         members = list(range(max(dumps) + 1))
-        note = f"group {pg!r} has no member list in pg_config: taken as ranks 0-{max(dumps)}"
+        note = t("group {pg} has no member list in pg_config: taken as ranks 0-{last}", pg=repr(pg), last=max(dumps))
     if members is None:
         members = sorted(by_rank)
     notes = [note] if note else []
@@ -184,13 +187,13 @@ def analyse_group(pg: str, desc: str, dumps: dict[int, RankDump], single: bool) 
                 break
         if mismatch is None and no_dump:
             mismatch = Mismatch(end, "missing", no_dump,
-                                f"no dump from {_names(no_dump)}", tuple(present), "?", no_dump)
+                                t("no dump from {ranks}", ranks=_names(no_dump)), tuple(present), "?", no_dump)
         if mismatch is None:
             waiting = [r for r in present if (last_completed[r] or 0) < end]
             if waiting and len(waiting) == len(present):
                 op = by_rank[present[0]][end].op
-                stalled = (f"every rank entered {op} #{end} and none completed it: no rank is "
-                           f"missing from it, so look at the transport or a slow rank")
+                stalled = t("every rank entered {op} #{seq} and none completed it: no rank is missing from it, "
+                            "so look at the transport or a slow rank", op=op, seq=end)
     last_completed = {r: last_completed[r] for r in members}
     last_enqueued = {r: last_enqueued[r] for r in members}
     return GroupResult(pg=pg, desc=desc, ranks=tuple(members), last_completed=last_completed,
@@ -202,18 +205,19 @@ def analyse_group(pg: str, desc: str, dumps: dict[int, RankDump], single: bool) 
 def _missing_detail(seq: int, op: str, absent: list[int], have: dict[int, Entry], no_dump: tuple[int, ...],
                     never_joined: tuple[int, ...], last_enqueued: dict[int, int | None],
                     last_op: dict[int, str]) -> str:
-    parts = [f"{_names(have)} reached {op} #{seq}"]
+    parts = [t("{ranks} reached {op} #{seq}", ranks=_names(have), op=op, seq=seq)]
     gone = sorted(r for r in absent if r in no_dump)
     if gone:
-        parts.append(f"{_names(gone)} left no dump (crashed, killed, or never dumped)")
+        parts.append(t("{ranks} left no dump (crashed, killed, or never dumped)", ranks=_names(gone)))
     joined_never = sorted(r for r in absent if r in never_joined and r not in no_dump)
     if joined_never:
-        parts.append(f"{_names(joined_never)} never issued a collective in this group")
+        parts.append(t("{ranks} never issued a collective in this group", ranks=_names(joined_never)))
     for r in sorted(absent):
         if r in no_dump or r in joined_never:
             continue
-        parts.append(f"rank {r} stopped at {last_op.get(r, '?')} #{last_enqueued.get(r)}")
-    return "; ".join(parts)
+        parts.append(t("rank {rank} stopped at {op} #{seq}", rank=r, op=last_op.get(r, "?"),
+                       seq=last_enqueued.get(r)))
+    return t("; ").join(parts)
 
 
 def analyse(dumps: dict[int, RankDump], skipped: tuple[str, ...] = ()) -> FrResult:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from .reader import RankDump
 
 
@@ -57,7 +59,7 @@ def names(ranks: Any) -> str:
     """'rank 3', 'ranks 0, 1', 'ranks 0-6, 9' (runs of three or more collapse: worlds are big)."""
     ranks = sorted(ranks)
     if not ranks:
-        return "no rank"
+        return t("no rank")
     runs: list[list[int]] = []
     for r in ranks:
         if runs and runs[-1][-1] == r - 1:
@@ -65,4 +67,5 @@ def names(ranks: Any) -> str:
         else:
             runs.append([r])
     parts = [f"{run[0]}-{run[-1]}" if len(run) >= 3 else ", ".join(map(str, run)) for run in runs]
-    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(parts)}"
+    shown = ", ".join(parts)
+    return t("rank {ranks}", ranks=shown) if len(ranks) == 1 else t("ranks {ranks}", ranks=shown)

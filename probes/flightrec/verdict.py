@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from distdoctor.knowledge.i18n import t
+
 from .model import Culprit, FrResult, GroupResult, names as _names
 
 
@@ -21,32 +23,40 @@ def _culprit_of(group: GroupResult) -> Culprit | None:
     m = group.first_mismatch
     if m is None:
         return None
-    label = f" in group {group.pg}" + (f" ({group.desc})" if group.desc else "")
-    unsure = (" The split is even, so the dumps alone cannot tell which side is wrong: check "
-              "`distdoctor stacks`.") if m.even_split else ""
+    label = t(" in group {pg}", pg=group.pg + (f" ({group.desc})" if group.desc else ""))
+    unsure = t(" The split is even, so the dumps alone cannot tell which side is wrong: check "
+               "`distdoctor stacks`.") if m.even_split else ""
     if m.kind == "missing":
         gone = tuple(r for r in m.ranks if r in group.no_dump)
         if gone:
-            return Culprit(gone, "crashed", f"{_names(gone)} left no Flight Recorder dump while "
-                           f"{_names(m.others)} reached {m.op} #{m.seq}{label}: it crashed or was "
-                           f"killed (or was never set to dump)", "rank-crash-deadlock", group.pg)
+            return Culprit(gone, "crashed", t("{ranks} left no Flight Recorder dump while {others} reached "
+                                              "{op} #{seq}{group}: it crashed or was killed (or was never set "
+                                              "to dump)", ranks=_names(gone), others=_names(m.others), op=m.op,
+                                              seq=m.seq, group=label), "rank-crash-deadlock", group.pg)
         never = tuple(r for r in m.ranks if r in group.never_joined)
         if len(m.ranks) <= len(m.others):
             if never and len(never) == len(m.ranks):
-                return Culprit(m.ranks, "missing", f"{_names(m.ranks)} never issued a collective"
-                               f"{label} while {_names(m.others)} wait in {m.op} #{m.seq}",
+                return Culprit(m.ranks, "missing", t("{ranks} never issued a collective{group} while {others} "
+                                                     "wait in {op} #{seq}", ranks=_names(m.ranks), group=label,
+                                                     others=_names(m.others), op=m.op, seq=m.seq),
                                "collective-timeout", group.pg)
-            stops = ", ".join(f"rank {r} at {group.last_op.get(r, '?')} #{group.last_enqueued.get(r)}"
-                              for r in m.ranks)
-            return Culprit(m.ranks, "stuck", f"{_names(m.ranks)} never reached {m.op} #{m.seq}"
-                           f"{label} ({stops}); {_names(m.others)} wait in it.{unsure}",
+            stops = t(", ").join(t("rank {rank} at {op} #{seq}", rank=r, op=group.last_op.get(r, "?"),
+                                   seq=group.last_enqueued.get(r)) for r in m.ranks)
+            return Culprit(m.ranks, "stuck", t("{ranks} never reached {op} #{seq}{group} ({stops}); {others} "
+                                               "wait in it.{unsure}", ranks=_names(m.ranks), op=m.op, seq=m.seq,
+                                               group=label, stops=stops, others=_names(m.others), unsure=unsure),
                            "collective-timeout", group.pg)
-        return Culprit(m.others, "misconfigured", f"{_names(m.others)} called {m.op} #{m.seq}{label} "
-                       f"that {_names(m.ranks)} never called: a collective only some ranks reach "
-                       f"(e.g. under `if rank == 0:`)", "asymmetric-collective", group.pg)
-    return Culprit(m.ranks, "misconfigured", f"at collective #{m.seq}{label}, {m.detail}: {_names(m.ranks)} "
-                   f"{'is' if len(m.ranks) == 1 else 'are'} the odd one out (the ranks run different "
-                   f"code paths).{unsure}", "asymmetric-collective", group.pg)
+        return Culprit(m.others, "misconfigured", t("{others} called {op} #{seq}{group} that {ranks} never "
+                                                    "called: a collective only some ranks reach (e.g. under "
+                                                    "`if rank == 0:`)", others=_names(m.others), op=m.op,
+                                                    seq=m.seq, group=label, ranks=_names(m.ranks)),
+                       "asymmetric-collective", group.pg)
+    values = {"seq": m.seq, "group": label, "detail": m.detail, "ranks": _names(m.ranks), "unsure": unsure}
+    why = (t("at collective #{seq}{group}, {detail}: {ranks} is the odd one out (the ranks run different code "
+             "paths).{unsure}", **values) if len(m.ranks) == 1 else
+           t("at collective #{seq}{group}, {detail}: {ranks} are the odd one out (the ranks run different code "
+             "paths).{unsure}", **values))
+    return Culprit(m.ranks, "misconfigured", why, "asymmetric-collective", group.pg)
 
 
 def fr_trace_note(group: GroupResult, culprit: Culprit) -> str:
@@ -57,13 +67,13 @@ def fr_trace_note(group: GroupResult, culprit: Culprit) -> str:
     if m.kind == "missing":
         if set(m.fr_trace_ranks) == set(culprit.ranks):
             return ""
-        return (f"fr_trace would report {_names(m.fr_trace_ranks)} as missing from {m.op} #{m.seq}; "
-                f"distdoctor blames {_names(culprit.ranks)} because only "
-                f"{len(m.others)} of {len(m.others) + len(m.ranks)} ranks issued it")
-    return (f"fr_trace compares every rank with whichever dump it reads first, so it may name "
-            f"{_names(m.others)} as the culprit instead (its own code warns its culprit can be the "
-            f"wrong rank); distdoctor names {_names(culprit.ranks)}, the odd one out "
-            f"({len(m.others)} of {len(m.others) + len(m.ranks)} ranks agree)")
+        return t("fr_trace would report {reported} as missing from {op} #{seq}; distdoctor blames {ranks} "
+                 "because only {n} of {total} ranks issued it", reported=_names(m.fr_trace_ranks), op=m.op,
+                 seq=m.seq, ranks=_names(culprit.ranks), n=len(m.others), total=len(m.others) + len(m.ranks))
+    return t("fr_trace compares every rank with whichever dump it reads first, so it may name {others} as the "
+             "culprit instead (its own code warns its culprit can be the wrong rank); distdoctor names {ranks}, "
+             "the odd one out ({n} of {total} ranks agree)", others=_names(m.others), ranks=_names(culprit.ranks),
+             n=len(m.others), total=len(m.others) + len(m.ranks))
 
 
 def pick_culprit(groups: Sequence[GroupResult]) -> Culprit | None:
@@ -107,7 +117,7 @@ def as_evidence(result: FrResult) -> list[dict[str, Any]]:
     for g in result.groups:
         if g.stalled:
             items.append({"source": "fr", "ranks": [], "role": None,
-                          "why": f"group {g.pg}: {g.stalled}", "cause": "collective-timeout"})
+                          "why": t("group {pg}: {why}", pg=g.pg, why=g.stalled), "cause": "collective-timeout"})
         elif g.first_mismatch is not None and (c is None or g.pg != c.pg):
             other = _culprit_of(g)
             if other is not None:
@@ -125,13 +135,13 @@ def cross_check(result: FrResult, stacks: dict[str, Any] | None) -> list[str]:
              if isinstance(r, dict)}
     odd = {str(o.get("rank")) for o in stacks.get("odd") or [] if isinstance(o, dict)}
     blamed = {str(r) for r in c.ranks}
-    seen = [f"rank {r} is in {where[r]}" for r in sorted(blamed) if r in where]
+    seen = [t("rank {rank} is in {where}", rank=r, where=where[r]) for r in sorted(blamed) if r in where]
     if odd and not (odd & blamed):
-        return [f"stacks disagree: they single out {_names(int(r) for r in odd if r.isdigit())} "
-                f"while Flight Recorder points at {_names(c.ranks)}"
-                + (f" ({'; '.join(seen)})" if seen else "")]
+        return [t("stacks disagree: they single out {odd} while Flight Recorder points at {ranks}",
+                  odd=_names(int(r) for r in odd if r.isdigit()), ranks=_names(c.ranks))
+                + (t(" ({seen})", seen=t("; ").join(seen)) if seen else "")]
     if seen:
-        return [f"stacks agree: {'; '.join(seen)}"]
+        return [t("stacks agree: {seen}", seen=t("; ").join(seen))]
     return []
 
 
@@ -151,7 +161,9 @@ def cross_check_logs(result: FrResult, logs: dict[str, Any] | None) -> list[str]
         return []
     if (rank in blamed) or (crashed & blamed):
         who = rank if rank in blamed else sorted(crashed & blamed)[0]
-        return [f"logs agree: rank {who}" + (f" failed first ({text})" if who == rank and text else " crashed")]
+        return [t("logs agree: rank {rank}", rank=who)
+                + (t(" failed first ({text})", text=text) if who == rank and text else t(" crashed"))]
     named = rank or ", ".join(sorted(crashed))
-    return [f"logs disagree: they show rank {named} failing first" + (f" ({text})" if rank and text else "")
-            + f" while Flight Recorder points at {_names(c.ranks)}"]
+    return [t("logs disagree: they show rank {rank} failing first", rank=named)
+            + (t(" ({seen})", seen=text) if rank and text else "")
+            + t(" while Flight Recorder points at {ranks}", ranks=_names(c.ranks))]

@@ -139,7 +139,7 @@ def render(result: Any, paths: list[str], checks: list[str]) -> str:
         lines.append("")
         lines.append(t("{group}: ranks {ranks}", group=name, ranks=_ranges(g.ranks)))
         for note in g.notes:
-            lines.append(f"  ({note})")
+            lines.append("  " + t("({note})", note=note))
         # ranks in the same place share a row, so a 1024-rank job prints its few odd ones out
         rows: dict[tuple[str, str], list[int]] = {}
         for r in g.ranks:
