@@ -34,9 +34,11 @@ class Ranked:
     score: float
     reasons: tuple[str, ...]
     basis: str = "evidence"  # evidence (a failure line, a failed check, a switch, a stack), facts, prior
+    strong: bool = False  # evidence about this incident (log failure lines, bisect, fleet, live sources, lint)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "score": self.score, "reasons": list(self.reasons), "basis": self.basis}
+        return {"id": self.id, "score": self.score, "reasons": list(self.reasons), "basis": self.basis,
+                "strong": self.strong}
 
 
 def _num(value: Any) -> float:
@@ -66,6 +68,7 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
     parts: dict[str, dict[str, float]] = {}
     reasons: dict[str, list[tuple[float, str]]] = {}
     bases: dict[str, str] = {}
+    strong: set[str] = set()
     # Records can hold events written by other versions or by hand: skip what is not a mapping.
     suspects, log_causes, findings, fleet = (
         [x for x in seq if isinstance(x, Mapping)] for seq in (suspects, log_causes, findings, fleet))
@@ -81,6 +84,8 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
         if value > current.get(source, 0.0):
             current[source] = value
         reasons.setdefault(cause_id, []).append((value, reason))
+        if source not in ("symptom", "findings") and (source != "logs" or basis == "evidence"):
+            strong.add(cause_id)
 
     top = max((_num(s.get("weight")) for s in suspects), default=0.0)
     for s in suspects:
@@ -130,7 +135,7 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
         if ruled_out and cid in ruled_out:
             score *= RULED_OUT_FACTOR
             why.append(tr("weakened: {why}", why=ruled_out[cid]))
-        ranked.append(Ranked(cid, round(score, 3), tuple(why), bases.get(cid, "evidence")))
+        ranked.append(Ranked(cid, round(score, 3), tuple(why), bases.get(cid, "evidence"), cid in strong))
     return sorted(ranked, key=lambda r: (r.basis == "prior", -r.score, r.id))
 
 

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping
 SHOWN_LINES = 3  # evidence lines quoted per cause; the Log evidence section has them all
 # Reasons that are evidence about this incident rather than the symptom's usual suspects
 STRONG = ("logs (evidence)", "logs:", "bisect:", "fleet:", "stacks:", "fr:", "ras:", "lint:", "repro:")
-_SCORE = re.compile(r"\bscore -?\d+(?:\.\d+)?(?:,\s*)?")
+_SCORE = re.compile(r"(?:\bscore|得分) -?\d+(?:\.\d+)?(?:,\s*|，)?")
 
 
 def _l(value: Any) -> list[Any]:
@@ -26,7 +26,7 @@ def short_file(path: Any) -> str:
 def plain_reason(reason: Any) -> str:
     """A reason without its internal score ("logs (evidence): 8 evidence lines")."""
     text = _SCORE.sub("", str(reason)).replace(": ,", ":").strip()
-    return re.sub(r":\s*$", "", text)
+    return re.sub(r"[:：]\s*$", "", text)
 
 
 def annotate(causes: Iterable[dict[str, Any]], findings: Iterable[Mapping[str, Any]],
@@ -48,7 +48,8 @@ def annotate(causes: Iterable[dict[str, Any]], findings: Iterable[Mapping[str, A
         own = lines.get(cid, [])
         named = checks.get(cid, [])
         failed = [f for f in named if str(f.get("status")) in ("fail", "error")]
-        strong = [w for w in why if w.startswith(STRONG)]
+        # the engine says which reasons are this incident's evidence; an older record, its English prefixes
+        strong = cause["strong"] if isinstance(cause.get("strong"), bool) else any(w.startswith(STRONG) for w in why)
         basis = str(cause.get("basis") or ("evidence" if own or strong else "checks" if failed else "prior"))
         cause["basis"] = basis
         cause["evidence_lines"] = [f"{short_file(e.get('file'))}:{e.get('line')}: {str(e.get('text', '')).strip()}"

@@ -87,7 +87,7 @@ def _combine(record: Mapping[str, Any], kb: Any) -> list[dict[str, Any]]:
     from .ranking import rank_session
     from .state import Flow
 
-    return [{"id": r.id, "score": r.score, "basis": r.basis, "why": list(r.reasons)}
+    return [{"id": r.id, "score": r.score, "basis": r.basis, "why": list(r.reasons), "strong": r.strong}
             for r in rank_session(kb, Flow.from_record(record))]
 
 

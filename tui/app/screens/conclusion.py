@@ -105,7 +105,7 @@ class ConclusionScreen(StepScreen):
                            names=", ".join(name for name in launchers.switches_to_remove()
                                            if name not in {s["name"] for s in remove})))
         self.query_one("#remove", Static).update("\n".join(lines) or t("No debugging switch found."))
-        data = {"causes": [{"id": r.id, "score": r.score, "basis": r.basis, "why": list(r.reasons)}
+        data = {"causes": [{"id": r.id, "score": r.score, "basis": r.basis, "why": list(r.reasons), "strong": r.strong}
                            for r in self.ranked], "culprit": who,
                 "fixes": [{"cause": self.ranked[0].id, "fix": kb.causes[self.ranked[0].id].fix}]
                 if self.ranked and self.ranked[0].id in kb.causes else [],
