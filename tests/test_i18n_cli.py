@@ -419,3 +419,20 @@ def test_knobs_json_differs_only_in_its_text_fields(capsys) -> None:
     assert code_en == code_zh == 0 and en_doc.keys() == zh_doc.keys()
     assert _shape(en_doc) == _shape(zh_doc)
     assert len(en_doc["missing"]) == len(zh_doc["missing"])
+
+
+def test_stacks_of_a_recorded_hang_in_chinese() -> None:
+    sys.path.insert(0, str(HERE))
+    from test_stacks_analysis import recorded
+
+    from distdoctor.probes.stacks import analyse
+    from distdoctor.tui.commands.stacks import render
+
+    i18n.set_lang("zh")
+    result = analyse(recorded("sleep"))
+    text = render(result)
+    assert text.startswith("调用栈：2 个 rank 在 all_reduce (train.py:38)；rank 1 在 slow_step (train.py:10)\n")
+    assert "  rank 1 在 slow_step (train.py:10)，不在集合通信中：2 个 rank（0,2） 在 all_reduce (train.py:38) 中等待" \
+        in text.splitlines()
+    assert "元凶（卡住）：rank 1 在 slow_step (train.py:10)，不在集合通信中" in text
+    assert [o["where"] for o in result["odd"]] == ["slow_step (train.py:10)"]  # data stays as it is

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Sequence
 
+from distdoctor.knowledge.i18n import t
+
 from .classify import CHECKPOINT, EVAL, Place, classify
 from .frames import python_frames
 
@@ -33,11 +35,8 @@ def rank_list(ranks: Iterable[str]) -> str:
 
 
 def _ranks_words(ranks: Sequence[str]) -> str:
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"{len(ranks)} ranks ({rank_list(ranks)})"
-
-
-def _be(ranks: Sequence[str]) -> str:
-    return "is" if len(ranks) == 1 else "are"
+    return t("rank {rank}", rank=ranks[0]) if len(ranks) == 1 else \
+        t("{n} ranks ({ranks})", n=len(ranks), ranks=rank_list(ranks))
 
 
 def _subject(ranks: Sequence[str], why: str) -> str:
@@ -74,15 +73,22 @@ def _reference(places: dict[str, Place], counts: Counter[str],
 
 
 def _why(place: Place, ref: Place, ref_ranks: list[str]) -> str:
-    waiting = f"{_ranks_words(ref_ranks)} {'wait' if len(ref_ranks) > 1 else 'waits'} in {ref.where}"
-    inner = f", in {place.inner}" if place.inner else ""
+    who = _ranks_words(ref_ranks)
+    waiting = (t("{who} wait in {where}", who=who, where=ref.where) if len(ref_ranks) > 1
+               else t("{who} waits in {where}", who=who, where=ref.where))
+    inner = t(", in {inner}", inner=place.inner) if place.inner else ""
     if place.waiting and ref.waiting:
         if place.op != ref.op:
-            return f"is in {place.where}{inner}, a different collective: {waiting}"
-        return f"is in {place.op} from another line ({place.site}): {waiting}"
+            return t("is in {where}{inner}, a different collective: {waiting}", where=place.where, inner=inner,
+                     waiting=waiting)
+        return t("is in {op} from another line ({site}): {waiting}", op=place.op, site=place.site, waiting=waiting)
     if ref.waiting:
-        return f"is in {place.where}{inner}, not in the collective: {waiting}"
-    return f"is in {place.where}{inner}, while {_ranks_words(ref_ranks)} {'are' if len(ref_ranks) > 1 else 'is'} in {ref.where}"
+        return t("is in {where}{inner}, not in the collective: {waiting}", where=place.where, inner=inner,
+                 waiting=waiting)
+    if len(ref_ranks) > 1:
+        return t("is in {where}{inner}, while {who} are in {ref}", where=place.where, inner=inner, who=who,
+                 ref=ref.where)
+    return t("is in {where}{inner}, while {who} is in {ref}", where=place.where, inner=inner, who=who, ref=ref.where)
 
 
 def analyse(ranks: list[dict[str, Any]], expected: Iterable[str] = ()) -> dict[str, Any]:
@@ -120,7 +126,7 @@ def analyse(ranks: list[dict[str, Any]], expected: Iterable[str] = ()) -> dict[s
                 odd.append({"rank": rank, "where": where, "why": _why(places[where], ref, ref_ranks)})
     for rank in missing:
         odd.append({"rank": rank, "where": NOT_RUNNING,
-                    "why": "is not running: its process exited or never started"})
+                    "why": t("is not running: its process exited or never started")})
     result: dict[str, Any] = {"ranks": out_ranks, "groups": groups, "odd": odd}
     result["culprit"] = _culprit(places, by_where, ref_where, odd, missing)
     result["summary"] = summary(by_where, ref_where, missing, out_ranks)
@@ -142,7 +148,9 @@ def _culprit(places: dict[str, Place], by_where: dict[str, list[str]], ref_where
     """The shared vocabulary's culprit, only when it is clear."""
     if missing:
         return {"ranks": missing, "role": "missing",
-                "why": f"{_ranks_words(missing)} {_be(missing)} not running while the others wait"}
+                "why": (t("{who} is not running while the others wait", who=_ranks_words(missing))
+                        if len(missing) == 1 else
+                        t("{who} are not running while the others wait", who=_ranks_words(missing)))}
     clear = _clear_odd(places, by_where, ref_where)
     if not clear or len(clear) != len({o['where'] for o in odd}):
         return None
