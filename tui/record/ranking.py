@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
 from distdoctor.knowledge.verdict import Ranked, culprit, rank_causes
 
 __all__ = ["Ranked", "rank_causes", "rank_session", "session_culprit"]
@@ -29,11 +30,11 @@ def rank_session(kb: Any, flow: Any) -> list[Ranked]:
     if verdict:
         for cause_id in verdict.get("causes") or [verdict.get("cause")]:
             if cause_id:
-                implicated[str(cause_id)] = f"the job passes only with {verdict.get('env', '?')}"
+                implicated[str(cause_id)] = t("the job passes only with {env}", env=verdict.get("env", "?"))
     ruled_out = {}
     if bisect.get("baseline_passed") or repro.get("outcome") == "pass":
         for cause_id in bisect.get("rules_out") or _baseline_rules_out():
-            ruled_out[str(cause_id)] = "the minimal repro passes on this node"
+            ruled_out[str(cause_id)] = t("the minimal repro passes on this node")
     ranked = rank_causes(
         suspects(kb, flow.symptom or flow.kind), flow.log_causes + repro_causes, flow.findings,
         implicated, (events.get("fleet") or {}).get("disagreements") or [], ruled_out, _extra(events))
