@@ -152,6 +152,8 @@ def test_topo_text(capsys) -> None:
     (code_en, en, _), (code_zh, zh, _) = both(capsys, "topo", "--input", path)
     assert code_en == code_zh == 1
     assert "\n该怎么做\n" in zh and "\n备注\n" in zh and "\nWhat to do\n" not in zh
+    assert "- NET/IB 没有找到设备：NCCL 在节点之间退回到 TCP 套接字（NET/Socket）。" in zh.splitlines()
+    assert "GPU 之间没有可用的点对点（P2P）通路" in zh
     # the commands to copy are the English ones, byte for byte
     for line in ("    export NCCL_P2P_DISABLE=1", "    echo NCCL_P2P_DISABLE=1 | sudo tee -a /etc/nccl.conf"):
         assert line in en.splitlines() and line in zh.splitlines()

@@ -106,7 +106,7 @@ def link_sections(facts: dict[str, Any], width: int) -> list[str]:
         return [t("GPU links: none shown by this input")]
     groups: dict[tuple[str, str], list[str]] = {}
     for p in pairs:  # a log gives the transport NCCL took, not a link code
-        link = p["link"] or "/".join(t.split("/")[0] for t in p.get("transports", [])[:1]) or "?"
+        link = p["link"] or "/".join(tr.split("/")[0] for tr in p.get("transports", [])[:1]) or "?"
         groups.setdefault((link, p["p2p"]), []).append(f"{p['a']}-{p['b']}")
     seen = sum(g["seen"] for g in facts["gpus"])
     total = seen * (seen - 1) // 2

@@ -98,7 +98,7 @@ def parse_text(text: str, name: str = "<text>") -> Topology:
     if topo_m:
         first = parse_topo_m(topo_m[0], lines)
         if len(topo_m) > 1:
-            first.note(f"{len(topo_m)} `topo -m` matrices in this input: only the first is read.")
+            first.note(t("{n} `topo -m` matrices in this input: only the first is read.", n=len(topo_m)))
         parts.append(first)
     parts += [parse_p2p(b, lines) for b in matrices if b.kind == "topo-p2p"]
     if XML_MARK.search(text):

@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distdoctor.knowledge.i18n import t
+
 from .model import LINK_CELL_RE, P2P_CODES, Gpu, Nic, Topology, canon_link
 
 GPU_LABEL = re.compile(r"^GPU(\d+)$")
@@ -47,7 +49,7 @@ def is_cell(token: str) -> bool:
 def header_labels(tokens: list[str]) -> list[str] | None:
     """Device column labels of a header line (tokens from the first GPU0 on), or None."""
     try:
-        first = next(i for i, t in enumerate(tokens) if GPU_LABEL.match(t))
+        first = next(i for i, tok in enumerate(tokens) if GPU_LABEL.match(tok))
     except StopIteration:
         return None
     labels: list[str] = []
@@ -57,7 +59,7 @@ def header_labels(tokens: list[str]) -> list[str] | None:
         if not DEVICE_LABEL.match(token):
             return None
         labels.append(token)
-    return labels if labels and any(GPU_LABEL.match(t) for t in labels) else None
+    return labels if labels and any(GPU_LABEL.match(label) for label in labels) else None
 
 
 def split_row(tokens: list[str], width: int | None) -> tuple[list[str], list[str]]:
@@ -138,7 +140,8 @@ def parse_topo_m(block: Block, lines: list[str]) -> Topology:
         found = NICS_FOUND.search(line)
         if found:
             topo.nics_total = int(found.group(1))
-            topo.note(f"{found.group(1)} NICs exist; nvidia-smi displayed only {found.group(2)}.")
+            topo.note(t("{total} NICs exist; nvidia-smi displayed only {shown}.", total=found.group(1),
+                        shown=found.group(2)))
     cols = columns(block)
     for label in cols + [label for label, _, _ in block.rows]:
         if not label:
@@ -156,16 +159,16 @@ def parse_topo_m(block: Block, lines: list[str]) -> Topology:
         if label in topo.gpus and rest:
             apply_affinity(topo.gpus[label], block.affinity, rest)
     if any(cell == "SOC" for _, cells, _ in block.rows for cell in cells):
-        topo.note("Old driver layout: SOC is read as SYS (across the CPU interconnect).")
+        topo.note(t("Old driver layout: SOC is read as SYS (across the CPU interconnect)."))
     short = [label for label, cells, _ in block.rows if len(cells) < len(cols)]
     if short:
-        topo.note(f"Matrix rows cut short ({', '.join(short[:4])}{'...' if len(short) > 4 else ''}):"
-                  " read what is there.")
+        topo.note(t("Matrix rows cut short ({rows}{more}): read what is there.", rows=", ".join(short[:4]),
+                    more="..." if len(short) > 4 else ""))
     row_labels = {label for label, _, _ in block.rows}  # once, not per column: 10k rows happen
     missing = [c for c in cols if c and c not in row_labels]
     if missing and block.rows:
-        topo.note(f"No rows for {', '.join(missing[:6])}{'...' if len(missing) > 6 else ''}"
-                  " (truncated output); their links come from the other rows.")
+        topo.note(t("No rows for {gpus}{more} (truncated output); their links come from the other rows.",
+                    gpus=", ".join(missing[:6]), more="..." if len(missing) > 6 else ""))
     return topo
 
 
@@ -206,5 +209,5 @@ def parse_p2p(block: Block, lines: list[str]) -> Topology:
                     topo.set_p2p(*pair, kind, cell)
     if kinds == ["nvlink"]:
         topo.nvlink_visible = True
-    topo.note(f"P2P statuses from `nvidia-smi topo -p2p` ({'/'.join(kinds)}).")
+    topo.note(t("P2P statuses from `nvidia-smi topo -p2p` ({kinds}).", kinds="/".join(kinds)))
     return topo

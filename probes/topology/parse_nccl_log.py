@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distdoctor.knowledge.i18n import t
+
 from .model import Gpu, Nic, Topology, bus_from_int, cpus_from_mask, short_bus
 from .parse_nccl_dump import DumpReader
 from .limits import MAX_GPUS, sane, tests_bus
@@ -174,9 +176,9 @@ def other_lines(topo: Topology, scan: LogScan, host: str, rest: str) -> None:
         scan.envs[m.group(1)] = m.group(2)
         return
     if "NET/IB : No device found" in rest:
-        topo.note("NET/IB found no device: NCCL falls back to TCP sockets (NET/Socket) between nodes.")
+        topo.note(t("NET/IB found no device: NCCL falls back to TCP sockets (NET/Socket) between nodes."))
     elif "Failed to open libibverbs" in rest:
-        topo.note("libibverbs could not be loaded: no InfiniBand/RoCE, NCCL uses NET/Socket between nodes.")
+        topo.note(t("libibverbs could not be loaded: no InfiniBand/RoCE, NCCL uses NET/Socket between nodes."))
     else:
         m = VERSION.search(rest)
         if m:
@@ -253,8 +255,10 @@ def resolve(topo: Topology, scan: LogScan, dump: DumpReader) -> None:
     if scan.skipped:
         shown = "; ".join(dict.fromkeys(scan.skipped[:3]))
         more = f" and {len(scan.skipped) - 3} more" if len(scan.skipped) > 3 else ""
-        topo.note(f"Skipped {len(scan.skipped)} damaged or out-of-range entr{'y' if len(scan.skipped) == 1 else 'ies'}: "
-                  f"{shown}{more}.")
+        topo.note((t("Skipped {n} damaged or out-of-range entry: {shown}{more}.", n=1, shown=shown, more=more)
+                   if len(scan.skipped) == 1 else
+                   t("Skipped {n} damaged or out-of-range entries: {shown}{more}.", n=len(scan.skipped), shown=shown,
+                     more=more)))
 
 
 def gpu_key(rec: Rec, multi: bool) -> str:
@@ -276,8 +280,8 @@ def build_gpus(topo: Topology, ids: Identities, multi: bool) -> dict[int, str]:
             rec = Rec(host, dev=dev)
             topo.add_gpu(Gpu(gpu_key(rec, multi), index=dev, host=host, seen=False))
         if implied:
-            topo.note(f"GPUs {', '.join(map(str, implied))}{' on ' + host if multi else ''} are not in these"
-                      " lines but exist (device numbers are dense).")
+            topo.note(t("GPUs {gpus}{on} are not in these lines but exist (device numbers are dense).",
+                        gpus=", ".join(map(str, implied)), on=t(" on {host}", host=host) if multi else ""))
     return keys
 
 
@@ -301,8 +305,8 @@ def build_pairs(topo: Topology, scan: LogScan, ids: Identities, keys: dict[int, 
         topo.set_p2p(keys[id(ga)], keys[id(gb)], "nccl", "disabled")
         if nvlink:
             topo.nvlink_hint = topo.nvlink_hint or "NCCL WARN: P2P disabled between NVLink-connected GPUs"
-            topo.note(f"NCCL says P2P is disabled between NVLink-connected {keys[id(ga)]} and "
-                      f"{keys[id(gb)]}: a hardware problem (check `nvidia-smi nvlink --status`).")
+            topo.note(t("NCCL says P2P is disabled between NVLink-connected {a} and {b}: a hardware problem (check "
+                        "`nvidia-smi nvlink --status`).", a=keys[id(ga)], b=keys[id(gb)]))
     if p2p_off:
         topo.note("This run had P2P switched off (" + ", ".join(f"{k}={v}" for k, v in scan.envs.items()
                   if k.startswith("NCCL_P2P")) + "): SHM lines say nothing about the hardware.")
@@ -360,9 +364,9 @@ def summarise(topo: Topology, scan: LogScan, dump: DumpReader) -> None:
     used = sorted({t for _, _, t in scan.transports})
     if used:
         topo.evidence.append("intra-node transports: " + ", ".join(used))
-        if any(t.startswith("P2P") for t in used):
-            topo.note("P2P was in use on the connections shown; in use is not proof it works "
-                      "(ACS/IOMMU can still hang it).")
+        if any(transport.startswith("P2P") for transport in used):
+            topo.note(t("P2P was in use on the connections shown; in use is not proof it works "
+                      "(ACS/IOMMU can still hang it)."))
     if scan.net_transports:
         topo.evidence.append("inter-node transports: NET/" + ", NET/".join(sorted(scan.net_transports)))
     for name, value in scan.envs.items():

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distdoctor.knowledge.i18n import t
+
 from .limits import BUS_ID, MAX_DEV
 from .model import Gpu, Nic, Topology, cpus_from_mask, norm_bus_id, short_bus
 
@@ -64,13 +66,13 @@ def parse_xml(text: str) -> Topology:
     stack: list[Frame] = []
     deeper = 0  # open elements past MAX_DEPTH, not pushed: their closing tags only count down
     if DOCTYPE.search(text[:1 << 16]):
-        topo.note("The XML declares a DOCTYPE or entities: ignored, never expanded.")
+        topo.note(t("The XML declares a DOCTYPE or entities: ignored, never expanded."))
     stopped = False
     for n, m in enumerate(TAG.finditer(text)):
         if n >= MAX_ELEMENTS:
             stopped = True
-            topo.note(f"Read only the first {MAX_ELEMENTS} XML elements (ending at byte {m.start()} of "
-                      f"{len(text)}): a real topology dump holds a few hundred.")
+            topo.note(t("Read only the first {most} XML elements (ending at byte {byte} of {size}): a real topology dump "
+                        "holds a few hundred.", most=MAX_ELEMENTS, byte=m.start(), size=len(text)))
             break
         closing, tag, attr_text, self_closing = m.group(1), m.group(2).lower(), m.group(3), m.group(4)
         if closing:
@@ -92,11 +94,11 @@ def parse_xml(text: str) -> Topology:
             stack.append(frame)
     finish(topo, scan)
     if not scan.closed and topo.gpus and not stopped:
-        topo.note("The XML ends before </system> (cut short): read what is there.")
+        topo.note(t("The XML ends before </system> (cut short): read what is there."))
     for reason, count in list(scan.skipped.items())[:4]:
-        topo.note(f"Skipped {count} element(s): {reason}.")
+        topo.note(t("Skipped {count} element(s): {reason}.", count=count, reason=reason))
     if len(scan.skipped) > 4:
-        topo.note(f"Skipped elements for {len(scan.skipped) - 4} more reason(s).")
+        topo.note(t("Skipped elements for {n} more reason(s).", n=len(scan.skipped) - 4))
     return topo
 
 
@@ -221,14 +223,14 @@ def finish(topo: Topology, scan: XmlScan) -> None:
                          cpus=topo.numa.get(numa, "") if numa is not None else ""))
         topo.parents[key] = info["parent"]
     if scan.gpu_bus and not have_dev:
-        topo.note("The file names no device numbers: GPUs are numbered in PCI bus order, as nvidia-smi does.")
+        topo.note(t("The file names no device numbers: GPUs are numbered in PCI bus order, as nvidia-smi does."))
     add_nics(topo, scan)
     add_nvlinks(topo, scan, keys)
     topo.nvlink_visible = scan.saw_gpu_element and not any(
         src == target for src, target, _, _ in scan.nvlinks)
     if not scan.saw_gpu_element and scan.gpu_bus:
-        topo.note("No <gpu> elements (a hand-written NCCL_TOPO_FILE): NVLink is not described here; "
-                  "NCCL finds it at run time through NVML.")
+        topo.note(t("No <gpu> elements (a hand-written NCCL_TOPO_FILE): NVLink is not described here; "
+                  "NCCL finds it at run time through NVML."))
     tree_links(topo)
 
 
@@ -253,8 +255,8 @@ def add_nvlinks(topo: Topology, scan: XmlScan, keys: dict[str, str]) -> None:
         if src not in keys:
             continue
         if target == src:
-            topo.note(f"{keys[src]} lists an NVLink to itself (count {count}): a placeholder, ignored;"
-                      " this file cannot tell whether NVLink exists.")
+            topo.note(t("{gpu} lists an NVLink to itself (count {count}): a placeholder, ignored; this file cannot tell "
+                        "whether NVLink exists.", gpu=keys[src], count=count))
             continue
         if tclass.startswith(NVSWITCH_CLASS):
             peer = f"NVS@{short_bus(target)}"
@@ -266,11 +268,12 @@ def add_nvlinks(topo: Topology, scan: XmlScan, keys: dict[str, str]) -> None:
                 peers.append(keys[target])
             peer = keys[target]
         else:
-            topo.note(f"{keys[src]} has an NVLink to {target} (class {tclass or '?'}), not a GPU or NVSwitch.")
+            topo.note(t("{gpu} has an NVLink to {target} (class {cls}), not a GPU or NVSwitch.", gpu=keys[src],
+                        target=target, cls=tclass or "?"))
             continue
         topo.nvlinks.append((keys[src], peer, count))
     if peers:
-        topo.note(f"Known only as NVLink peers (outside this dump's PCI tree): {', '.join(peers)}.")
+        topo.note(t("Known only as NVLink peers (outside this dump's PCI tree): {peers}.", peers=", ".join(peers)))
 
 
 def ancestors(topo: Topology, key: str) -> list[str]:

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
                 for f, k in missing[1:20]:
                     print(f"  {f}: {k}")
             return 1
-        counts = {t: len(getattr(kb, t)) for t in TABLES}
+        counts = {table: len(getattr(kb, table)) for table in TABLES}
         if args.json:
             print_json({"valid": True, "version": kb.version, "counts": counts, "files": list(kb.sources)})
         else:
@@ -179,7 +179,7 @@ def unknown_id(kb: Any, item_id: str) -> str:
     """One line: the id as typed (cut short, control characters escaped), the nearest ids if any
     are close, and how to list them all."""
     shown = repr(item_id if len(item_id) <= 60 else item_id[:60] + "...")
-    ids = [i for t in TABLES for i in getattr(kb, t)]
+    ids = [i for table in TABLES for i in getattr(kb, table)]
     lowered = {i.lower(): i for i in ids}
     # 0.7: one typo in a four-letter id still matches (hnag -> hang), "bogus" -> "logs" does not
     near = difflib.get_close_matches(item_id.strip().lower()[:100], list(lowered), n=3, cutoff=0.7)
