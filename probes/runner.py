@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Protocol, Sequence
 
+from distdoctor.knowledge.i18n import t
+
 
 @dataclass(frozen=True)
 class CommandResult:
@@ -78,7 +80,7 @@ class SubprocessRunner:
                                     stdin=subprocess.DEVNULL, env=dict(env) if env is not None else None,
                                     start_new_session=True)
         except FileNotFoundError:
-            return CommandResult(argv, None, "", "", 0.0, f"{argv[0]}: command not found")
+            return CommandResult(argv, None, "", "", 0.0, t("{command}: command not found", command=argv[0]))
         except OSError as exc:
             return CommandResult(argv, None, "", "", 0.0, f"{argv[0]}: {exc.strerror or exc}")
         out, err = bytearray(), bytearray()
@@ -147,7 +149,7 @@ class RecordedRunner:
         self.calls.append(argv)
         answer = self.answers.get(argv)
         if answer is None:
-            return CommandResult(argv, None, "", "", 0.0, f"{argv[0]}: command not found")
+            return CommandResult(argv, None, "", "", 0.0, t("{command}: command not found", command=argv[0]))
         if isinstance(answer, str):
             return CommandResult(argv, 0, answer, "", 0.0)
         return answer

@@ -6,6 +6,8 @@ import threading
 from types import ModuleType
 from typing import Any, Callable
 
+from distdoctor.knowledge.i18n import t
+
 from ..cuda_driver import NvmlUnavailable, opened_nvml
 from .model import NVML_LEVEL_CODE, Gpu, Topology, cpu_ranges, norm_bus_id, short_bus
 
@@ -111,7 +113,7 @@ def cpus_of(words: Any) -> str:
 
 def init_reason(exc: BaseException) -> str:
     if getattr(exc, "value", None) in NO_DRIVER_CODES:
-        return f"no NVIDIA driver ({exc})"
+        return t("no NVIDIA driver ({why})", why=exc)
     return f"NVML: {exc}"
 
 
@@ -123,12 +125,12 @@ def sweep(nvml: ModuleType | Any | None) -> tuple[Topology | None, str]:
                 topo = Sweep(nv).run()
             except nv.NVMLError as exc:
                 return None, f"NVML: {exc}"
-            return (topo, "") if topo.gpus else (None, "NVML sees no GPU")
+            return (topo, "") if topo.gpus else (None, t("NVML sees no GPU"))
     except NvmlUnavailable as why:
         if why.kind == "missing":  # no driver: said without importing pynvml
-            return None, f"no NVIDIA driver ({why.detail})"
+            return None, t("no NVIDIA driver ({why})", why=why.detail)
         if why.kind == "import":
-            return None, f"pynvml (nvidia-ml-py) not importable: {why.detail}"
+            return None, t("pynvml (nvidia-ml-py) not importable: {why}", why=why.detail)
         return None, init_reason(why.exc) if why.exc else f"NVML: {why.detail}"
 
 

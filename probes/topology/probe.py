@@ -4,6 +4,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from ..base import OK, WARN, ProbeContext, ProbeResult, unavailable
 from ..runner import CommandResult
 from .nvml_source import nvml_topology
@@ -20,7 +22,8 @@ def why_failed(result: CommandResult) -> str:
     if result.error:
         return result.error
     first = (result.stdout.strip() or result.stderr.strip()).splitlines()[:1]
-    return f"{' '.join(result.argv)} exited {result.returncode}" + (f": {first[0][:120]}" if first else "")
+    return t("{command} exited {code}", command=" ".join(result.argv), code=result.returncode) \
+        + (f": {first[0][:120]}" if first else "")
 
 
 def probe_topology(ctx: ProbeContext, nvml: Any = None) -> ProbeResult:
@@ -30,7 +33,7 @@ def probe_topology(ctx: ProbeContext, nvml: Any = None) -> ProbeResult:
     smi = ctx.runner(TOPO_M, timeout=ctx.timeout)
     raw = [f"$ {' '.join(TOPO_M)}\n{smi.stdout}"]
     if topo is None and not smi.ok:
-        return unavailable(NAME, f"{nvml_reason}; {why_failed(smi)}")
+        return unavailable(NAME, nvml_reason + t("; ") + why_failed(smi))
     from .load import TopologyInputError, parse_text
     from .verdict import analyse
 
