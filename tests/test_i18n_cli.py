@@ -438,3 +438,24 @@ def test_stacks_of_a_recorded_hang_in_chinese() -> None:
         in text.splitlines()
     assert "元凶（卡住）：rank 1 在 slow_step (train.py:10)，不在集合通信中" in text
     assert [o["where"] for o in result["odd"]] == ["slow_step (train.py:10)"]  # data stays as it is
+
+
+def test_bisect_plan_and_live_lines_in_chinese(monkeypatch) -> None:
+    import io
+
+    from distdoctor.knowledge import load_knowledge
+    from distdoctor.probes.repro import ReproOptions
+    from distdoctor.probes.repro.bisect import plan
+    from distdoctor.tui.commands.repro_view import Live
+
+    monkeypatch.setenv("COLUMNS", "60")
+    i18n.set_lang("zh")
+    lines = plan(ReproOptions(backend="gloo"), load_knowledge(None), "gloo")
+    assert lines[0].startswith("基线：本节点 2 个 rank，后端 gloo")
+    assert any(line.startswith("然后单独打开：GLOO_SOCKET_IFNAME=") for line in lines)
+    out = io.StringIO()
+    live = Live(stream=out)
+    live.say(i18n.t("plan: {line}", line=lines[1]))
+    said = out.getvalue().splitlines()
+    assert said[0].lstrip().startswith("[") and "计划：然后单独打开：GLOO_SOCKET_IFNAME=" in said[0]
+    assert len(said) > 1 and all(i18n.cells(line) <= 60 for line in said), said

@@ -145,9 +145,10 @@ def plan(opts: ReproOptions, kb: KnowledgeBase, backend: str | None = None,
     backend = backend or opts.backend
     backends = [backend] if backend in ("nccl", "gloo") else ["nccl", "gloo"]
     added = "".join(f" + {k}={v}" for k, v in mask_env(opts.env).items())
-    shown = backend if len(backends) == 1 else "auto (nccl with CUDA, else gloo)"
-    lines = [f"baseline: {opts.nproc} ranks on this node, backend {shown}, the job's environment"
-             f"{added} + NCCL_DEBUG=INFO; after {opts.timeout:g}s without finishing it counts as a hang"]
+    shown = backend if len(backends) == 1 else t("auto (nccl with CUDA, else gloo)")
+    lines = [t("baseline: {n} ranks on this node, backend {backend}, the job's environment{added} + "
+               "NCCL_DEBUG=INFO; after {seconds}s without finishing it counts as a hang", n=opts.nproc,
+               backend=shown, added=added, seconds=f"{opts.timeout:g}")]
     for name in backends:
         prefix = "" if len(backends) == 1 else f"[{name}] "
         try:
@@ -157,10 +158,10 @@ def plan(opts: ReproOptions, kb: KnowledgeBase, backend: str | None = None,
             continue
         for trial in steps:
             causes = ", ".join(trial.switch.implicates)
-            lines.append(f"{prefix}then alone: {trial.label} (if only this passes: {causes}). "
-                         f"{trial.switch.why}")
-    lines.append("each switch alone on top of the baseline's environment, never two at once; "
-                 "a passing baseline stops there and rules out this node's local setup")
+            lines.append(prefix + t("then alone: {switch} (if only this passes: {causes}). {why}",
+                                    switch=trial.label, causes=causes, why=trial.switch.why))
+    lines.append(t("each switch alone on top of the baseline's environment, never two at once; "
+                   "a passing baseline stops there and rules out this node's local setup"))
     return lines
 
 
