@@ -10,8 +10,9 @@ How the code is read (ast, nothing is imported or run):
 - the heuristic for "no English without t" (test_cli_output_goes_through_the_catalogue), in
   the modules localised for the command line (LOCALISED): a string literal or f-string that
   holds a word of three letters or more and is given straight to print(), to a
-  UsageError(...), to argparse.ArgumentTypeError(...), or as help=/description=/epilog= of an
-  argparse call, is a failure. Text built elsewhere and passed in by name is not followed,
+  UsageError(...), to argparse.ArgumentTypeError(...), to one of the probes' input errors
+  (TopologyInputError, DumpError, ...), to a list's append() (lint's errors, the notes), or as
+  help=/description=/epilog= of an argparse call, is a failure. Text built elsewhere and passed in by name is not followed,
   and literals that are code (a command line, an env line, a path) are allowed when they
   start with one of CODE_PREFIXES.
 """
@@ -37,11 +38,20 @@ LOCALISED = ("tui/cli.py", "tui/errors.py", "tui/commands/common.py", "tui/comma
              "tui/commands/fleet_text.py", "tui/commands/fr.py", "tui/commands/ras.py",
              "tui/commands/stacks.py", "tui/commands/collect.py", "tui/commands/repro.py",
              "tui/commands/repro_view.py", "tui/commands/drill.py", "tui/commands/sessions.py",
-             "tui/commands/report.py", "tui/commands/check.py", "tui/commands/knowledge.py")
-CODE_PREFIXES = ("distdoctor ", "export ", "  distdoctor ", "python ", "ssh ", "kill ")
-SINKS = {"print", "UsageError", "ArgumentTypeError"}
+             "tui/commands/report.py", "tui/commands/check.py", "tui/commands/knowledge.py",
+             # the probes whose input errors reach the user as the one-line error
+             "probes/topology/load.py", "probes/flightrec/reader.py", "probes/repro/options.py",
+             "probes/repro/bisect.py", "probes/repro/run.py", "probes/drill/run.py", "probes/fleet/hosts.py",
+             "probes/fleet/batch.py", "probes/fleet/fanout.py", "probes/stacks/dump.py", "probes/ras.py",
+             "probes/lint/__init__.py")
+CODE_PREFIXES = ("distdoctor ", "export ", "  distdoctor ", "python ", "ssh ", "  ssh ", "kill ")
+SINKS = {"print", "UsageError", "ArgumentTypeError", "append",
+         # the input errors the commands turn into UsageError as they are
+         "TopologyInputError", "DumpError", "ReproInputError", "DrillError", "HostListError", "SlurmError",
+         "KubectlError", "NoPySpy"}
 HELP_KEYWORDS = {"help", "description", "epilog"}
 _WORD = re.compile(r"[A-Za-z]{3,}")
+_PROSE = re.compile(r"[A-Za-z]{3,} [A-Za-z]{2,}")  # two words: a list's append() takes code too
 _FORMAT = string.Formatter()
 
 
@@ -129,7 +139,7 @@ def test_catalogue_files_parse_and_hold_only_messages() -> None:
         assert all(isinstance(v, str) and v for v in doc["messages"].values()), path.name
 
 
-def _english(node: ast.AST) -> str:
+def _english(node: ast.AST, words: re.Pattern[str] = _WORD, code: tuple[str, ...] = CODE_PREFIXES) -> str:
     """The literal text of a string or f-string node if it reads as English prose, else ''."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         text = node.value
@@ -137,7 +147,7 @@ def _english(node: ast.AST) -> str:
         text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
     else:
         return ""
-    if text.startswith(CODE_PREFIXES) or not _WORD.search(text):
+    if text.startswith(code) or not words.search(text):
         return ""
     return text
 
@@ -151,8 +161,10 @@ def untranslated_sinks(path: Path, root: Path = ROOT) -> list[str]:
             continue
         values = list(node.args) if _callee(node) in SINKS else []
         values += [k.value for k in node.keywords if k.arg in HELP_KEYWORDS]
+        appended = _callee(node) == "append"  # an argv list gets options ("--nodelist=") too
+        words, code = (_PROSE, CODE_PREFIXES + ("--",)) if appended else (_WORD, CODE_PREFIXES)
         for value in values:
-            text = _english(value)
+            text = _english(value, words, code)
             if text:
                 found.append(f"{path.relative_to(root)}:{value.lineno}: {text[:70]!r}")
     return found

@@ -74,7 +74,6 @@ class _CellLines:
         stand_in = "\0" * i18n.cells(real)
         return super()._format_usage(usage, actions, groups, stand_in).replace(stand_in, real, 1)  # type: ignore[misc]
 
-
     def format_help(self) -> str:
         # argparse ends a section's heading with an ASCII colon ("options:"); a heading in
         # Chinese takes the full-width one (a heading is the only unindented line ending so)

@@ -254,7 +254,7 @@ def read_dumps(paths: Iterable[str], max_bytes: int = MAX_BYTES) -> tuple[dict[i
         except OSError as exc:
             raise DumpError(t("{path}: cannot read ({why})", path=path, why=exc.strerror or exc)) from None
         if head not in (b"{", b"\x80"):
-            skipped.append(f"{path}: not JSON or pickle")
+            skipped.append(t("{path}: not JSON or pickle", path=path))
             continue
         dump = read_file(path, rank, max_bytes)
         old = dumps.get(rank)
@@ -263,7 +263,8 @@ def read_dumps(paths: Iterable[str], max_bytes: int = MAX_BYTES) -> tuple[dict[i
                 raise DumpError(t("two dumps for rank {rank}: {first} and {second}; give the folder of one run",
                                   rank=rank, first=old.path, second=dump.path))
             keep = dump if dump.fmt == "pickle" else old
-            skipped.append(f"{(old if keep is dump else dump).path}: rank {rank} also in {keep.path}")
+            skipped.append(t("{path}: rank {rank} also in {other}", path=(old if keep is dump else dump).path,
+                             rank=rank, other=keep.path))
             dump = keep
         dumps[rank] = dump
     if not dumps:

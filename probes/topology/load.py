@@ -42,7 +42,7 @@ def read_bounded(path: str | Path) -> tuple[str, str]:
     try:
         if name == "-":
             if sys.stdin is None:  # started with stdin closed (`<&-`)
-                raise TopologyInputError("- reads standard input, which is closed here")
+                raise TopologyInputError(t("- reads standard input, which is closed here"))
             data = sys.stdin.buffer.read(MAX_BYTES + 1)
         else:
             mode = os.stat(path).st_mode
