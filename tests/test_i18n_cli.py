@@ -120,6 +120,7 @@ def test_argparse_words_are_translated_only_while_a_parser_works(capsys) -> None
     (["topo", "--input", ""], "--input：值为空"),
     (["ras", "--timeout", "-1", "--input", "x"], "--timeout 必须大于或等于 0"),
     (["stacks", "--pid", "abc"], "不是进程 id：'abc'"),
+    (["stacks", "--pid", "4194304000"], "没有任何 rank 能转储：进程在转储之前就已消失"),
     (["stacks", "--pid", "1", "--job", "x"], "不能与参数"),
     (["fleet", "collect", "--via", "ssh", "-o", "x"], "--via ssh 需要主机"),
     (["fleet", "stacks", "--via", "carrier-pigeon"], "无效的取值：'carrier-pigeon'"),

@@ -57,8 +57,8 @@ def ensure_running(ctx: ProbeContext, pid: int, before: str) -> str:
     except ProcessLookupError:
         return ""
     except PermissionError as exc:
-        return f"left stopped and cannot be continued ({exc.strerror}): run `kill -CONT {pid}`"
-    return "was left stopped by the dump and has been continued (SIGCONT)"
+        return t("left stopped and cannot be continued ({why}): run `kill -CONT {pid}`", why=exc.strerror, pid=pid)
+    return t("was left stopped by the dump and has been continued (SIGCONT)")
 
 
 def _error_line(res: CommandResult) -> str:
@@ -66,7 +66,7 @@ def _error_line(res: CommandResult) -> str:
         return res.error.replace(res.argv[0], "py-spy", 1) if res.argv else res.error
     lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
     pick = next((ln for ln in lines if ln.startswith("Error:")), lines[0] if lines else "")
-    return f"py-spy exit code {res.returncode}" + (f": {pick[:200]}" if pick else "")
+    return t("py-spy exit code {code}", code=res.returncode) + (f": {pick[:200]}" if pick else "")
 
 
 def dump_one(pid: int, pyspy: str, *, native: bool = False, timeout: float = DUMP_TIMEOUT_S,
@@ -77,7 +77,7 @@ def dump_one(pid: int, pyspy: str, *, native: bool = False, timeout: float = DUM
     ctx = ctx or ProbeContext()
     before = proc_state(ctx, pid)
     if not before:
-        return [], "process gone before it could be dumped"
+        return [], t("process gone before it could be dumped")
     argv = [pyspy, "dump", "--pid", str(pid)] + (["--native"] if native else [])
     res = runner(argv + ["--json"], timeout=timeout)
     as_json = True
@@ -89,7 +89,7 @@ def dump_one(pid: int, pyspy: str, *, native: bool = False, timeout: float = DUM
         if not res.error and looks_denied(said):
             return [], explain_refusal(ctx, pid, f"{rerun} --pid {pid}")
         if not proc_state(ctx, pid):
-            return [], "process exited while it was being dumped"
+            return [], t("process exited while it was being dumped")
         return [], _error_line(res) + (f"; {note}" if note else "")
     try:
         threads = parse_json_dump(res.stdout) if as_json else parse_text_dump(res.stdout)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 
+from distdoctor.knowledge.i18n import t
+
 from ..base import ProbeContext
 
 CAP_SYS_PTRACE = 19
@@ -65,24 +67,25 @@ def explain_refusal(ctx: ProbeContext, pid: int, rerun: str, euid: int | None = 
     scope = ptrace_scope(ctx)
     owner = owner_uid(ctx, pid)
     if euid == 0 and cap is False:
-        return ("ptrace refused: this container lacks the SYS_PTRACE capability (CapEff without "
-                "CAP_SYS_PTRACE); restart it with `docker run --cap-add=SYS_PTRACE` (Kubernetes: "
-                "securityContext.capabilities.add: [\"SYS_PTRACE\"]) or run on the host: "
-                f"`sudo {rerun}`")
+        return t("ptrace refused: this container lacks the SYS_PTRACE capability (CapEff without "
+                 "CAP_SYS_PTRACE); restart it with `docker run --cap-add=SYS_PTRACE` (Kubernetes: "
+                 "securityContext.capabilities.add: [\"SYS_PTRACE\"]) or run on the host: `sudo {rerun}`",
+                 rerun=rerun)
     if owner is not None and owner != euid and not cap:
         name = _user(owner)
-        return (f"ptrace refused: process {pid} belongs to user {name} (uid {owner}), not to you; "
-                f"run `sudo -u {name} {rerun}` or `sudo {rerun}`")
+        return t("ptrace refused: process {pid} belongs to user {name} (uid {owner}), not to you; "
+                 "run `sudo -u {name} {rerun}` or `sudo {rerun}`", pid=pid, name=name, owner=owner, rerun=rerun)
     if scope == 3:
-        return ("ptrace refused: kernel.yama.ptrace_scope=3 forbids every attach until reboot; read "
-                "the logs instead: `distdoctor logs LOGDIR`, and Flight Recorder dumps: "
-                "`distdoctor fr DUMPDIR`")
+        return t("ptrace refused: kernel.yama.ptrace_scope=3 forbids every attach until reboot; read "
+                 "the logs instead: `distdoctor logs LOGDIR`, and Flight Recorder dumps: "
+                 "`distdoctor fr DUMPDIR`")
     if scope == 2 and not cap:
-        return (f"ptrace refused: kernel.yama.ptrace_scope=2 lets only root attach; run `sudo {rerun}`")
+        return t("ptrace refused: kernel.yama.ptrace_scope=2 lets only root attach; run `sudo {rerun}`",
+                 rerun=rerun)
     if scope == 1 and not cap:
-        return ("ptrace refused: kernel.yama.ptrace_scope=1 lets a process attach only to its own "
-                f"children; run `sudo {rerun}` (or `sudo sysctl -w kernel.yama.ptrace_scope=0`)")
-    return ("ptrace refused although distdoctor may attach (CAP_SYS_PTRACE, ptrace_scope "
-            f"{scope if scope is not None else 'absent'}): a seccomp or AppArmor/SELinux profile "
-            "blocks it; run the container with `--security-opt seccomp=unconfined`, or "
-            f"`sudo {rerun}` on the host")
+        return t("ptrace refused: kernel.yama.ptrace_scope=1 lets a process attach only to its own "
+                 "children; run `sudo {rerun}` (or `sudo sysctl -w kernel.yama.ptrace_scope=0`)", rerun=rerun)
+    return t("ptrace refused although distdoctor may attach (CAP_SYS_PTRACE, ptrace_scope {scope}): a "
+             "seccomp or AppArmor/SELinux profile blocks it; run the container with "
+             "`--security-opt seccomp=unconfined`, or `sudo {rerun}` on the host",
+             scope=scope if scope is not None else t("absent"), rerun=rerun)

@@ -144,6 +144,12 @@ def _frame_line(frame: dict[str, Any]) -> str:
     return f"{frame['name']} ({file}{line})"
 
 
+def _where(where: str) -> str:
+    """A rank's place; "not dumped: why" (the data's marker) in the output's language."""
+    head, sep, why = where.partition("not dumped: ")
+    return t("not dumped: {why}", why=why) if sep and not head else where
+
+
 def _ranks(ranks: list[str]) -> str:
     from distdoctor.probes.stacks import rank_list
 
@@ -200,7 +206,7 @@ def render(result: dict[str, Any], found: str = "") -> str:
         lines.append("")
         for r in ranks:
             where = f"{r['host']}  " if hosts else ""
-            lines.append(f"  rank {r['rank']:<{width}}  pid {r['pid']!s:<8} {where}{r['where']}")
+            lines.append(f"  rank {r['rank']:<{width}}  pid {r['pid']!s:<8} {where}{_where(r['where'])}")
     for group in result["groups"]:
         lines.append("")
         label = "rank" if len(group["ranks"]) == 1 else "ranks"
