@@ -255,6 +255,9 @@ def test_fleet_compare_text(capsys, fleet_dir: Path) -> None:
             assert line.split("   #")[0] in zh
     assert "  ssh -- node-03 distdoctor check   # 检查这个节点上的其他一切" in zh
     assert all(i18n.cells(line) <= 100 for line in zh.splitlines())
+    (fleet_dir / "broken.json").write_text("garbage")
+    code, zh, _ = cli(capsys, "--lang", "zh", "fleet", "compare", str(fleet_dir))
+    assert code == 1 and f"  {fleet_dir / 'broken.json'}：不是有效的 JSON：Expecting value（第 1 行，第 1 列）" in zh
 
 
 def test_fleet_compare_wraps_chinese_under_its_label(capsys, fleet_dir: Path) -> None:

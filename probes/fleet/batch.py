@@ -77,11 +77,11 @@ def _pdsh_host(host: str, out: list[str], err: list[str], res: CommandResult,
         return HostResult(host, True, "", took, doc)
     messages = [m.strip() for m in err if m.strip()]
     if any("command timeout" in m for m in messages):
-        return HostResult(host, False, f"timed out after {opts.timeout:g}s (pdsh -u)", took)
+        return HostResult(host, False, t("timed out after {seconds}s (pdsh -u)", seconds=f"{opts.timeout:g}"), took)
     if messages:
         return HostResult(host, False, "; ".join(messages[-2:]), took)
     if res.error:
-        return HostResult(host, False, f"no snapshot before pdsh stopped: {res.error}", took)
+        return HostResult(host, False, t("no snapshot before pdsh stopped: {error}", error=res.error), took)
     return HostResult(host, False, reason, took)
 
 
@@ -163,7 +163,7 @@ def fan_out_srun(env: Mapping[str, str], opts: FanoutOptions, runner: Runner | N
             elif why:
                 reason = why
             elif res.error:
-                reason = f"no snapshot before srun stopped: {res.error}"
+                reason = t("no snapshot before srun stopped: {error}", error=res.error)
             results.append(HostResult(node or f"task {task}", False, reason, took))
         if on_host:
             on_host(results[-1], task + 1, ntasks)

@@ -97,19 +97,19 @@ def parse_output(text: str) -> tuple[dict[str, Any] | None, str]:
         if json_cut_short(text):
             return None, "bad output: the JSON is cut short"
         first = text.splitlines()[0][:120]
-        return None, f"bad output, not a snapshot: {first!r}"
+        return None, t("bad output, not a snapshot: {first}", first=repr(first))
     # the whole document, raw probe outputs included: no number Python cannot use, no deep nesting
     bad = bounds_problem(doc, max_str=1 << 24, max_items=1 << 20, max_depth=64)
     if bad:
-        return None, f"bad output: {bad}"
+        return None, t("bad output: {bad}", bad=bad)
     if is_stacks_doc(doc):
         return doc, ""
     if isinstance(doc, dict) and doc.get("schema") not in (None, SCHEMA_ID):
-        return None, f"the node's distdoctor writes {doc.get('schema')}, this one reads {SCHEMA_ID}"
+        return None, t("the node's distdoctor writes {schema}, this one reads {ours}", schema=doc.get("schema"), ours=SCHEMA_ID)
     problems = validate_snapshot(doc)
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        return None, f"invalid snapshot: {problems[0]}{more}"
+        return None, t("invalid snapshot: {problem}{more}", problem=problems[0], more=more)
     return doc, ""
 
 
@@ -134,11 +134,11 @@ def failure_reason(res: CommandResult, tool: str) -> str:
     # a host's bytes go to the terminal: keep them printable (no escape sequences, no binary)
     last = "".join(c if c.isprintable() else "?" for c in lines[-1][:300]) if lines else ""
     if res.returncode == 255 and tool == "ssh":
-        return f"ssh failed (exit 255): {last or 'connection error'}"
+        return t("ssh failed (exit 255): {error}", error=last or t("connection error"))
     if res.returncode == 127:
-        return (f"exit code 127: {last or 'command not found'} (install distdoctor there or "
-                f"pass --distdoctor PATH)")
-    return f"exit code {res.returncode}" + (f": {last}" if last else "")
+        return t("exit code 127: {error} (install distdoctor there or pass --distdoctor PATH)",
+                 error=last or t("command not found"))
+    return t("exit code {code}", code=res.returncode) + (f": {last}" if last else "")
 
 
 def _one(host: str, argv: list[str], tool: str, opts: FanoutOptions, runner: Runner) -> HostResult:

@@ -28,11 +28,11 @@ def host_problem(host: str) -> str:
     if not isinstance(host, str) or not host:
         return "empty"
     if host.startswith("-"):
-        return "starts with '-' (it would be read as an option)"
+        return t("starts with '-' (it would be read as an option)")
     if len(host) > 320:
-        return "longer than any host name"
+        return t("longer than any host name")
     if not _HOST_OK.match(host):
-        return "holds characters no host name has"
+        return t("holds characters no host name has")
     return ""
 
 

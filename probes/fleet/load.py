@@ -14,6 +14,8 @@ import re
 import stat
 from typing import Any, Iterable, Iterator
 
+from distdoctor.knowledge.i18n import t
+
 from .schema import (NUMBER_HOOKS, SCHEMA_ID, SCHEMA_RE, SCHEMA_VERSION, SNAPSHOT_SCHEMA,
                      bounds_problem, json_cut_short, validate)
 
@@ -44,10 +46,10 @@ def snapshot_files(paths: Iterable[str | os.PathLike[str]],
                     # not is_dir(): a FIFO or dangling link named *.json is listed with its reason
                     names = sorted(e.name for e in it if e.name.endswith(".json") and not e.is_dir())
             except OSError as exc:
-                skipped.append({"file": path, "reason": f"cannot list: {exc.strerror or exc}"})
+                skipped.append({"file": path, "reason": t("cannot list: {why}", why=exc.strerror or exc)})
                 continue
             if not names:
-                skipped.append({"file": path, "reason": "no *.json files in this folder"})
+                skipped.append({"file": path, "reason": t("no *.json files in this folder")})
             for name in names:
                 if _readable(os.path.join(path, name), skipped):
                     yield os.path.join(path, name)
@@ -60,17 +62,18 @@ def _readable(path: str, skipped: list[dict[str, str]]) -> bool:
     try:
         st = os.stat(path)
     except OSError as exc:
-        reason = "no such file or folder" if isinstance(exc, FileNotFoundError) \
-            else f"unreadable: {exc.strerror or exc}"
+        reason = t("no such file or folder") if isinstance(exc, FileNotFoundError) \
+            else t("unreadable: {why}", why=exc.strerror or exc)
         skipped.append({"file": path, "reason": reason})
         return False
     # a FIFO would block the read and a device never ends: only regular files are opened
     if not stat.S_ISREG(st.st_mode):
-        skipped.append({"file": path, "reason": "not a regular file"})
+        skipped.append({"file": path, "reason": t("not a regular file")})
         return False
     if st.st_size > MAX_BYTES:
-        skipped.append({"file": path, "reason": f"too big for a snapshot ({st.st_size >> 20} MiB; "
-                        f"a snapshot is a few KiB, at most {MAX_BYTES >> 20} MiB is read)"})
+        skipped.append({"file": path, "reason": t("too big for a snapshot ({size} MiB; a snapshot is a few KiB, at most "
+                                                         "{most} MiB is read)", size=st.st_size >> 20,
+                                                         most=MAX_BYTES >> 20)})
         return False
     return True
 
@@ -82,7 +85,7 @@ def read_record(path: str, cache: dict[str, dict[str, Any]] | None = None
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
-        return None, f"unreadable: {exc.strerror or exc}"
+        return None, t("unreadable: {why}", why=exc.strerror or exc)
     try:
         size = os.fstat(fd).st_size
         head = os.read(fd, HEAD_BYTES)
@@ -93,7 +96,7 @@ def read_record(path: str, cache: dict[str, dict[str, Any]] | None = None
                 return record, ""
         data = head if size <= len(head) else head + _read_rest(fd)
     except OSError as exc:
-        return None, f"unreadable: {exc.strerror or exc}"
+        return None, t("unreadable: {why}", why=exc.strerror or exc)
     finally:
         os.close(fd)
     return parse_record(data, path)
@@ -138,38 +141,39 @@ def parse_record(data: bytes, file: str) -> tuple[dict[str, Any] | None, str]:
     try:
         doc = json.loads(data, **NUMBER_HOOKS)
     except RecursionError:
-        return None, "not a usable JSON document: nested deeper than the parser's stack allows"
+        return None, t("not a usable JSON document: nested deeper than the parser's stack allows")
     except UnicodeDecodeError:
-        return None, "not JSON text (binary data?)"
+        return None, t("not JSON text (binary data?)")
     except json.JSONDecodeError as exc:
         if json_cut_short(data.decode(errors="replace").strip()):
-            return None, f"truncated: the JSON stops at byte {len(data)}"
-        return None, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            return None, t("truncated: the JSON stops at byte {n}", n=len(data))
+        return None, t("not valid JSON: {error} (line {line}, column {column})", error=exc.msg, line=exc.lineno,
+                       column=exc.colno)
     except (ValueError, RecursionError) as exc:
         # an integer longer than Python's 4300-digit limit, or nesting too deep for the parser
-        return None, f"not a usable JSON document: {str(exc).split(';')[0]}"
+        return None, t("not a usable JSON document: {why}", why=str(exc).split(";")[0])
     return record_of(doc, file)
 
 
 def record_of(doc: Any, file: str = "") -> tuple[dict[str, Any] | None, str]:
     """A document's compact record, or None and why it cannot be compared."""
     if not isinstance(doc, dict) or not isinstance(doc.get("schema"), str):
-        return None, "foreign file: not a distdoctor snapshot (no schema field)"
+        return None, t("foreign file: not a distdoctor snapshot (no schema field)")
     schema = doc["schema"]
     if schema != SCHEMA_ID:
         match = SCHEMA_RE.match(schema)
         if match and int(match.group(1)) > SCHEMA_VERSION:
-            return None, (f"newer schema {schema}: this distdoctor reads {SCHEMA_ID}; "
-                          f"upgrade it (pip install -U distdoctor) to compare this file")
-        return None, f"foreign file: schema {schema!r}, expected {SCHEMA_ID}"
+            return None, t("newer schema {schema}: this distdoctor reads {ours}; upgrade it (pip install -U "
+                           "distdoctor) to compare this file", schema=schema, ours=SCHEMA_ID)
+        return None, t("foreign file: schema {schema}, expected {ours}", schema=repr(schema), ours=SCHEMA_ID)
     host, summary = doc.get("host"), doc.get("summary")
     if not isinstance(host, str) or not host:
-        return None, "invalid snapshot: no host"
+        return None, t("invalid snapshot: no host")
     if len(host) > 255:
-        return None, f"invalid snapshot: a host name of {len(host)} characters"
+        return None, t("invalid snapshot: a host name of {n} characters", n=len(host))
     fields, problem = _summary_fields(summary)
     if problem:
-        return None, f"invalid snapshot: {problem}"
+        return None, t("invalid snapshot: {problem}", problem=problem)
     return {"node": host, "file": file, "fields": fields}, ""
 
 

@@ -115,7 +115,7 @@ def _compare_lines(result: dict[str, Any], max_lines: int) -> list[str]:
     if skipped:
         lines.append("")
         lines.append(t("skipped:"))
-        lines.extend(f"  {s['file']}: {s['reason']}" for s in skipped)
+        lines.extend(f"  {s['file']}{t(': ')}{s['reason']}" for s in skipped)
     lines.extend(_next(result))
     return lines
 
