@@ -63,7 +63,7 @@ class Sweep:
                 if isinstance(level, int) and level in NVML_LEVEL_CODE:
                     topo.set_link(f"GPU{i}", f"GPU{j}", NVML_LEVEL_CODE[level])
         if any(not e.startswith("nvmlDeviceGetNvLink") for e in self.errors):
-            topo.note("NVML could not answer every question: " + "; ".join(self.errors[:3]))
+            topo.note(t("NVML could not answer every question: {errors}", errors="; ".join(self.errors[:3])))
         return topo
 
     def nvlinks(self, topo: Topology, i: int, handle: Any) -> None:

@@ -308,8 +308,9 @@ def build_pairs(topo: Topology, scan: LogScan, ids: Identities, keys: dict[int, 
             topo.note(t("NCCL says P2P is disabled between NVLink-connected {a} and {b}: a hardware problem (check "
                         "`nvidia-smi nvlink --status`).", a=keys[id(ga)], b=keys[id(gb)]))
     if p2p_off:
-        topo.note("This run had P2P switched off (" + ", ".join(f"{k}={v}" for k, v in scan.envs.items()
-                  if k.startswith("NCCL_P2P")) + "): SHM lines say nothing about the hardware.")
+        switches = ", ".join(f"{k}={v}" for k, v in scan.envs.items() if k.startswith("NCCL_P2P"))
+        topo.note(t("This run had P2P switched off ({switches}): SHM lines say nothing about the hardware.",
+                    switches=switches))
 
 
 def build_dump(topo: Topology, dump: DumpReader, ids: Identities, keys: dict[int, str]) -> None:
