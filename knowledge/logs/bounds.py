@@ -17,6 +17,8 @@ import stat
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
+from ..i18n import t as tr
+
 # Per compressed file or standard input: a rank's log rarely passes a few hundred MiB.
 DEFAULT_MAX_BYTES = 1 << 30
 # Text logs compress 5-30x with gzip (NCCL INFO lines with counters ~20x); repeated identical
@@ -86,14 +88,14 @@ def over_budget(kind: str, read: int, consumed: int, lim: Limits) -> str:
     if kind not in ("gzip", "bz2", "xz", "stdin"):
         return ""
     if read >= lim.max_bytes:
-        what = "of input" if kind == "stdin" else "decompressed"
-        return (f"stopped after {size_text(read)} {what} (the --max-bytes budget): a partial "
-                f"result; pass a larger --max-bytes to read on")
+        return tr("stopped after {size} of input (the --max-bytes budget): a partial result; pass a larger "
+                  "--max-bytes to read on" if kind == "stdin" else "stopped after {size} decompressed (the "
+                  "--max-bytes budget): a partial result; pass a larger --max-bytes to read on", size=size_text(read))
     if lim.max_ratio and kind != "stdin" and read >= RATIO_FLOOR and consumed > 0 \
             and read > lim.max_ratio * consumed:
-        return (f"stopped after {size_text(read)} decompressed: it expands more than "
-                f"{lim.max_ratio:g}x (a decompression bomb?); a partial result; pass --max-bytes SIZE "
-                f"to read on")
+        return tr("stopped after {size} decompressed: it expands more than {ratio}x (a decompression "
+                  "bomb?); a partial result; pass --max-bytes SIZE to read on", size=size_text(read),
+                  ratio=f"{lim.max_ratio:g}")
     return ""
 
 
@@ -109,8 +111,8 @@ def wait_notice(stream: BinaryIO, lim: Limits) -> None:
     except (OSError, ValueError, AttributeError):  # io.BytesIO has no fileno (UnsupportedOperation)
         return
     if not ready:
-        lim.on_wait("waiting for input on standard input (a pipe that has sent nothing yet; "
-                    "close it or press Ctrl-C to stop)")
+        lim.on_wait(tr("waiting for input on standard input (a pipe that has sent nothing yet; "
+                       "close it or press Ctrl-C to stop)"))
 
 
 def safe_glob(pattern: str) -> list[str]:

@@ -6,6 +6,7 @@ import json
 import os
 from typing import Iterable
 
+from ..i18n import t as tr
 from ..model import KnowledgeBase
 from . import culprit, parallel, timeline
 from . import sources as src_mod
@@ -72,10 +73,10 @@ def _run(sources: list[Source], skipped: list[Skipped], kb: KnowledgeBase,
         try:
             ok = _read(src, col, comp)
         except src_mod.READ_ERRORS as exc:
-            skipped.append(Skipped(src.name, f"read failed: {getattr(exc, 'strerror', None) or exc}"))
+            skipped.append(Skipped(src.name, tr("read failed: {why}", why=getattr(exc, "strerror", None) or exc)))
             continue
         if not ok:
-            skipped.append(Skipped(src.name, src.rejected or "not a text log"))
+            skipped.append(Skipped(src.name, src.rejected or tr("not a text log")))
             continue
         files_read += 1
         bytes_read += src.bytes_read
@@ -163,7 +164,7 @@ def _feed_ranges(src: Source, ranges: list, col: Collector) -> str:
     """Feed a worker-scanned file to the collector in line order; the skip reason if it failed."""
     for r in ranges:
         if isinstance(r, BaseException):
-            return f"read failed: {r}"
+            return tr("read failed: {why}", why=r)
     col.begin(src.name)
     offset, tail = 0, b""
     for r in ranges:

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass
 from typing import Iterator
 
+from ..i18n import resolve
 from .compiled import _compile
 from .scan import CHANNEL_BUDGET, candidates, lines_at
 from .sources import READ_ERRORS, Source, blocks, split_points
@@ -79,6 +80,15 @@ def plain_ranges(sources: list[Source]) -> list[tuple[int, int, int]]:
         points = split_points(src.path, src.size, RANGE) if src.size > RANGE else [0, src.size]
         tasks.extend((i, a, b) for a, b in zip(points, points[1:]))
     return tasks
+
+
+def start_worker(parent: int, lang: str) -> None:
+    """Worker initializer: the parent's language (a spawned worker does not inherit --lang), and
+    die with the parent."""
+    from ..i18n import set_lang
+
+    set_lang(lang)
+    die_with_parent(parent)
 
 
 def die_with_parent(parent: int) -> None:
@@ -179,8 +189,8 @@ def scan_all(key: tuple, sources: list[Source], tasks: list[tuple[int, int, int]
     _start_resource_tracker()
     ctx = multiprocessing.get_context("spawn")
     with _workers_die_with_us(), ProcessPoolExecutor(
-            max_workers=workers, mp_context=ctx, initializer=die_with_parent,
-            initargs=(os.getpid(),)) as pool:
+            max_workers=workers, mp_context=ctx, initializer=start_worker,
+            initargs=(os.getpid(), resolve())) as pool:
         finished = False
         try:
             futures = [(batch, pool.submit(scan_batch, key,

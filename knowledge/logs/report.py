@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..i18n import t as tr
+
 
 @dataclass(frozen=True)
 class Evidence:
@@ -71,7 +73,7 @@ class LogReport:
         if self.files_read:
             return ""
         why = "; ".join(f"{s['path']}: {s['reason']}" for s in self.skipped[:5])
-        return f"nothing readable in the given paths ({why or 'no input'})"
+        return tr("nothing readable in the given paths ({why})", why=why or tr("no input"))
 
     @property
     def failed(self) -> bool:

@@ -9,7 +9,13 @@ from . import extract as x
 from .ranks import rank_key, span
 from .records import Hit
 from .report import CauseScore, Evidence
-from .setup_rules import fact_rules, hardware_rules, launch_rules, path_rules, waiter_ops
+from .setup_rules import (
+    fact_rules,
+    hardware_rules,
+    launch_rules,
+    path_rules,
+    waiter_ops,
+)
 from .tally import BASES, Scores
 from .timeline import RankLine, exceptions_unranked, logged, recovered
 from .view import View

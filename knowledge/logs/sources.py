@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Iterator
 
+from ..i18n import t as tr
 from . import bounds, streams
 from .streams import READ_ERRORS
 
@@ -112,18 +113,18 @@ def expand(paths: list[str]) -> tuple[list[Source], list[Skipped]]:
         if os.path.isdir(arg):
             found = []
             for root, dirs, files in os.walk(arg, onerror=lambda e: skipped.append(
-                    Skipped(getattr(e, "filename", arg) or arg, f"unreadable directory: {e.strerror}"))):
+                    Skipped(getattr(e, "filename", arg) or arg, tr("unreadable directory: {why}", why=e.strerror)))):
                 dirs.sort(key=_natural_key)
                 found.extend(os.path.join(root, f) for f in files)
             if not found:
-                skipped.append(Skipped(arg, "empty directory"))
+                skipped.append(Skipped(arg, tr("empty directory")))
             for path in sorted(found, key=_natural_key):
                 add_file(path)
             continue
         if not os.path.lexists(arg) and _GLOB_CHARS.search(arg):
             matches = sorted(bounds.safe_glob(arg), key=_natural_key)
             if not matches:
-                skipped.append(Skipped(arg, "no file matches this pattern"))
+                skipped.append(Skipped(arg, tr("no file matches this pattern")))
             for path in matches:
                 if os.path.isdir(path):
                     sub, sub_skipped = expand([path])
@@ -153,18 +154,18 @@ def vet(path: str) -> tuple[Source | None, str]:
     try:
         st = os.stat(path)
     except OSError as exc:
-        return None, f"unreadable: {exc.strerror or exc}"
+        return None, tr("unreadable: {why}", why=exc.strerror or exc)
     if not stat.S_ISREG(st.st_mode):
-        return None, "not a regular file"
+        return None, tr("not a regular file")
     if st.st_size == 0:
         # checked before any read: zero-size files under /proc or /sys (kmsg) can block on read,
         # and an empty compressed file holds nothing either
-        return None, "empty file"
+        return None, tr("empty file")
     try:
         with open(path, "rb") as fh:
             magic = fh.read(6)
     except OSError as exc:
-        return None, f"unreadable: {exc.strerror or exc}"
+        return None, tr("unreadable: {why}", why=exc.strerror or exc)
     kind = "plain"
     for sig, name in _COMPRESSED.items():
         if magic.startswith(sig):
@@ -188,11 +189,11 @@ def vet(path: str) -> tuple[Source | None, str]:
                         break
                     got += len(more)
                 else:
-                    why = _HUGE
+                    why = _huge()
                 if got > LINE_CAP:
-                    why = _HUGE
+                    why = _huge()
     except READ_ERRORS as exc:
-        return None, f"unreadable {kind} data: {exc}"
+        return None, tr("unreadable {kind} data: {why}", kind=kind, why=exc)
     return (None, why) if why else (src, "")
 
 
@@ -200,7 +201,8 @@ def _breaks(data: bytes) -> bool:
     return b"\n" in data or b"\r" in data
 
 
-_HUGE = f"no line break in the first {LINE_CAP >> 20} MiB: one huge line, not a log"
+def _huge() -> str:
+    return tr("no line break in the first {mib} MiB: one huge line, not a log", mib=LINE_CAP >> 20)
 
 
 def sniff(head: bytes) -> str:
@@ -209,16 +211,16 @@ def sniff(head: bytes) -> str:
     start must not hide the failure line after it. NUL bytes, or more than a tenth of the
     characters undecodable or control characters, do."""
     if not head:
-        return "empty file"
+        return tr("empty file")
     window = head[:8192]
     if b"\x00" in window:
-        return "binary file (NUL bytes)"
+        return tr("binary file (NUL bytes)")
     text = window.decode("utf-8", "replace")
     # random bytes hold ~10% control characters; text (UTF-8 or Latin-1) almost none
     control = sum(1 for ch in text if ch < " " and ch not in "\t\n\r\f\v\x1b\x08")
     bad = text.count("\ufffd")
     if control > max(8, len(text) // 30) or bad > max(8, len(text) // 2):
-        return f"binary file ({control + bad} of the first {len(text)} characters are not text)"
+        return tr("binary file ({n} of the first {total} characters are not text)", n=control + bad, total=len(text))
     return ""
 
 
@@ -229,7 +231,8 @@ def not_utf8(head: bytes) -> str:
     except UnicodeDecodeError as exc:
         # a multi-byte character cut by the sniff window is fine
         if not (exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"):
-            return f"not valid UTF-8 (first bad byte at offset {exc.start}): read with U+FFFD in its place"
+            return tr("not valid UTF-8 (first bad byte at offset {offset}): read with U+FFFD in its place",
+                      offset=exc.start)
     return ""
 
 
@@ -267,7 +270,7 @@ def blocks(src: Source, start: int = 0, stop: int | None = None) -> Iterator[Blo
         while True:
             chunk = b"" if stopped else fh.read(BLOCK)
             if first and src.kind == "stdin":
-                why = sniff(chunk[:SNIFF]) or (_HUGE if len(chunk) > LINE_CAP
+                why = sniff(chunk[:SNIFF]) or (_huge() if len(chunk) > LINE_CAP
                                                 and b"\n" not in chunk[:LINE_CAP] else "")
                 if why:
                     src.rejected = why
@@ -312,7 +315,8 @@ def blocks(src: Source, start: int = 0, stop: int | None = None) -> Iterator[Blo
             fh.close()
     src.lines = line_no - 1
     if long_note:
-        src.add_note(f"{long_note} line(s) longer than {LINE_CAP >> 20} MiB: only their start and end were read")
+        src.add_note(tr("{n} line(s) longer than {mib} MiB: only their start and end were read", n=long_note,
+                        mib=LINE_CAP >> 20))
     if stopped:
         src.add_note(stopped)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from distdoctor.knowledge.i18n import t
+
 from ..errors import UsageError
 from . import common
 from .logs_text import render
@@ -38,20 +40,20 @@ exit codes: 0 no failure in the logs (context leads may be listed), 1 a cause
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("logs", help="rank root causes from the logs of every rank",
-                            description=DESCRIPTION, epilog=EPILOG,
+    parser = sub.add_parser("logs", help=t("rank root causes from the logs of every rank"),
+                            description=t(DESCRIPTION), epilog=t(EPILOG),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="log files, directories, globs, .gz files, or - for standard input")
+                        help=t("log files, directories, globs, .gz files, or - for standard input"))
     parser.add_argument("--symptom", metavar="ID",
-                        help="what the job did: hang or error (or a sub-symptom id such as "
-                             "hang-init); shifts the ranking the way the guide does")
+                        help=t("what the job did: hang or error (or a sub-symptom id such as "
+                               "hang-init); shifts the ranking the way the guide does"))
     parser.add_argument("--top", type=int, default=5, metavar="N",
-                        help="show the N best causes (default 5; --json always has all)")
+                        help=t("show the N best causes (default 5; --json always has all)"))
     parser.add_argument("--max-bytes", metavar="SIZE", dest="max_bytes",
-                        help="read at most SIZE bytes of each compressed file or of standard input "
-                             "(e.g. 500M, 4G; default 1G, and a compressed file that expands more "
-                             "than 100x stops after 8M); plain files are read whole")
+                        help=t("read at most SIZE bytes of each compressed file or of standard input "
+                               "(e.g. 500M, 4G; default 1G, and a compressed file that expands more "
+                               "than 100x stops after 8M); plain files are read whole"))
     common.add_common(parser)
     parser.set_defaults(func=run)
 
@@ -63,22 +65,23 @@ def run(args: argparse.Namespace) -> int:
     try:
         max_bytes = parse_size(args.max_bytes) if args.max_bytes is not None else None
     except ValueError as exc:
-        raise UsageError(f"--max-bytes: {exc}") from None
+        raise UsageError(t("--max-bytes: {why}", why=exc)) from None
     kb = common.knowledge(args)
     if args.symptom and args.symptom not in kb.symptoms and args.symptom not in ("hang", "error"):
         known = ", ".join(sorted(kb.symptoms)) or "hang, error"
-        raise UsageError(f"--symptom {args.symptom}: unknown symptom (one of: {known})")
+        raise UsageError(t("--symptom {symptom}: unknown symptom (one of: {known})", symptom=args.symptom,
+                           known=known))
     if args.top < 1:
-        raise UsageError("--top must be at least 1")
+        raise UsageError(t("--top must be at least 1"))
     if args.paths.count("-") > 1:
-        raise UsageError("- (standard input) can be given only once")
+        raise UsageError(t("- (standard input) can be given only once"))
     if "-" in args.paths and sys.stdin is None:  # started with stdin closed (`<&-`)
-        raise UsageError("- reads standard input, which is closed here")
+        raise UsageError(t("- reads standard input, which is closed here"))
     if "-" in args.paths and sys.stdin.isatty():
         # reading a terminal would wait, silently, for someone to type a log
-        raise UsageError("- reads standard input, which is a terminal here: pipe a log in, "
-                         "e.g. kubectl logs pod/trainer-0 | distdoctor logs -")
-    with common.still_waiting(f"still reading the logs ({', '.join(args.paths)[:60]})"):
+        raise UsageError(t("- reads standard input, which is a terminal here: pipe a log in, "
+                           "e.g. kubectl logs pod/trainer-0 | distdoctor logs -"))
+    with common.still_waiting(t("still reading the logs ({paths})", paths=", ".join(args.paths)[:60])):
         with limits(max_bytes, on_wait=lambda msg: print(f"distdoctor: {msg}", file=sys.stderr, flush=True)):
             report = analyse(args.paths, kb, symptom=args.symptom)
     data = report.to_dict()
