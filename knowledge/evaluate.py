@@ -6,6 +6,7 @@ import string
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from .i18n import t
 from .model import Check, KnowledgeBase
 
 _MISSING = object()
@@ -133,7 +134,7 @@ def fill(template: str, facts: Mapping[str, Any]) -> str:
 def _unrunnable(result: ResultLike) -> Finding:
     reason = result.reason or result.status
     return Finding(result.name, f"{result.name}-{result.status}", result.status,
-                   f"{result.name} probe {result.status}", reason, (), "")
+                   t("{name} probe {status}", name=result.name, status=t(result.status)), reason, (), "")
 
 
 def evaluate(kb: KnowledgeBase, results: Mapping[str, ResultLike]) -> list[Finding]:
