@@ -239,7 +239,7 @@ class DrillScreen(Screen[None]):
                       shortest=r["steps"]["shortest"]) + "\n")
         text.append(t("switches left on: {names}", names=", ".join(r["switches_left_on"]) or t("none")) + "\n\n")
         text.append(t("What was injected: "), style="bold")
-        text.append(self.drill.how + "\n\n" + t("The lines that prove it:") + "\n")
+        text.append(t(self.drill.how) + "\n\n" + t("The lines that prove it:") + "\n")
         for line in proof_lines(self.folder, self.drill.proof) or [t("(none found)")]:
             text.append(f"  {line}\n")
         self._show(text, end=False)
