@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from distdoctor.knowledge.i18n import t
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: appends are not serialised between processes
@@ -80,7 +82,7 @@ class SessionStore:
 
     def path(self, session_id: str) -> Path:
         if not ID_RE.match(session_id) or session_id.endswith(".pseudonyms"):
-            raise SessionError(f"bad session id {session_id!r}: letters, digits, '.', '_' and '-' only")
+            raise SessionError(t("bad session id {id}: letters, digits, '.', '_' and '-' only", id=repr(session_id)))
         return self.directory / f"{session_id}.json"
 
     def pseudonyms_path(self, session_id: str) -> Path:
@@ -100,7 +102,7 @@ class SessionStore:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path.with_name(f".{session_id}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise SessionError(f"cannot lock session {session_id}: {exc.strerror or exc}") from None
+            raise SessionError(t("cannot lock session {id}: {why}", id=session_id, why=exc.strerror or exc)) from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -125,7 +127,7 @@ class SessionStore:
         try:
             write_atomic(self.path(record["id"]), json.dumps(record, indent=1, default=str))
         except OSError as exc:
-            raise SessionError(f"cannot save session {record['id']}: {exc.strerror or exc}") from None
+            raise SessionError(t("cannot save session {id}: {why}", id=record["id"], why=exc.strerror or exc)) from None
 
     def load(self, session_id: str) -> dict[str, Any]:
         if session_id == "last":
@@ -134,8 +136,8 @@ class SessionStore:
         record, why = _read(path)
         if record is None:
             if why == "missing":
-                raise SessionError(f"no session {session_id!r} (see `distdoctor sessions`)")
-            raise SessionError(f"session {session_id!r} {why}")
+                raise SessionError(t("no session {id} (see `distdoctor sessions`)", id=repr(session_id)))
+            raise SessionError(t("session {id} {why}", id=repr(session_id), why=why))
         return record
 
     def load_or_create(self, session_id: str) -> dict[str, Any]:
@@ -153,8 +155,8 @@ class SessionStore:
             return
         record = self.load(session_id)
         if not isinstance(record.get("events"), list):
-            raise SessionError(f"session {session_id!r} is damaged: its events are not a list; "
-                               f"fix {self.path(session_id)} or use a new --session ID")
+            raise SessionError(t("session {id} is damaged: its events are not a list; fix {path} or use a new "
+                                 "--session ID", id=repr(session_id), path=self.path(session_id)))
 
     def append(self, session_id: str, kind: str, data: Any) -> dict[str, Any]:
         """Add one event (a step's result) and save at once."""
@@ -162,8 +164,8 @@ class SessionStore:
             record = self.load_or_create(session_id)
             if not isinstance(record.get("events"), list):
                 # a hand-edited or damaged file: refuse rather than overwrite what it holds
-                raise SessionError(f"session {session_id!r} is damaged: its events are not a "
-                                   f"list; fix {self.path(session_id)} or use a new --session ID")
+                raise SessionError(t("session {id} is damaged: its events are not a list; fix {path} or use a "
+                                     "new --session ID", id=repr(session_id), path=self.path(session_id)))
             record["events"].append({"kind": kind, "time": time.time(), "data": data})
             self.save(record)
         return record
@@ -181,8 +183,8 @@ class SessionStore:
         """SessionError when the sessions folder is something else (a file left in its place):
         reads would find "no sessions" and writes "File exists", both beside the point."""
         if self.directory.exists() and not self.directory.is_dir():
-            raise SessionError(f"{self.directory} is not a folder: move it away, or set "
-                               f"XDG_STATE_HOME to another place")
+            raise SessionError(t("{path} is not a folder: move it away, or set XDG_STATE_HOME to another place",
+                                 path=self.directory))
 
     def list(self) -> list[dict[str, Any]]:
         """Readable sessions, newest first; unreadable files are skipped and named in
@@ -219,7 +221,7 @@ class SessionStore:
     def last_id(self) -> str:
         sessions = self.list()
         if not sessions:
-            raise SessionError("no sessions yet: run `distdoctor` or a command with --session ID")
+            raise SessionError(t("no sessions yet: run `distdoctor` or a command with --session ID"))
         return sessions[0]["id"]
 
 
@@ -268,17 +270,17 @@ def _read(path: Path) -> tuple[dict[str, Any] | None, str]:
     hand-edited file) is loaded under its file name, so every id listed can be opened."""
     try:
         if not path.is_file():  # a FIFO named x.json would block the read
-            return None, "missing" if not path.exists() else "is unreadable: not a regular file"
+            return None, "missing" if not path.exists() else t("is unreadable: not a regular file")
         text = path.read_text(encoding="utf-8")
         if not text.strip():
-            return None, "is empty"
+            return None, t("is empty")
         record = json.loads(text)
     except FileNotFoundError:
         return None, "missing"
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON
-        return None, f"is unreadable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        return None, t("is unreadable: {why}", why=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-        return None, "has an unknown format"
+        return None, t("has an unknown format")
     record["id"] = path.stem
     return record, ""
 
