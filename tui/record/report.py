@@ -9,6 +9,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
+from distdoctor.knowledge.i18n import t
+
 from .redact import redact, redact_text, walk
 from .report_causes import annotate, split
 from .report_conclusion import conclude, switches_to_remove
@@ -93,38 +95,38 @@ def _step_summary(kind: str, data: Any) -> str:
     d = _d(data)
     if kind == "classify":
         return ": ".join(x for x in (str(d.get("symptom") or ""), str(d.get("sub") or "")) if x) \
-            or "classified"
+            or t("classified")
     if kind == "answer":
         return f"{d.get('question', '?')} -> {d.get('answer', '?')}"
     if kind == "logs":
         causes = [c for c in _l(d.get("causes")) if isinstance(c, dict)]
-        top = f"; top cause {causes[0].get('id')} (basis {causes[0].get('basis') or 'evidence'})" if causes else \
-            "; no known cause matched"
-        return f"{d.get('files_read', '?')} file(s) read{top}"
+        top = t("; top cause {id} (basis {basis})", id=causes[0].get("id"),
+                basis=t(str(causes[0].get("basis") or "evidence"))) if causes else t("; no known cause matched")
+        return t("{n} file(s) read", n=d.get("files_read", "?")) + top
     if kind == "check":
         findings = [f for f in _l(d.get("findings")) if isinstance(f, dict)]
         counts = {s: sum(1 for f in findings if f.get("status") == s) for s in ("fail", "warn")}
-        return f"{len(findings)} finding(s): {counts['fail']} fail, {counts['warn']} warn"
+        return t("{n} finding(s): {fail} fail, {warn} warn", n=len(findings), fail=counts["fail"], warn=counts["warn"])
     if kind == "topo":
-        return f"P2P {d.get('p2p', 'unknown')}, NVLink {d.get('nvlink')}, " \
-               f"{len(_l(d.get('gpus')))} GPU(s), source {d.get('source', '?')}"
+        return t("P2P {p2p}, NVLink {nvlink}, {n} GPU(s), source {source}", p2p=d.get("p2p", "unknown"),
+                 nvlink=d.get("nvlink"), n=len(_l(d.get("gpus"))), source=d.get("source", "?"))
     if kind == "repro":
         detail = d.get("first_error") or d.get("stuck_at") or ""
-        return f"outcome {d.get('outcome', '?')} in {d.get('duration_s', '?')} s" + \
+        return t("outcome {outcome} in {seconds} s", outcome=d.get("outcome", "?"), seconds=d.get("duration_s", "?")) + \
             (f": {str(detail)[:160]}" if detail else "")
     if kind == "bisect":
         verdict, runs = d.get("verdict"), len(_l(d.get("runs")))
         if isinstance(verdict, dict):
-            return f"{runs} switch run(s); passes with {verdict.get('env') or verdict.get('switch')}" \
-                   f" -> {verdict.get('cause')}"
+            return t("{n} switch run(s); passes with {switch} -> {cause}", n=runs,
+                     switch=verdict.get("env") or verdict.get("switch"), cause=verdict.get("cause"))
         if d.get("baseline_passed"):
-            return "the baseline passed: nothing to bisect on this node"
-        return f"{runs} switch run(s); no single switch turned the failure into a pass"
+            return t("the baseline passed: nothing to bisect on this node")
+        return t("{n} switch run(s); no single switch turned the failure into a pass", n=runs)
     if kind == "fleet":
-        return f"{d.get('nodes', '?')} node(s); {len(_l(d.get('outliers')))} outlier field(s)"
+        return t("{n} node(s); {k} outlier field(s)", n=d.get("nodes", "?"), k=len(_l(d.get("outliers"))))
     if kind == "conclusion":
         causes = [c for c in _l(d.get("causes")) if isinstance(c, dict)]
-        return f"top cause {causes[0].get('id')}" if causes else "no cause concluded"
+        return t("top cause {id}", id=causes[0].get("id")) if causes else t("no cause concluded")
     return ", ".join(f"{k}={v}" for k, v in list(d.items())[:4] if not isinstance(v, (dict, list)))
 
 
