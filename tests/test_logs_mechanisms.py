@@ -255,3 +255,32 @@ def test_a_timeout_after_many_collectives_is_a_hang_mid_training() -> None:
 
 def test_a_timeout_in_the_first_collective_is_a_hang_at_the_first_step() -> None:
     assert refined(watchdog_line(1)) == {"the symptom hang-first-step points here first"}
+
+
+# --- every rank waited: the launcher's exit codes are the waiters leaving ------------------------------
+
+def waiting_in(r: int, op: str) -> str:
+    return (f"[rank{r}] step 4 loss 0.1\n[rank{r}]: Traceback (most recent call last):\n"
+            f'[rank{r}]:   File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", '
+            f"line 3012, in {op}\n" + GLOO_TIMEOUT.format(r=r))
+
+
+EXITS = ("E1201 19:06:32.839000 27841 torch/distributed/elastic/multiprocessing/api.py:1002] failed "
+         "(exitcode: 1) local_rank: 0 (pid: 27844) of binary: /venv/bin/python\n"
+         "  exitcode  : 1 (pid: 27844)\n")
+
+
+def test_exit_codes_of_ranks_that_all_waited_are_no_crash(tmp_path) -> None:
+    report = per_rank(tmp_path, {"rank0.log": waiting_in(0, "all_gather"), "rank1.log": waiting_in(1, "all_reduce"),
+                                 "console.log": EXITS})
+    assert report.causes[0].id == "asymmetric-collective"
+    assert not any(r.startswith("a process crashed") for c in report.causes for r in c.reasons)
+    # the story tells the two collectives apart
+    assert "rank 0 timed out in all_gather" in report.summary.lower() or "in allgather" in report.summary
+    assert "in allreduce" in report.summary or "in all_reduce" in report.summary
+
+
+def test_an_exit_code_beside_a_rank_with_no_wait_of_its_own_is_still_a_crash(tmp_path) -> None:
+    report = per_rank(tmp_path, {"rank0.log": waiting_in(0, "all_reduce"), "rank1.log": "[rank1] step 4 loss 0.1\n",
+                                 "console.log": EXITS})
+    assert report.failed and report.causes[0].basis == "evidence"

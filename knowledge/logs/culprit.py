@@ -221,8 +221,11 @@ def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) 
                            msg=e.message[:90]))
     blamed = set(who["ranks"]) if who else set()
     for kind, words in (("lost-peer", "rank {ranks} lost its peer{where}"), ("timeout", "rank {ranks} timed out{where}")):
-        rls = [rl for rl in lines.values() if rl.end.kind == kind and rl.rank not in blamed]
-        if rls:
+        by_op: dict[Any, list[RankLine]] = {}  # waiters in different collectives are told apart
+        for rl in lines.values():
+            if rl.end.kind == kind and rl.rank not in blamed:
+                by_op.setdefault((rl.last_collective or {}).get("op"), []).append(rl)
+        for rls in by_op.values():
             parts.append(tr(words, ranks=_names(rls), where=_where_waiting(rls[0])))
     launcher = _launcher_blame(lines, blamed)
     if launcher:

@@ -107,8 +107,11 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
     if who is not None and who["role"] in ("stuck", "slow"):
         return  # the exit lines are the launcher stopping the ranks that waited for the stuck one
     # a line that announced a rank's exit is no crash when the rank's own end was a wait (mp.spawn
-    # reports "Process N terminated with the following error" for a timeout too)
-    crashes = sorted((h for h in view.crashes if not _ended_waiting(view, h, lines)),
+    # reports "Process N terminated with the following error" for a timeout too); nor is an exit
+    # code when every rank the logs show ended waiting: a waiter that gave up exits non-zero too
+    waited = bool(lines) and all(rl.end.kind in ("timeout", "lost-peer") for rl in lines.values())
+    crashes = sorted((h for h in view.crashes if not _ended_waiting(view, h, lines)
+                      and not (waited and h.sig.startswith("crash-exitcode"))),
                      key=lambda h: (view.rank(h) is None, h.order))
     if not crashed and not crashes:
         lost = [rl for rl in lines.values() if rl.end.kind == "lost-peer"]
