@@ -284,3 +284,15 @@ def test_an_exit_code_beside_a_rank_with_no_wait_of_its_own_is_still_a_crash(tmp
     report = per_rank(tmp_path, {"rank0.log": waiting_in(0, "all_reduce"), "rank1.log": "[rank1] step 4 loss 0.1\n",
                                  "console.log": EXITS})
     assert report.failed and report.causes[0].basis == "evidence"
+
+
+def test_a_caught_error_in_a_teed_console_is_handled_by_the_ranks_progress_there(tmp_path) -> None:
+    steps = "".join(f"[rank0] step {n} loss 0.1\n" for n in range(1, 9))
+    console = "".join(f"[default0]:[rank0] step {n} loss 0.1\n" for n in range(1, 4)) + (
+        "[default0]:Traceback (most recent call last):\n"
+        '[default0]:  File "/work/train.py", line 17, in <module>\n'
+        "[default0]:FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/metrics.json'\n"
+    ) + "".join(f"[default0]:[rank0] step {n} loss 0.1\n" for n in range(4, 9))
+    # the rank's own file is read first: its progress must not hide the console's
+    report = per_rank(tmp_path, {"a-rank0.log": steps, "console.log": console}, symptom=None)
+    assert not report.failed

@@ -44,6 +44,7 @@ class Collector:
         self.exceptions: list[Exc] = []
         self.phases: dict[str, tuple[str, Hit]] = {}  # rank -> its last phase word and line
         self.last_ts: dict[str, tuple[int, float]] = {}  # rank -> its last timestamp in a file's tail
+        self.last_step_line: dict[tuple[str, str], int] = {}  # (rank, file) -> its last progress line there
         self.file_progress: dict[str, int] = {}  # file -> line of its last progress line
         self.sample_ids: dict[str, dict[str, Hit]] = defaultdict(dict)  # id list -> rank -> line
         self.epoch_sizes: dict[str, tuple[int, Hit]] = {}  # rank -> its first "N batches" line
@@ -402,6 +403,7 @@ class Collector:
             loss = x.LOSS.search(t)
             if loss:
                 self.losses[(kind, num)].setdefault(rank, loss.group("v"))
+            self.last_step_line.setdefault((rank, self.file.name if self.file else ""), n)
             if (rank, kind) not in found:
                 found[(rank, kind)] = (num, n, t, x.Who(rank, w.proc, w.host))
                 quiet = 0

@@ -193,11 +193,8 @@ def recovered(view: View, rank: str, hit: Hit) -> bool:
     was a line inside a traceback that a WARNING record printed (logged, not raised)."""
     if logged(view, hit):
         return True
-    for kind in view.col.progress.get(rank, {}).values():
-        later = kind[1]
-        if later.file == hit.file and later.line > hit.line:
-            return True
-    return False
+    # its last progress line in the same file: a tee'd console and the rank's own file both count
+    return view.col.last_step_line.get((rank, hit.file), 0) > hit.line
 
 
 def _op_near(view: View, rank: str, hit: Hit) -> dict[str, Any] | None:
