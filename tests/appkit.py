@@ -151,3 +151,18 @@ def run_async(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
         asyncio.run(test(*args, **kwargs))
 
     return wrapper
+
+
+async def settle(pilot: Any) -> None:
+    """Let the app's workers finish and their messages land (no sleeps)."""
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def classified(pilot: Any) -> None:
+    """Answer Classify with the first symptom and its first sub-symptom (hang at init)."""
+    await pilot.press("enter")
+    await pilot.pause()
+    await pilot.press("enter")
+    await pilot.pause()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import appkit
+from appkit import classified, settle
 
 LOGS = appkit.FIXTURES / "app"
 
@@ -20,17 +21,8 @@ def app(tmp_path: Path):
     return appkit.build(tmp_path, appkit.HANG_ENV, session_id="snap")
 
 
-async def settle(pilot) -> None:
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
 
 
-async def classified(pilot) -> None:
-    await pilot.press("enter")  # Hang
-    await pilot.pause()
-    await pilot.press("enter")  # Hang at process-group init
-    await pilot.pause()
 
 
 def test_classify_first_screen(app, snap_compare) -> None:

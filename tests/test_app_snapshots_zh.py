@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import appkit
+from appkit import classified, settle
 from distdoctor.knowledge import i18n
 
 LOGS = appkit.FIXTURES / "app"
@@ -24,17 +25,8 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return appkit.build(tmp_path, appkit.HANG_ENV, session_id="snap")
 
 
-async def settle(pilot) -> None:
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
 
 
-async def classified(pilot) -> None:
-    await pilot.press("enter")  # 挂起
-    await pilot.pause()
-    await pilot.press("enter")  # 在进程组初始化时挂起
-    await pilot.pause()
 
 
 def test_classify_first_screen_zh(app, snap_compare) -> None:

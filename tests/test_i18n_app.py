@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import appkit
+from appkit import settle
 from distdoctor.knowledge import i18n
 
 LOGS = appkit.FIXTURES / "app"
@@ -45,10 +46,6 @@ def leftovers(text: str) -> list[str]:
     return [p for p in english_phrases() if p.strip() in text]
 
 
-async def settle(pilot: Any) -> None:
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 def seen(app: Any) -> str:
