@@ -10,7 +10,9 @@ from textual.suggester import Suggester
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from .lang import cells, clip, t
+from distdoctor.knowledge.i18n import messages
+
+from .lang import cells, clip, resolve, t
 
 # Status is always a word first; colour only repeats it (readable on a monochrome SSH session).
 STATUS_WORDS: dict[str, tuple[str, str]] = {
@@ -109,6 +111,13 @@ class NextAction(Plain):
     """Always visible: the one thing to do now."""
 
 
+def term_name(term: str) -> str:
+    """A term of the method as the reader's language names it, beside the word the logs and the
+    docs use ("挂起（hang）"); names that are code (NCCL_DEBUG, /dev/shm, SeqNum) stay as they are."""
+    alias = messages(resolve()).get(f"term name: {term}")
+    return f"{alias}（{term}）" if alias else term
+
+
 class LearnPanel(Static):
     """Why this step exists and what its terms mean (shown in learn mode)."""
 
@@ -119,7 +128,7 @@ class LearnPanel(Static):
         if step.learn:
             text.append("\n" + step.learn)
         for term, meaning in step.terms.items():
-            text.append(f"\n{term}", style="bold")
+            text.append(f"\n{term_name(term)}", style="bold")
             text.append(t(": {meaning}", meaning=meaning))
         self.update(text)
 
