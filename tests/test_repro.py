@@ -78,10 +78,12 @@ def test_crashing_rank_gives_error_and_leaves_nothing(tmp_path: Path, kb) -> Non
     assert "rank 1 crashed on purpose" in result.first_error
     assert result.exit_codes["ranks"].get("1") == 1
     assert result.stuck_at in ("init", "selfcheck", "barrier", "allreduce")
-    # Flight Recorder was on: both ranks left a dump when they failed, and the run read them
+    # Flight Recorder was on: the crashed rank left a dump, and the run read it. Rank 0 leaves one
+    # too when its lost-peer error comes before torchrun's SIGTERM; a rank blocked in a collective
+    # when the SIGTERM lands dies without one (a race the load decides: once in five full runs here)
     fr = result.flight_recorder
     assert fr is not None and "error" not in fr, fr
-    assert [g["ranks"] for g in fr["groups"]] == [["0", "1"]], fr
+    assert [g["ranks"] for g in fr["groups"]] in ([["0", "1"]], [["1"]]), fr
     assert fr["culprit"] is None or fr["culprit"]["ranks"] == ["1"], fr
     assert_gone(result)
 
