@@ -4,7 +4,10 @@ Mechanisms (GUIDE.md section 1, 4):
 - crashed: a rank whose own lines end in a failure of its own (a traceback whose message is not a
   lost peer or a timeout, an OOM, a segfault, a kill signal). When several did, the earliest one.
 - stuck: no rank crashed, other ranks timed out or lost their peer, and this rank's own lines are
-  present but end in neither a failure nor a finish: it never reached the collective.
+  present but end in neither a failure nor a finish: it never reached the collective. Also the rank
+  that lost its peer only after the others had timed out (by the failure lines' clock, else by its
+  last timestamped line coming after the waiters' own timeout), and the rank with more batches per
+  epoch when the only "crash" is an abort with no error of the rank's own (a teardown).
 - slow: every rank timed out, but at different SeqNums: the ones behind are the first suspects.
 - misconfigured: ranks whose NCCL version or interface differs from the others'.
 A rank absent from the input is never blamed: the input may be an excerpt.
