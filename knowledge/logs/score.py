@@ -17,7 +17,7 @@ from .setup_rules import (
     waiter_ops,
 )
 from .tally import BASES, Scores
-from .timeline import RankLine, exceptions_unranked, logged, recovered
+from .timeline import RankLine, exceptions_unranked, handled
 from .view import View
 
 REST = 0.25  # each further distinct signature of a cause adds this share of its weight
@@ -160,20 +160,6 @@ def _ended_waiting(view: View, hit: Hit, lines: dict[str, RankLine]) -> bool:
     m = x.SPAWN_ERROR.search(hit.text)
     rl = lines.get(view.rank(hit) or (m.group("i") if m else ""))
     return rl is not None and rl.end.kind in ("timeout", "lost-peer")
-
-
-def handled(view: View, hit: Hit) -> bool:
-    """Whether a failure line was handled: its rank printed training progress after it, or, for a
-    line no rank could be given to, every rank whose progress the same file shows went on past it
-    (a rank that died of it could not have). Such a line is a fact about the run, not evidence of
-    a failure (a logged warning with a traceback, a retried connection)."""
-    r = view.rank(hit)
-    if r is not None or logged(view, hit):
-        return recovered(view, r or "", hit)
-    last = [max(h.line for h in hs) for hs in
-            ([ph[1] for ph in kinds.values() if ph[1].file == hit.file] for kinds in view.col.progress.values())
-            if hs]
-    return bool(last) and all(line > hit.line for line in last)
 
 
 def _signed(view: View, hit: Hit) -> bool:

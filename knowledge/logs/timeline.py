@@ -214,6 +214,18 @@ def exceptions_unranked(view: View) -> list[Exc]:
             and not e.peer_loss and not _recovered_any(view, e.hit)]
 
 
+def handled(view: View, hit: Hit) -> bool:
+    """Whether a failure line was handled: its rank went on (recovered), or, for a line no rank
+    could be given to, every rank whose progress the same file shows went on past it (a rank that
+    died of it could not have). Such a line is a fact about the run, not evidence of a failure (a
+    logged warning with a traceback, a retried connection)."""
+    r = view.rank(hit)
+    if r is not None or logged(view, hit):
+        return recovered(view, r or "", hit)
+    last = [line for (_rank, name), line in view.col.last_step_line.items() if name == hit.file]
+    return bool(last) and all(line > hit.line for line in last)
+
+
 def _recovered_any(view: View, hit: Hit) -> bool:
     return view.col.file_progress.get(hit.file, 0) > hit.line or logged(view, hit)
 
@@ -223,4 +235,4 @@ def logged(view: View, hit: Hit) -> bool:
     return any(f.name == hit.file and a <= hit.line <= b for f in view.col.files for a, b in f.logged)
 
 
-__all__ = ["End", "RankLine", "build", "exceptions_unranked", "logged", "recovered", "short", "where"]
+__all__ = ["End", "RankLine", "build", "exceptions_unranked", "handled", "logged", "recovered", "short", "where"]
