@@ -41,7 +41,8 @@ def stacks_now(ctx: Any) -> tuple[dict[str, Any] | None, str]:
                        "distdoctor stacks --job ID (distdoctor stacks --job auto lists them)", n=len(jobs))
     job = jobs[0]
     try:
-        return stacks.take(job.ranks, expected=getattr(job, "expected", ()) or ()), ""
+        # expected() is a method: the ranks WORLD_SIZE says should run here
+        return stacks.take(job.ranks, expected=job.expected()), ""
     except stacks.NoPySpy as exc:
         return None, str(exc)
 
