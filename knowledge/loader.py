@@ -26,6 +26,9 @@ OVERLAY_ENV = "DISTDOCTOR_KNOWLEDGE"
 OPS = ("eq", "ne", "lt", "le", "gt", "ge", "true", "false", "present", "absent",
        "nonempty", "empty", "in", "not_in", "contains", "matches")
 FIX_KINDS = ("env", "command", "code")
+PREMISES = ("crash", "no-crash")
+RECURRENCES = ("will-recur", "may-pass", "exclude-node")
+NEEDS = ("gpu", "nccl")
 # What the log analyser reads from a signature's tags (knowledge/logs): anything else is a typo.
 SIGNATURE_TAGS = ("failure", "crash", "wait", "consequence", "context", "tail", "end", "resume",
                   "launcher", "spawn", "main-work", "catch-all", "multi-node", "store-server", "port-taken")
@@ -203,7 +206,7 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
     tuple_ = _strings
     regex = _regex if patterns else _string
     specs: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
-        "cause": (Cause, {"fixes": _fixes}),
+        "cause": (Cause, {"fixes": _fixes, "needs": tuple_}),
         "symptom": (Symptom, {"causes": _weights}),
         "check": (Check, {"cause_ids": tuple_}),
         "switch": (Switch, {"implicates": tuple_}),
@@ -280,6 +283,15 @@ def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str], tree: bool =
             raise KnowledgeError(file_of("symptom", s.id), f"symptom.{s.id}.parent", f"unknown symptom {s.parent!r}")
         for c in s.causes:
             need_cause("symptom", s.id, "causes", c)
+    for cause in kb.causes.values():
+        for key, value, allowed in (("premise", cause.premise, PREMISES), ("recurrence", cause.recurrence, RECURRENCES)):
+            if value and value not in allowed:
+                raise KnowledgeError(file_of("cause", cause.id), f"cause.{cause.id}.{key}",
+                                     f"unknown {key} {value!r} (one of {', '.join(allowed)})")
+        unknown = set(cause.needs) - set(NEEDS)
+        if unknown:
+            raise KnowledgeError(file_of("cause", cause.id), f"cause.{cause.id}.needs",
+                                 f"unknown need(s) {', '.join(sorted(unknown))} (one of {', '.join(NEEDS)})")
     for c in kb.checks.values():
         if c.op not in OPS:
             raise KnowledgeError(file_of("check", c.id), f"check.{c.id}.op", f"unknown op {c.op!r} (one of {', '.join(OPS)})")

@@ -35,6 +35,18 @@ class Cause:
     fixes: tuple[Fix, ...]
     section: str
     evidence: str = ""
+    # what the cause needs to apply at all ("gpu", "nccl"): left out, with the reason, for a job
+    # that has neither (a Gloo job on CPU)
+    needs: tuple[str, ...] = ()
+    # what it says about the culprit: "crash" (a rank died) or "no-crash" (none did); a culprit
+    # whose role contradicts it argues against the cause
+    premise: str = ""
+    # should they restart? will-recur (code or configuration), may-pass (a transient),
+    # exclude-node (a node or GPU fault)
+    recurrence: str = ""
+    # its evidence (a timeout) shows only that some rank was late, which every hang shows: with
+    # no culprit named it is no answer, only where to look first
+    needs_culprit: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,9 @@ class Check:
     cause_ids: tuple[str, ...]
     fix: str = ""
     ok_title: str = ""
+    # a hardening advice (no explicit timeout, Flight Recorder off): a risk for the next incident,
+    # never evidence for this one
+    advisory: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from .i18n import t as tr
 # into a pass is the strongest evidence the method produces; a symptom is only a prior.
 WEIGHTS: Mapping[str, float] = {"symptom": 1.0, "logs": 2.0, "findings": 1.5, "fleet": 1.5,
                                 "bisect": 3.0, "stacks": 2.5, "fr": 2.5, "ras": 2.5, "lint": 1.0}
-# A log cause resting on facts or on the symptom alone is a lead, never a failure: it counts for
-# a share of a log cause with evidence.
-BASIS_SHARE: Mapping[str, float] = {"evidence": 1.0, "facts": 0.5, "prior": 0.0}
+# The log analysis orders its own causes (a rank-0-only phase while the others wait may outrank
+# their timeouts); a cause resting on the symptom alone comes from the symptom's priors instead.
+BASIS_SHARE: Mapping[str, float] = {"evidence": 1.0, "facts": 1.0, "prior": 0.0}
 RULED_OUT_FACTOR = 0.5  # a passing minimal repro weakens node-local causes, it does not disprove them
 # A FAIL is a fact about this node; a WARN is a risk or a hardening advice, not an observed failure.
 FINDING_STRENGTH: Mapping[str, float] = {"fail": 1.0, "warn": 0.3}
@@ -35,10 +35,11 @@ class Ranked:
     reasons: tuple[str, ...]
     basis: str = "evidence"  # evidence (a failure line, a failed check, a switch, a stack), facts, prior
     strong: bool = False  # evidence about this incident (log failure lines, bisect, fleet, live sources, lint)
+    against: tuple[str, ...] = ()  # what argues against it (the logs' own, or the culprit's)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "score": self.score, "reasons": list(self.reasons), "basis": self.basis,
-                "strong": self.strong}
+                "strong": self.strong, "against": list(self.against)}
 
 
 def _num(value: Any) -> float:
@@ -69,6 +70,7 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
     reasons: dict[str, list[tuple[float, str]]] = {}
     bases: dict[str, str] = {}
     strong: set[str] = set()
+    against: dict[str, list[str]] = {}
     # Records can hold events written by other versions or by hand: skip what is not a mapping.
     suspects, log_causes, findings, fleet = (
         [x for x in seq if isinstance(x, Mapping)] for seq in (suspects, log_causes, findings, fleet))
@@ -95,6 +97,8 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
                 tr("symptom: {why}", why=s.get("why") or weight), "prior")
     log_causes = [c for c in log_causes if c.get("basis", "evidence") != "prior"]  # the symptom says it
     top = max((_num(c.get("score")) for c in log_causes), default=0.0)
+    # ties keep the log analysis's own order (its tie-break: the strongest single signature)
+    order = {str(c.get("id", "")): n for n, c in reversed(list(enumerate(log_causes)))}
     for n, c in enumerate(log_causes):
         basis = str(c.get("basis") or ("facts" if c.get("lead") else "evidence"))
         share = BASIS_SHARE.get(basis, 1.0)
@@ -103,6 +107,7 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
         lines = len(evidence) if isinstance(evidence, list) else 0
         plural = (tr(", {n} evidence line", n=lines) if lines == 1 else tr(", {n} evidence lines", n=lines)) \
             if lines else ""
+        against.setdefault(str(c.get("id", "")), []).extend(str(a) for a in c.get("against") or [])
         if top > 0:
             add("logs", str(c.get("id", "")), score / top, tr("logs ({basis}): score {score}{lines}",
                 basis=tr(basis), score=f"{score:g}", lines=plural), basis)
@@ -135,8 +140,9 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
         if ruled_out and cid in ruled_out:
             score *= RULED_OUT_FACTOR
             why.append(tr("weakened: {why}", why=ruled_out[cid]))
-        ranked.append(Ranked(cid, round(score, 3), tuple(why), bases.get(cid, "evidence"), cid in strong))
-    return sorted(ranked, key=lambda r: (r.basis == "prior", -r.score, r.id))
+        ranked.append(Ranked(cid, round(score, 3), tuple(why), bases.get(cid, "evidence"), cid in strong,
+                             tuple(against.get(cid, ()))))
+    return sorted(ranked, key=lambda r: (r.basis == "prior", -r.score, order.get(r.id, len(order)), r.id))
 
 
 def culprit(logs: Mapping[str, Any] | None, extra: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any] | None:

@@ -8,12 +8,22 @@ FR = {"source": "fr", "ranks": ["3"], "role": "stuck", "why": "rank 3 never join
       "cause": "collective-timeout"}
 
 
-def test_a_lead_never_outweighs_evidence() -> None:
+def test_log_causes_keep_the_log_analysis_order_and_priors_come_from_the_symptom() -> None:
+    # the log analysis weighs a set-up fact against a failure line itself (a rank-0-only phase
+    # while the others time out outranks their timeouts); the merge keeps its order and drops
+    # its priors, which the symptom gives. Only evidence makes an answer (test_diagnosis.py).
     ranked = rank_causes(log_causes=[{"id": "mixed-launchers", "score": 9.0, "basis": "facts"},
                                      {"id": "cuda-oom", "score": 5.0, "basis": "evidence"},
                                      {"id": "p2p-unsupported", "score": 0.5, "basis": "prior"}])
-    assert [r.id for r in ranked] == ["cuda-oom", "mixed-launchers"]  # priors come from the symptom only
-    assert ranked[0].basis == "evidence" and ranked[1].basis == "facts"
+    assert [r.id for r in ranked] == ["mixed-launchers", "cuda-oom"]
+    assert ranked[0].basis == "facts" and not ranked[0].strong
+    assert ranked[1].basis == "evidence" and ranked[1].strong
+
+
+def test_ties_keep_the_log_analysis_order() -> None:
+    ranked = rank_causes(log_causes=[{"id": "rank0-overload", "score": 1.0, "basis": "facts"},
+                                     {"id": "rank-crash-deadlock", "score": 1.0, "basis": "evidence"}])
+    assert [r.id for r in ranked] == ["rank0-overload", "rank-crash-deadlock"]
 
 
 def test_live_hang_evidence_ranks_its_cause_and_names_the_culprit_when_logs_do_not() -> None:

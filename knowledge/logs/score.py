@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..diagnosis import symptom_priors
 from ..i18n import t as tr
 from ..model import KnowledgeBase
 from . import extract as x
@@ -329,27 +330,12 @@ def refine(kb: KnowledgeBase, view: View, symptom: str | None) -> str | None:
 
 
 def _shift(kb: KnowledgeBase, symptom: str | None, s: Scores) -> None:
-    symptom_name = symptom
-    weights: dict[str, float] = {}
-    seen = set()
-    share = 1.0  # a sub-symptom's own suspects first, its parent's after
-    while symptom and symptom in kb.symptoms and symptom not in seen:
-        seen.add(symptom)
-        sym = kb.symptoms[symptom]
-        for cid, w in sym.causes.items():
-            weights[cid] = max(weights.get(cid, 0.0), share * w)
-        symptom = sym.parent
-        share *= 0.5
-    if not weights:
-        return
-    top = max(weights.values()) or 1.0
-    for cid, w in weights.items():
-        if s.score.get(cid, 0) > 0 and w > 0:
-            s.add(cid, SHIFT * w / top, "", basis=s.basis.get(cid, "prior"))
-        elif w > 0 and cid != "other":
+    """The symptom's priors (the one formula: diagnosis.symptom_priors) added to the causes."""
+    for cid, w in symptom_priors(kb, symptom).items():
+        if s.score.get(cid, 0) > 0:
+            s.add(cid, SHIFT * w, "", basis=s.basis.get(cid, "prior"))
+        elif cid != "other":
             # GUIDE 5: a hang points first at deadlocks and process-count mismatches, an error at
             # versions, network and topology. A prior, shown as such, never as evidence.
-            s.add(cid, PRIOR * w / top, tr("the symptom {symptom} points here first", symptom=symptom_name),
+            s.add(cid, PRIOR * w, tr("the symptom {symptom} points here first", symptom=symptom),
                   basis="prior")
-
-
