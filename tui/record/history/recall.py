@@ -1,0 +1,250 @@
+"""What commands call: record a concluded diagnosis, and recall what was seen before (the same
+failure, the same node) with what fixed it. None of these raises to its caller: a store that
+cannot be used costs one line on stderr (or through `on_error`), never the command's result."""
+from __future__ import annotations
+
+import shlex
+import shutil
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from distdoctor.knowledge.i18n import t
+
+from .incident import Incident, from_diagnosis, iso, new_uid
+from .store import HistoryError, IncidentStore
+
+# Causes that live in a node's hardware or network: the same culprit host with one of these is
+# "seen before" even when the failure line differs. (The knowledge base has no such category
+# yet; when causes.toml gets one, read it from there.)
+HOST_CAUSES = frozenset({"network-unreachable", "nic-selection", "p2p-unsupported", "ib-rdma-failure",
+                         "shm-insufficient", "cuda-oom"})
+REPEAT_COUNT = 3  # a host culprit in this many incidents ...
+REPEAT_DAYS = 30  # ... within this many days is a repeat offender
+SEEN_LIMIT = 5
+# Session events that conclude something worth remembering, and the source they are stored as.
+CONCLUDING = ("logs", "conclusion", "diagnosis", "bisect", "repro")
+SESSIONS_IMPORTED = "sessions_imported"
+
+OnError = Callable[[str], None]
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # stderr closed: nowhere left to say it
+
+
+def _fail(on_error: OnError | None, exc: BaseException) -> None:
+    why = str(exc) if isinstance(exc, HistoryError) else f"{type(exc).__name__}: {exc}"
+    (on_error or _say)(t("distdoctor: incident history not updated: {why}", why=why.splitlines()[0] if why else ""))
+
+
+def open_store(db: str | Path | None = None, *, import_sessions: bool = True) -> IncidentStore:
+    """The store at `db` (else $DISTDOCTOR_DB, else the state folder); the first open of a store
+    imports the saved session files into it, once."""
+    store = IncidentStore.open(db)
+    if import_sessions and store.meta(SESSIONS_IMPORTED) is None:
+        import_session_files(store)
+    return store
+
+
+# --- recording ---------------------------------------------------------------------------------
+
+def record_diagnosis(diagnosis: Mapping[str, Any], *, session_id: str | None = None,
+                     hosts: Iterable[str] | Mapping[str, str] | None = None,
+                     versions: Mapping[str, Any] | None = None, job: str | None = None,
+                     culprit_host: str | None = None, source: str = "diagnosis",
+                     db: str | Path | None = None, on_error: OnError | None = None,
+                     now: float | None = None) -> int | None:
+    """Store a diagnosis (`logs --json`'s dict, the app's conclusion, or a Diagnosis dict) and
+    return the incident's id; with a session id, the session's incident is updated instead of
+    a new one added. None, and one line through `on_error` (stderr by default), when the
+    store cannot take it."""
+    try:
+        inc = from_diagnosis(diagnosis, session_id=session_id, hosts=hosts, versions=versions, job=job,
+                             source=source, culprit_host=culprit_host, now=now)
+        with open_store(db) as store:
+            return store.merge_session(inc, keep=_KEEP) if session_id else store.add(inc)
+    except Exception as exc:  # the caller's result matters more than the history: reported, not raised
+        _fail(on_error, exc)
+        return None
+
+
+# What a later step in a session (the app's conclusion, a bisection) does not know and the
+# session's incident keeps from the logs step.
+_KEEP = ("first_line", "signature", "signature_text", "hosts", "ranks", "culprit_host", "culprit_ranks",
+         "role", "versions", "summary")
+
+
+def incident_from_event(kind: str, data: Any, session_id: str | None, now: float | None = None) -> Incident | None:
+    """The incident a session event concludes, or None when it concludes nothing (a healthy
+    log, a passing repro, a bisection that found no switch)."""
+    if not isinstance(data, Mapping) or kind not in CONCLUDING:
+        return None
+    if kind == "logs":
+        if not (data.get("verdict") or {}).get("failed"):
+            return None
+        return from_diagnosis(data, session_id=session_id, source="logs", now=now)
+    if kind in ("conclusion", "diagnosis"):
+        if not data.get("causes") and not data.get("culprit"):
+            return None
+        return from_diagnosis(data, session_id=session_id, source=kind, now=now)
+    if kind == "repro":
+        if data.get("outcome") in ("pass", "stopped", None):
+            return None
+        first = {"text": str(data.get("first_error") or "")} if data.get("first_error") else None
+        return from_diagnosis({"causes": data.get("causes") or [], "first_failure": first,
+                               "outcome": f"repro {data.get('outcome')}", "failed": True},
+                              session_id=session_id, source="repro", now=now)
+    verdict = data.get("verdict")  # bisect
+    if not isinstance(verdict, Mapping) or not verdict.get("switch"):
+        return None
+    inc = from_diagnosis({"causes": [{"id": c} for c in verdict.get("causes") or [] if c],
+                          "outcome": "bisected", "failed": True}, session_id=session_id, source="bisect", now=now)
+    inc.fix_switch = str(verdict.get("env") or verdict.get("switch"))
+    return inc
+
+
+def record_event(session_id: str | None, kind: str, data: Any, *, db: str | Path | None = None,
+                 on_error: OnError | None = None, now: float | None = None) -> int | None:
+    """The session hook: a command's or the app's event that concludes something updates the
+    session's incident (one per session). Never raises; returns the incident id or None."""
+    try:
+        inc = incident_from_event(kind, data, session_id, now)
+        if inc is None:
+            return None
+        with open_store(db) as store:
+            return store.merge_session(inc, keep=_KEEP if kind != "logs" else ())
+    except Exception as exc:  # see record_diagnosis
+        _fail(on_error, exc)
+        return None
+
+
+def import_session_files(store: IncidentStore, directory: Path | None = None) -> int:
+    """Fold every saved session's events into the store, once per store (a meta key says it was
+    done); returns how many sessions gave an incident. An unreadable session is skipped."""
+    from ..session import SessionError, SessionStore, events_of
+
+    if not store.set_meta_once(SESSIONS_IMPORTED, iso(time.time()) or ""):
+        return 0  # another process got there first
+    try:
+        records = SessionStore(directory).list()
+    except SessionError:
+        return 0  # no sessions folder (or a file in its place): nothing to import
+    found = 0
+    for record in reversed(records):  # oldest first, so ids follow time
+        session_id = str(record.get("id"))
+        got = False
+        for event in events_of(record):
+            stamp = event.get("time") if isinstance(event.get("time"), (int, float)) else record.get("created")
+            inc = incident_from_event(str(event.get("kind")), event.get("data"), session_id,
+                                      float(stamp) if isinstance(stamp, (int, float)) else None)
+            if inc is not None:
+                inc.uid = f"session-{session_id}"  # an export from another store meets the same one
+                store.merge_session(inc, keep=_KEEP if event.get("kind") != "logs" else ())
+                got = True
+        found += got
+    return found
+
+
+# --- recalling ---------------------------------------------------------------------------------
+
+def seen_before(signature: str | None, culprit_host: str | None = None, causes: Iterable[Any] = (), *,
+                session_id: str | None = None, exclude: Iterable[int] = (), limit: int = SEEN_LIMIT,
+                db: str | Path | None = None, on_error: OnError | None = None) -> list[dict[str, Any]]:
+    """Past incidents like this one, resolved ones first, then newest: the same failure
+    signature, or the same culprit host when one of `causes` (ids or {"id"} dicts) is a
+    hardware or network cause. [{"id", "time", "resolution", "why"}]; [] on any error (one
+    line through `on_error`). Incidents of `session_id` itself are left out."""
+    cause_ids = [str(c.get("id") if isinstance(c, Mapping) else c) for c in causes or ()]
+    host_causes = [c for c in cause_ids if c in HOST_CAUSES]
+    skip = set(exclude)
+    try:
+        with open_store(db) as store:
+            found: dict[int, tuple[Incident, str]] = {}
+            if signature:
+                for inc in store.query(signature=signature, limit=50):
+                    if len(signature) >= 12 and inc.signature != signature:
+                        continue
+                    found[int(inc.id or 0)] = (inc, t("same failure signature {signature}", signature=inc.signature))
+            if culprit_host and host_causes:
+                for inc in store.query(node=culprit_host, limit=50):
+                    if inc.culprit_host == culprit_host and int(inc.id or 0) not in found:
+                        found[int(inc.id or 0)] = (inc, t("same culprit host {host} with a hardware or network "
+                                                          "cause ({causes})", host=culprit_host,
+                                                          causes=", ".join(host_causes)))
+    except Exception as exc:  # recall is a bonus: never the reason a verdict is lost
+        _fail(on_error, exc)
+        return []
+    rows = [(inc, why) for i, (inc, why) in found.items()
+            if i not in skip and not (session_id and inc.session == session_id)]
+    rows.sort(key=lambda r: (r[0].resolution is None, -r[0].time))
+    return [{"id": inc.id, "time": iso(inc.time), "resolution": inc.resolution, "why": why,
+             "culprit_host": inc.culprit_host, "fix_switch": inc.fix_switch} for inc, why in rows[:limit]]
+
+
+def repeat_offenders(*, days: int = REPEAT_DAYS, threshold: int = REPEAT_COUNT, db: str | Path | None = None,
+                     scheduler: str | None = None, now: float | None = None,
+                     on_error: OnError | None = None) -> list[dict[str, Any]]:
+    """Hosts that were the culprit in `threshold` or more incidents in the last `days`, most
+    first, each with the command that takes it out of the scheduler (printed, never run)."""
+    try:
+        with open_store(db) as store:
+            rows = store.culprit_counts((now or time.time()) - days * 86400)
+    except Exception as exc:  # see seen_before
+        _fail(on_error, exc)
+        return []
+    return [{**row, "last": iso(row["last"]), "commands": drain_commands(row["host"], row["incidents"], days,
+                                                                         scheduler)}
+            for row in rows if row["incidents"] >= threshold]
+
+
+def repeat_offender(host: str | None, **options: Any) -> dict[str, Any] | None:
+    """The repeat-offender entry for `host`, or None."""
+    if not host:
+        return None
+    return next((r for r in repeat_offenders(**options) if r["host"] == host), None)
+
+
+def detect_scheduler() -> str | None:
+    """"slurm" or "kubernetes" from the environment or the tools on PATH; None when neither."""
+    if any(k.startswith("SLURM_") for k in os.environ) or shutil.which("scontrol"):
+        return "slurm"
+    if os.environ.get("KUBERNETES_SERVICE_HOST") or shutil.which("kubectl"):
+        return "kubernetes"
+    return None
+
+
+def drain_commands(host: str, count: int, days: int = REPEAT_DAYS, scheduler: str | None = None) -> list[str]:
+    """The commands that take `host` out of service for the scheduler in use (both when it
+    cannot be told). Printed for a person to run, never run here."""
+    scheduler = scheduler or detect_scheduler()
+    reason = f"distdoctor: culprit in {count} incidents in {days} days"
+    slurm = f"scontrol update nodename={shlex.quote(host)} state=drain reason={shlex.quote(reason)}"
+    kube = [f"kubectl cordon {shlex.quote(host)}",
+            f"kubectl drain {shlex.quote(host)} --ignore-daemonsets --delete-emptydir-data"]
+    if scheduler == "slurm":
+        return [slurm]
+    if scheduler == "kubernetes":
+        return kube
+    return [slurm, *kube]
+
+
+def recall(diagnosis: Mapping[str, Any], *, hosts: Iterable[str] | Mapping[str, str] | None = None,
+           session_id: str | None = None, db: str | Path | None = None,
+           on_error: OnError | None = None) -> dict[str, Any]:
+    """For a renderer holding a diagnosis (`logs --json`'s dict or a Diagnosis dict):
+    {"seen_before": [...], "repeat_offender": {...} | None, "signature": id}. Reads only."""
+    inc = from_diagnosis(diagnosis, hosts=hosts, session_id=session_id)
+    seen = seen_before(inc.signature, inc.culprit_host, inc.cause_ids, session_id=session_id, db=db,
+                       on_error=on_error)
+    return {"signature": inc.signature, "seen_before": seen,
+            "repeat_offender": repeat_offender(inc.culprit_host, db=db, on_error=lambda _line: None)}
+
+
+__all__ = ["record_diagnosis", "record_event", "seen_before", "repeat_offenders", "repeat_offender", "recall",
+           "drain_commands", "open_store", "import_session_files", "new_uid"]

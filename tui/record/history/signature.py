@@ -1,0 +1,64 @@
+"""Failure signatures: the first failure line with what changes between runs normalised away."""
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Iterable
+
+# Applied in order: prefixes that only say who and when, then the parts of a line that differ
+# from one run of the same failure to the next (addresses, paths, hosts, ports, ranks, numbers).
+_PREFIXES = [
+    re.compile(r"^\s*\[?[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)?(?:\s+\d+)?\s+\S+:\d+\]\s*"),  # glog
+    re.compile(r"^\s*\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*"),
+    re.compile(r"^\s*[\w.-]+:\d+:\d+\s+\[\d+\]\s*"),  # NCCL's host:pid:tid [device]
+    re.compile(r"^\s*(?:\[(?:default|rank)\d+\]:\s*)+"),  # torchrun and torch prefixes
+    re.compile(r"^\s*\d+:\s+"),  # srun --label
+]
+_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
+    (re.compile(r"\b[0-9a-fA-F]{12,}\b"), "<hex>"),  # pointers, ids, hashes without 0x
+    (re.compile(r"\[?\b(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}\b\]?(?::\d+)?"), "<ip>"),  # IPv6
+    (re.compile(r"\[?\b\d{1,3}(?:\.\d{1,3}){3}\b\]?(?::\d+)?"), "<ip>"),
+    # a path starts at a root (/x, ./x, ../x, ~/x, C:\\x) or has two slashes (torch/csrc/x.cpp);
+    # NET/IB is a word
+    (re.compile(r"(?:(?<![\w.~])(?:\.{1,2}|~)?/|\b[A-Za-z]:[\\/])[\w.+\\/-]*|"
+                r"\b[\w.+-]+/[\w.+-]+/[\w.+/-]*"), "<path>"),
+    # FQDNs: lowercase labels, the first with a digit or a hyphen (node-17.cluster.local), so a
+    # Python name (torch.distributed.DistNetworkError) is not taken for one
+    (re.compile(r"\b[a-z0-9]*[0-9-][a-z0-9-]*(?:\.[a-z][a-z0-9-]*){2,}(?::\d+)?\b"), "<host>"),
+    (re.compile(r"\b([A-Za-z][\w.-]*):\d{2,5}\b"), "<host>:<port>"),  # host:port
+    (re.compile(r"\b(?:local_)?rank\s*[:=]?\s*\d+", re.I), "rank <n>"),
+    (re.compile(r"\d+(?:\.\d+)*"), "<n>"),
+    (re.compile(r"\s+"), " "),
+]
+# Launcher lines that say only "a rank failed": the same for every cause. Their signature
+# carries the top cause too, or every torchrun incident would share one.
+_GENERIC = re.compile(r"failed \(exitcode|Root Cause \(first observed failure\)|exitcode\s*:|"
+                      r"ProcessExitedException|terminated with (?:exit code|signal)|"
+                      r"process \d+ terminated with", re.I)
+MAX_TEXT = 300
+
+
+def normalise(line: str, hosts: Iterable[str] = ()) -> str:
+    """The line with prefixes, addresses, paths, hosts, ports, ranks and numbers replaced."""
+    text = line.strip()
+    for prefix in _PREFIXES:
+        text = prefix.sub("", text, count=1)
+    for host in sorted({h for h in hosts if h and len(h) > 1}, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "<host>", text)
+    for pattern, repl in _RULES:
+        text = pattern.sub(repl, text)
+    return text.strip()[:MAX_TEXT]
+
+
+def signature(line: str | None, top_cause: str | None = None, hosts: Iterable[str] = ()) -> tuple[str, str]:
+    """(id, text): a 12-hex id of the normalised first failure line, and that text. A launcher's
+    generic line ("failed (exitcode: 1) local_rank: 0") is qualified by the top cause."""
+    text = normalise(line or "", hosts)
+    if not text:
+        text = f"{top_cause} | (no failure line)" if top_cause else ""
+    elif top_cause and _GENERIC.search(line or ""):
+        text = f"{top_cause} | {text}"
+    if not text:
+        return "", ""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12], text
