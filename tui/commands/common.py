@@ -85,6 +85,10 @@ def record(args: argparse.Namespace, kind: str, data: Any) -> None:
         except OSError as exc:  # the lock or the folder itself: same story, one line
             _NOTES.append(t("distdoctor: the result was not saved to session {session}: {why}",
                             session=args.session, why=exc.strerror or exc))
+        else:  # a concluding result also goes to the incident history; it never raises
+            from ..record.history import record_event
+
+            record_event(args.session, kind, data, on_error=_NOTES.append)
 
 
 def flush_notes() -> None:

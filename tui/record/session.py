@@ -260,8 +260,14 @@ class SessionWriter:
                 self.store.append(*item)
             except SessionError as exc:
                 self.on_error(str(exc))
+                continue
             except Exception as exc:  # reported, and the writer lives on for the next event
                 self.on_error(f"{type(exc).__name__}: {exc}")
+                continue
+            # the app's concluding steps go to the incident history too (it never raises)
+            from .history import record_event
+
+            record_event(*item, on_error=self.on_error)
 
 
 def _read(path: Path) -> tuple[dict[str, Any] | None, str]:
