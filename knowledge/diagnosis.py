@@ -37,6 +37,9 @@ STATUS: Mapping[str, str] = {"crashed": "crashed", "killed": "killed", "lost-pee
                              "timeout": "timed-out", "exited": "exited", "finished": "finished",
                              "stopped": "stopped", "unknown": "no-end-seen"}
 WAITED = ("lost-peer", "timeout")
+# the log tables' words for ranks the timeline does not know, in the same vocabulary
+TABLE_STATUS: Mapping[str, str] = {"seen": "no-end-seen", "timeout": "timed-out", "exited": "exited",
+                                   "crashed": "crashed", "missing": "missing", "not": "not-waiting"}
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     ranks = _ranks(timeline, who)
     backend = ev.backend or (((logs or {}).get("facts") or {}).get("job") or {}).get("backend")
     ranked, left_out = _applicable(kb, ranked, backend, logs)
-    ranked = _against_culprit(kb, ranked, who)
+    ranked = _against_culprit(kb, ranked, who, left_out)
     failed = bool((logs or {}).get("verdict", {}).get("failed")) if logs else False
     failed = failed or any(r.strong and r.basis == "evidence" for r in ranked)
     confidence = _confidence(kb, ranked, who, logs, ev)
@@ -208,7 +211,8 @@ def _gpu_seen(logs: Mapping[str, Any] | None) -> bool:
         str(k).startswith(("nccl", "cuda", "gpu")) for k in facts)
 
 
-def _against_culprit(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None) -> list[Ranked]:
+def _against_culprit(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None,
+                     left: list[dict[str, str]]) -> list[Ranked]:
     """A cause whose premise the culprit contradicts is argued against in words and can no longer
     come first: "no crashed rank in sight" beside a crashed culprit, "a rank died" beside a rank
     the waiters name as never arriving."""
@@ -222,6 +226,9 @@ def _against_culprit(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | Non
             ranks = ", ".join(str(x) for x in who.get("ranks") or [])
             why = tr("the culprit, rank {ranks}, {role}: this cause's premise does not hold", ranks=ranks,
                      role=tr(str(role)))
+            if r.basis == "prior":  # nothing in its favour but the symptom: it does not apply
+                left.append({"id": r.id, "why": why})
+                continue
             demoted.append(Ranked(r.id, r.score, r.reasons, "facts" if r.basis == "evidence" else r.basis,
                                   False, (*r.against, why)))
         else:
@@ -268,10 +275,10 @@ def _collect(ev: IncidentEvidence, confidence: str, ranks: Mapping[str, Any],
              timeline: Mapping[str, Any]) -> tuple[str, ...]:
     """What to collect next: the caller's exact lines (knobs for these versions), then the live
     evidence a hang still offers, then the ranks whose logs are missing from what was given."""
-    out = list(ev.collect)
+    out = list(ev.collect) if confidence == "unknown" else []
     hang = (ev.symptom or "").startswith("hang") or any(r.get("status") in ("stuck", "timed-out")
                                                          for r in ranks.values())
-    if confidence == "unknown" or hang:
+    if confidence == "unknown":
         if hang:
             out.append("distdoctor stacks --job auto   # " + tr("while the job still hangs: where every rank is"))
         out.append("distdoctor run -- torchrun ...   # " + tr("catch the next occurrence with its evidence"))
@@ -283,7 +290,7 @@ def _collect(ev: IncidentEvidence, confidence: str, ranks: Mapping[str, Any],
 
 def _missing_ranks(ranks: Mapping[str, Any]) -> list[str]:
     nums = sorted(int(r) for r in ranks if str(r).isdigit())
-    if len(nums) < 2:
+    if not nums or nums[-1] == 0:
         return []
     return [str(n) for n in range(0, nums[-1]) if n not in nums][:16]
 
@@ -327,3 +334,23 @@ def _recurrence(kb: Any, top: Ranked | None, who: Mapping[str, Any] | None,
         if (row.get("end") or {}).get("kind") == "killed":
             return "may-pass"
     return value
+
+
+def log_result(report: Mapping[str, Any], d: Diagnosis) -> dict[str, Any]:
+    """A log analysis (LogReport.to_dict()) as `distdoctor logs --json` prints it: the verdict is
+    the diagnosis, the causes come in its order with their log lines, and each rank's status is
+    the diagnosis's one word (the one the text shows)."""
+    out = dict(report)
+    lines = {str(c.get("id")): c for c in report.get("causes") or [] if isinstance(c, Mapping)}
+    out["verdict"] = d.to_dict()
+    out["causes"] = [dict(lines.get(r.id) or {"id": r.id, "evidence": []}, id=r.id, basis=r.basis,
+                          strong=r.strong, reasons=[x for x in (lines.get(r.id) or {}).get("reasons") or r.reasons],
+                          against=list(r.against)) for r in d.causes]
+    ranks = {str(k): dict(v) for k, v in (report.get("ranks") or {}).items() if isinstance(v, Mapping)}
+    for rank, row in ranks.items():  # ranks the timeline has no line for (named in a table only)
+        word = str(row.get("status", ""))
+        row["status"] = TABLE_STATUS.get(word.split(" ")[0], word)
+    for rank, row in d.ranks.items():
+        ranks.setdefault(rank, {})["status"] = row["status"]
+    out["ranks"] = ranks
+    return out

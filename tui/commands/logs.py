@@ -34,8 +34,9 @@ bounds: a compressed file or standard input is read up to --max-bytes (default
 1G); a compressed file that expands more than 100x stops after 8M, with a note
 (a decompression bomb); `**` never follows a link to a directory.
 
-exit codes: 0 no failure in the logs (context leads may be listed), 1 a cause
-            was found, 2 nothing readable was given, or bad usage
+exit codes: 0 no failure in the logs, or not enough evidence to name a cause
+            (the verdict says "unknown" and what to collect next), 1 a cause was
+            found (confirmed or likely), 2 nothing readable was given, or bad usage
 """
 
 
@@ -84,12 +85,33 @@ def run(args: argparse.Namespace) -> int:
     with common.still_waiting(t("still reading the logs ({paths})", paths=", ".join(args.paths)[:60])):
         with limits(max_bytes, on_wait=lambda msg: print(f"distdoctor: {msg}", file=sys.stderr, flush=True)):
             report = analyse(args.paths, kb, symptom=args.symptom)
-    data = report.to_dict()
     if report.nothing_readable():
         raise UsageError(report.nothing_readable())
+    data, diagnosis = conclude(report.to_dict(), kb, args.symptom)
     common.record(args, KIND, data)
     if args.json:
         common.print_json(data)
     else:
         sys.stdout.write(render(data, kb, top=args.top))
-    return 1 if report.failed else 0
+    return diagnosis.exit_code
+
+
+def conclude(report: dict, kb, symptom: str | None):
+    """The log analysis through the one diagnosis: (the JSON result, the Diagnosis). What to
+    collect next names the exact switches for the versions the logs show."""
+    from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose, log_result
+
+    diagnosis = diagnose(kb, IncidentEvidence(symptom=symptom, logs=report, collect=_knob_lines(report)))
+    return log_result(report, diagnosis), diagnosis
+
+
+def _knob_lines(report: dict) -> tuple[str, ...]:
+    """The environment lines that make the evidence exist next time, for the torch and NCCL
+    versions the logs name (every alternative when they name none)."""
+    from distdoctor.probes.knobs import knob_lines
+
+    values = (report.get("facts") or {}).get("values") or {}
+    nccl = next(iter(values.get("nccl_version") or {}), None)
+    gloo = ((report.get("facts") or {}).get("job") or {}).get("backend") == "gloo"
+    return tuple(f"export {k.line}" for k in knob_lines(None, nccl, has_nccl=False if gloo and not nccl else None)
+                 if k.kind == "env")

@@ -112,15 +112,19 @@ def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None)
         lines.extend(_wrap(_("note: {note}", note=note), cols, "  ", "    "))
     causes = data.get("causes") or []
     verdict = data.get("verdict") or {}
+    unsure = verdict.get("confidence") == "unknown"
     lines.append("")
-    lines.extend(_verdict(verdict, cols))
+    lines.extend(_verdict(verdict, kb, cols))
     if not causes:
         lines.append(_("No known failure signature in these logs."))
         lines.extend(_wrap(_("Next: turn on NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL, "
                              "rerun the job, and read its new logs:"), cols, "", ""))
         lines.append("  distdoctor logs <dir> --symptom hang")
     else:
-        if not verdict.get("failed", True):
+        if unsure and verdict.get("failed"):
+            lines.extend(_wrap(_("Where to look first (not enough evidence for any of them: no fix until "
+                                 "the evidence names one):"), cols, "", ""))
+        elif not verdict.get("failed", True):
             lines.extend(_wrap(_("No failure line in these logs. What they show about the set-up, and "
                                  "what the symptom points at (facts and priors, not evidence):"),
                                cols, "", ""))
@@ -147,22 +151,40 @@ def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None)
         who = f"{_who(ff['rank'])}, " if ff.get("rank") is not None else ""
         lines.append(_("First failure: {where}", where=f"{who}{printable(ff['file'])}:{ff['line']}"))
         lines.append(f"  {_clip(ff['text'], cols - 2)}")
-    lines.extend(_timeline(data.get("timeline") or {}, cols) or _collectives(data.get("ranks") or {}))
+    lines.extend(_timeline(data.get("timeline") or {}, verdict.get("ranks") or {}, cols)
+                 or _collectives(data.get("ranks") or {}))
     lines.extend(_disagreements(data.get("facts") or {}, cols))
-    if causes:
+    if causes and not unsure:
         lines.append("")
         lines.append(_("Next action:"))
         lines.extend(("  " + ln) if ln else ln for ln in next_action(kb, causes[0]["id"], data, cols))
+    elif verdict.get("collect"):
+        lines.append("")
+        lines.append(_("Collect next (copy-paste):"))
+        lines.extend(f"  {printable(c)}" for c in verdict["collect"])
     return "\n".join(lines) + "\n"
 
 
-def _verdict(verdict: dict[str, Any], cols: int) -> list[str]:
-    """The culprit and the story first: who failed first, who was stuck, who waited."""
+def _verdict(verdict: dict[str, Any], kb: Any, cols: int) -> list[str]:
+    """The answer first: the cause and how sure, or that the evidence cannot tell; then who failed
+    first, who was stuck, who waited, and whether a restart will help."""
     who = verdict.get("culprit")
     out: list[str] = []
+    confidence = str(verdict.get("confidence") or "")
+    cause = verdict.get("cause")
+    if cause:
+        known = kb.causes.get(cause)
+        out.extend(_wrap(_("Verdict ({confidence}): {cause}: {title}", confidence=_(confidence), cause=cause,
+                           title=known.title if known else _("outside the guide's causes")), cols, "", "  "))
+    elif verdict.get("failed"):
+        out.extend(_wrap(_("Verdict (unknown): not enough evidence in these logs to name a cause; what to "
+                           "collect next is below."), cols, "", "  "))
     if who:
         ranks = rank_span([str(r) for r in who.get("ranks") or []]) or "?"
-        out.append(_("Culprit: rank {ranks} ({role})", ranks=printable(ranks), role=_(str(who.get('role')))))
+        line = _("Culprit: rank {ranks} ({role})", ranks=printable(ranks), role=_(str(who.get('role'))))
+        if verdict.get("recurrence"):
+            line += "  " + _("restart: {recurrence}", recurrence=_(str(verdict["recurrence"])))
+        out.append(line)
     elif verdict.get("failed"):
         out.append(_("Culprit: not named by these logs (no rank's own lines show who failed first)"))
     if verdict.get("summary"):
@@ -170,11 +192,12 @@ def _verdict(verdict: dict[str, Any], cols: int) -> list[str]:
     return out + ([""] if out else [])
 
 
+STATUS_WORDS = {"lost-peer": "lost peer", "timed-out": "timed out", "no-end-seen": "no end seen"}
 ENDS = {"crashed": "crashed", "killed": "killed", "lost-peer": "lost peer", "timeout": "timed out",
         "exited": "exited", "finished": "finished", "unknown": "no end seen"}
 
 
-def _timeline(timeline: dict[str, dict[str, Any]], cols: int) -> list[str]:
+def _timeline(timeline: dict[str, dict[str, Any]], status: dict[str, Any], cols: int) -> list[str]:
     """One row per rank: how its lines end and where it was (the per-rank timeline)."""
     rows = [(r, t) for r, t in timeline.items() if (t.get("end") or {}).get("kind") != "unknown"
             or t.get("last_collective") or t.get("step")]
@@ -190,7 +213,8 @@ def _timeline(timeline: dict[str, dict[str, Any]], cols: int) -> list[str]:
         doing = ", ".join(p for p in (at, f"{_(str(step.get('kind')))} {step.get('n')}" if step else "")
                           if p)
         detail = end.get("type") or ""
-        ends = _(ENDS.get(end.get('kind', ''), end.get('kind', '')))
+        word = (status.get(r) or {}).get("status")  # the diagnosis's one word, as in the JSON
+        ends = _(STATUS_WORDS.get(word, word) if word else ENDS.get(end.get('kind', ''), end.get('kind', '')))
         # padded by display width: the columns stay aligned when the words are Chinese
         line = f"  {i18n.pad(_('rank {rank}', rank=i18n.pad(printable(r), 4)), 9)} {i18n.pad(ends, 11)} {doing}"
         if detail:
