@@ -8,11 +8,11 @@ rank is the odd one. Where the two readings differ the result says so.
 """
 from __future__ import annotations
 
-import ast
 from collections import Counter
 from typing import Any
 
 from distdoctor.knowledge.i18n import t
+from distdoctor.knowledge.printable import clean
 
 from .model import FrResult, GroupResult, Mismatch, names as _names
 from .reader import Entry, RankDump
@@ -25,17 +25,6 @@ _VARIABLE_OUT = {"all_to_all", "all_to_all_single", "all_to_all_v_single", "gath
                  "all_gather_v", "reduce_scatter_v"}
 
 
-def _parse_ranks(raw: Any) -> list[int] | None:
-    if isinstance(raw, str):
-        try:
-            raw = ast.literal_eval(raw)  # "[0, 1, 2]": literals only, never code
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return None
-    if isinstance(raw, (list, tuple)) and all(isinstance(r, int) and not isinstance(r, bool) for r in raw):
-        return list(raw)
-    return None
-
-
 def _members(pg: str, desc: str, dumps: dict[int, RankDump], single: bool) -> tuple[list[int] | None, str]:
     """The group's global ranks from any rank's pg_config, and a note on how they were found.
 
@@ -45,10 +34,10 @@ def _members(pg: str, desc: str, dumps: dict[int, RankDump], single: bool) -> tu
     unnamed: set[int] = set()
     for dump in dumps.values():
         for key, conf in dump.pg_config.items():
-            ranks = _parse_ranks(conf.get("ranks"))
+            ranks = conf.get("ranks")
             if ranks is None:
                 continue
-            if key == pg or str(conf.get("name", "")) == pg and pg:
+            if key == pg or conf.get("name", "") == pg and pg:
                 found.update(ranks)
             elif key == "" and not conf.get("name"):
                 unnamed.update(ranks)
@@ -61,12 +50,7 @@ def _members(pg: str, desc: str, dumps: dict[int, RankDump], single: bool) -> tu
 
 def _status(dump: RankDump, pg: str, key: str) -> int | None:
     value = (dump.pg_status.get(pg) or {}).get(key)
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+    return value if isinstance(value, int) else None
 
 
 def _odd_out(values: dict[int, Any]) -> tuple[tuple[int, ...], tuple[int, ...], bool, Any]:
@@ -111,7 +95,7 @@ def _compare(seq: int, present: dict[int, Entry]) -> Mismatch | None:
         parts = []
         for value in sorted(set(sizes.values()), key=lambda v: min(r for r in sizes if sizes[r] == v)):
             who = [r for r in sizes if sizes[r] == value]
-            parts.append(t("{value} on {ranks}", value=value[0] if value[0] is not None else value[1],
+            parts.append(t("{value} on {ranks}", value=clean(value[0] if value[0] is not None else value[1], 160),
                            ranks=_names(who)))
         return Mismatch(seq, "size", odd, t("{op} with sizes {sizes}", op=op, sizes=t(" and ").join(parts)), rest, op,
                         _vs_first(sizes), even)
@@ -168,7 +152,8 @@ def analyse_group(pg: str, desc: str, dumps: dict[int, RankDump], single: bool) 
         end = max(max(by_rank[r]) for r in present)
         open_seqs = [last_completed[r] + 1 for r in present if last_completed[r] is not None]  # type: ignore[operator]
         lost_at = min([min(open_seqs), end] if open_seqs else [end])
-        for seq in range(start, end + 1):
+        # only the SeqNums some rank recorded: a gap (or a SeqNum of 2**64) is never walked
+        for seq in sorted({s for r in present for s in by_rank[r] if start <= s <= end}):
             have = {r: by_rank[r][seq] for r in present if seq in by_rank[r]}
             absent = [r for r in dumped if r not in have and (r in never_joined or (last_enqueued[r] or 0) < seq)]
             if seq >= lost_at:

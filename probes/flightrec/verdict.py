@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from distdoctor.knowledge.i18n import t
+from distdoctor.knowledge.printable import clean
 
 from .model import Culprit, FrResult, GroupResult, names as _names
 
@@ -131,9 +132,9 @@ def cross_check(result: FrResult, stacks: dict[str, Any] | None) -> list[str]:
     c = result.culprit
     if c is None or not isinstance(stacks, dict):
         return []
-    where = {str(r.get("rank")): str(r.get("where") or "?") for r in stacks.get("ranks") or []
+    where = {clean(r.get("rank"), 24): clean(r.get("where") or "?", 200) for r in stacks.get("ranks") or []
              if isinstance(r, dict)}
-    odd = {str(o.get("rank")) for o in stacks.get("odd") or [] if isinstance(o, dict)}
+    odd = {clean(o.get("rank"), 24) for o in stacks.get("odd") or [] if isinstance(o, dict)}
     blamed = {str(r) for r in c.ranks}
     seen = [t("rank {rank} is in {where}", rank=r, where=where[r]) for r in sorted(blamed) if r in where]
     if odd and not (odd & blamed):
@@ -154,9 +155,9 @@ def cross_check_logs(result: FrResult, logs: dict[str, Any] | None) -> list[str]
     blamed = {str(r) for r in c.ranks}
     first = logs.get("first_failure") if isinstance(logs.get("first_failure"), dict) else {}
     ranks = logs.get("ranks") if isinstance(logs.get("ranks"), dict) else {}
-    crashed = {str(r) for r, v in ranks.items() if isinstance(v, dict) and v.get("status") == "crashed"}
-    rank = str(first.get("rank")) if first.get("rank") is not None else None
-    text = str(first.get("text") or "")[:160]
+    crashed = {clean(r, 24) for r, v in ranks.items() if isinstance(v, dict) and v.get("status") == "crashed"}
+    rank = clean(first.get("rank"), 24) if first.get("rank") is not None else None
+    text = clean(first.get("text") or "", 160)
     if rank is None and not crashed:
         return []
     if (rank in blamed) or (crashed & blamed):

@@ -10,6 +10,7 @@ from typing import Any
 
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t
+from distdoctor.knowledge.printable import clean, clean_block
 
 from ..errors import UsageError
 from . import common
@@ -110,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         common.print_json(data)
     else:
-        sys.stdout.write(render(result, args.paths, checks))
+        # names and paths come from the dumps: no control code reaches the terminal
+        sys.stdout.write(clean_block(render(result, args.paths, checks)))
     return problem_if(any(g.first_mismatch or g.stalled for g in result.groups))
 
 
@@ -131,7 +133,7 @@ def render(result: Any, paths: list[str], checks: list[str]) -> str:
                ranks=_ranges(dumps))
              + (t(", format {versions}", versions="/".join(versions)) if versions else "")]
     for skipped in result.skipped:
-        lines.append("  " + t("skipped {what}", what=skipped))
+        lines.append("  " + t("skipped {what}", what=clean(skipped)))
     if not result.groups:
         lines.append(t("no collectives recorded: was TORCH_FR_BUFFER_SIZE set (see `distdoctor knobs`)?"))
     for g in result.groups:
@@ -188,7 +190,7 @@ def render(result: Any, paths: list[str], checks: list[str]) -> str:
     gloo = any(e.backend == "gloo" for d in dumps.values() for e in d.entries[:1])
     if fmts == ["pickle"] and len(folders) == 1 and not gloo:
         # fr_trace reads pickles only, and torch 2.13's fails on Gloo dumps (KeyError ('0', 0))
-        lines.append(f"  python -m torch.distributed.flight_recorder.fr_trace {shlex.quote(folders.pop())} "
+        lines.append(f"  python -m torch.distributed.flight_recorder.fr_trace {clean(shlex.quote(folders.pop()))} "
                      "--allow-incomplete-ranks      " + t("torch's own reading"))
     return "\n".join(lines) + "\n"
 
