@@ -3,12 +3,18 @@
 Sets (each case a folder with `label.json`):
 - `../shared/fixtures/logs`, `../shared/fixtures/logs-batch2`: real public-thread excerpts;
 - `../shared/fixtures/recorded`, `tests/fixtures/recorded`: real faults injected on CPU/Gloo;
-- `../shared/fixtures/healthy`, `tests/fixtures/healthy`: healthy runs, which must never fail.
+- `../shared/fixtures/healthy`, `tests/fixtures/healthy`: healthy runs, which must never fail;
+- `tests/fixtures/public` ("public-fresh"): public-thread excerpts gathered for issue 21 and measured
+  before any rule change (see its README). Their labels also say whether the paste holds the
+  evidence (`evidence_in_paste`) and whether the cause is one of GUIDE.md's (`outside_taxonomy`).
 
 For failure cases: top-1 and top-3 (the labelled primary cause first / in the first three; a
 case labelled `other` counts its `also` causes) and, where the label names `culprit_rank`, whether
 the verdict's culprit names that rank. For healthy cases: a false alarm is `failed` or any cause
-whose basis is evidence. The symptom the reporter saw is passed, as the Classify step would.
+whose basis is evidence. For cases whose label says the paste lacks the evidence or the cause is
+outside the taxonomy, "confidently wrong" is a top cause that is not the labelled one while its basis
+is evidence or the report failed; the right answer there is "not enough evidence". Sets whose labels
+carry these fields also report top-1/top-3 over the cases with evidence in the paste. The symptom the reporter saw is passed, as the Classify step would.
 `--json` prints the figures as JSON; `--cases` lists every case's answer.
 """
 from __future__ import annotations
@@ -30,6 +36,8 @@ SETS = {
     # recorded after the rules they are measured with (tests/fixtures/record_fresh.py): held out
     "fresh-recorded": HERE / "fixtures" / "fresh" / "recorded",
     "fresh-healthy": HERE / "fixtures" / "fresh" / "healthy",
+    # gathered from public threads for issue 21, measured before any rule change: held out
+    "public-fresh": HERE / "fixtures" / "public",
 }
 
 
@@ -42,6 +50,10 @@ def inputs(case: Path) -> list[str]:
     return [str(logs)] if logs.is_dir() else [str(p) for p in sorted(case.iterdir()) if p.name != "label.json"]
 
 
+def _basis(cause) -> str:
+    return getattr(cause, "basis", "evidence" if not cause.lead else "lead")
+
+
 def judge(case: Path, kb) -> dict:
     from distdoctor.knowledge.logs import analyse
     label = json.loads((case / "label.json").read_text())
@@ -50,11 +62,20 @@ def judge(case: Path, kb) -> dict:
     row: dict = {"case": case.name, "got": ids[:3]}
     verdict = report.to_dict().get("verdict") or {}
     if label.get("healthy"):
-        evidence = [c.id for c in report.causes if getattr(c, "basis", "evidence" if not c.lead else "lead") == "evidence"]
+        evidence = [c.id for c in report.causes if _basis(c) == "evidence"]
         row.update(healthy=True, false_alarm=bool(report.failed or evidence))
         return row
     want = {label["primary"]} if label["primary"] != "other" else {"other", *label.get("also", [])}
     row.update(want=sorted(want), top1=bool(ids) and ids[0] in want, top3=bool(want & set(ids[:3])))
+    if "evidence_in_paste" in label or "outside_taxonomy" in label:
+        unsure = not label.get("evidence_in_paste", True) or bool(label.get("outside_taxonomy"))
+        row["evidence_in_paste"] = bool(label.get("evidence_in_paste", True))
+        row["unsure"] = unsure
+        if unsure:
+            top = report.causes[0] if report.causes else None
+            wrong = top is not None and top.id not in want
+            row["top_basis"] = _basis(top) if top is not None else None
+            row["confident_wrong"] = bool(wrong and (_basis(top) == "evidence" or report.failed))
     if label.get("culprit_rank") is not None:
         culprit = (verdict.get("culprit") or {}).get("ranks") or []
         row["rank_ok"] = [str(label["culprit_rank"])] == [str(r) for r in culprit]
@@ -71,6 +92,14 @@ def figures(rows: list[dict]) -> dict:
         ranked = [r for r in fails if "rank_ok" in r]
         if ranked:
             out["culprit_rank"] = sum(r["rank_ok"] for r in ranked) / len(ranked)
+        with_evidence = [r for r in fails if r.get("evidence_in_paste") and not r.get("unsure")]
+        if with_evidence:
+            out.update(evidence_cases=len(with_evidence),
+                       top1_evidence=sum(r["top1"] for r in with_evidence) / len(with_evidence),
+                       top3_evidence=sum(r["top3"] for r in with_evidence) / len(with_evidence))
+        unsure = [r for r in fails if r.get("unsure")]
+        if unsure:
+            out.update(unsure_cases=len(unsure), confident_wrong=sum(r["confident_wrong"] for r in unsure))
     if healthy:
         out.update(healthy=len(healthy), false_alarms=sum(r["false_alarm"] for r in healthy))
     return out
@@ -105,13 +134,20 @@ def main(argv: list[str] | None = None) -> int:
             parts.append(f"culprit rank {f['culprit_rank']:.2f}")
         if "healthy" in f:
             parts.append(f"false alarms {f['false_alarms']}/{f['healthy']}")
+        if "evidence_cases" in f:
+            parts.append(f"evidence in paste ({f['evidence_cases']}): top-1 {f['top1_evidence']:.2f}  "
+                         f"top-3 {f['top3_evidence']:.2f}")
+        if "unsure_cases" in f:
+            parts.append(f"no evidence/outside: confidently wrong {f['confident_wrong']}/{f['unsure_cases']}")
         print(f"{name:13s} " + "  ".join(parts))
         if args.cases:
             for r in res["cases"]:
                 mark = ("FALSE ALARM" if r["false_alarm"] else "ok") if r.get("healthy") else \
                     ("ok" if r["top1"] else "top3" if r["top3"] else "MISS")
                 print(f"    {mark:11s} {r['case']}: want {r.get('want', '-')} got {r['got']}"
-                      + (f" rank_ok={r['rank_ok']}" if "rank_ok" in r else ""))
+                      + (f" rank_ok={r['rank_ok']}" if "rank_ok" in r else "")
+                      + (f" basis={r['top_basis']} confidently_wrong={r['confident_wrong']}"
+                         if "confident_wrong" in r else ""))
     return 0
 
 
