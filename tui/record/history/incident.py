@@ -165,12 +165,12 @@ def _causes(diagnosis: Mapping[str, Any], verdict: Mapping[str, Any]) -> list[di
     """[{"id", "confidence"}] best first: the causes the verdict names when it names some (with
     the scores of the full list), else the list itself; a score becomes its share of the total."""
     listed = [c for c in diagnosis.get("causes") or [] if isinstance(c, Mapping) and c.get("id")]
+    total = sum(max(float(c.get("score") or 0), 0.0) for c in listed)  # shares of every cause listed
     named = [str(c.get("id") if isinstance(c, Mapping) else c) for c in verdict.get("causes") or []]
     if named:
         by_id = {str(c["id"]): c for c in listed}
         listed = [by_id.get(i, {"id": i}) for i in named]
     scores = [float(c.get("score") or 0) for c in listed]
-    total = sum(s for s in scores if s > 0)
     out = []
     for cause, score in zip(listed[:MAX_CAUSES], scores):
         conf = cause.get("confidence")

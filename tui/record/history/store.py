@@ -207,22 +207,12 @@ class IncidentStore:
     def query(self, *, node: str | None = None, cause: str | None = None, signature: str | None = None,
               since: float | None = None, limit: int | None = 20, session: str | None = None) -> list[Incident]:
         """Newest first, filtered; each filter uses an index."""
-        where, params = [], []
-        if node:
-            where.append("id IN (SELECT incident_id FROM incident_hosts WHERE host = ?)")
-            params.append(node)
-        if cause:
-            where.append("id IN (SELECT incident_id FROM incident_causes WHERE cause = ?)")
-            params.append(cause)
-        if signature:
-            where.append("signature LIKE ?")
-            params.append(signature.replace("%", "").replace("_", "") + "%")
-        if since is not None:
-            where.append("time >= ?")
-            params.append(since)
-        if session:
-            where.append("session = ?")
-            params.append(session)
+        filters = [("id IN (SELECT incident_id FROM incident_hosts WHERE host = ?)", node),
+                   ("id IN (SELECT incident_id FROM incident_causes WHERE cause = ?)", cause),
+                   ("signature LIKE ?", signature.replace("%", "").replace("_", "") + "%" if signature else None),
+                   ("time >= ?", since), ("session = ?", session)]
+        where = [sql for sql, value in filters if value is not None and value != ""]
+        params = [value for _, value in filters if value is not None and value != ""]
         sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY time DESC, id DESC" + (" LIMIT ?" if limit else "")
         return [_incident(r) for r in self._read(sql, (*params, *([limit] if limit else [])))]
