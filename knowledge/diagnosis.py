@@ -336,11 +336,13 @@ def _recurrence(kb: Any, top: Ranked | None, who: Mapping[str, Any] | None,
     return value
 
 
-def log_result(report: Mapping[str, Any], d: Diagnosis) -> dict[str, Any]:
+def log_result(report: Mapping[str, Any], d: Diagnosis, symptom: str | None = None) -> dict[str, Any]:
     """A log analysis (LogReport.to_dict()) as `distdoctor logs --json` prints it: the verdict is
-    the diagnosis, the causes come in its order with their log lines, and each rank's status is
-    the diagnosis's one word (the one the text shows)."""
+    the diagnosis, the causes come in its order with their log lines, each rank's status is the
+    diagnosis's one word (the one the text shows), and the symptom it was read with is kept (a
+    session replays the diagnosis from it)."""
     out = dict(report)
+    out["symptom"] = symptom
     lines = {str(c.get("id")): c for c in report.get("causes") or [] if isinstance(c, Mapping)}
     out["verdict"] = d.to_dict()
     out["causes"] = [dict(lines.get(r.id) or {"id": r.id, "evidence": []}, id=r.id, basis=r.basis,

@@ -22,7 +22,8 @@ TOPO = FIXTURES / "topology" / "topo-m-8gpu-4nic-hybrid-cube-mesh.txt"
 @pytest.fixture
 def reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
     """md, html and json of one session: the incident's logs, a check, the topology."""
-    assert main(["logs", str(INCIDENT), "--session", "inc"]) == 1
+    # the symptom gives priors to fold under "also considered" (advisory checks are never causes)
+    assert main(["logs", str(INCIDENT), "--symptom", "error", "--session", "inc"]) == 1
     main(["check", "--only", "launch", "shm", "switches", "--session", "inc"])
     assert main(["topo", "--input", str(TOPO), "--session", "inc"]) == 0
     out = {}

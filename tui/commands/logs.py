@@ -102,7 +102,7 @@ def conclude(report: dict, kb, symptom: str | None):
     from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose, log_result
 
     diagnosis = diagnose(kb, IncidentEvidence(symptom=symptom, logs=report, collect=_knob_lines(report)))
-    return log_result(report, diagnosis), diagnosis
+    return log_result(report, diagnosis, symptom), diagnosis
 
 
 def _knob_lines(report: dict) -> tuple[str, ...]:

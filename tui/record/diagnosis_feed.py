@@ -1,0 +1,78 @@
+"""A session's events as typed evidence for the one diagnosis (knowledge/diagnosis.py).
+
+The app's Logs and Conclusion steps and the md/html/json reports call `diagnose_session`; the
+`logs` command calls `diagnose()` on the same log evidence, so the three agree field by field
+(tests/test_diagnosis_agree.py)."""
+from __future__ import annotations
+
+from typing import Any
+
+from distdoctor.knowledge.diagnosis import Diagnosis, IncidentEvidence, diagnose
+from distdoctor.knowledge.i18n import t
+
+
+def _baseline_rules_out() -> tuple[str, ...]:
+    """The causes a passing minimal repro weakens, as the repro module defines them."""
+    from distdoctor.probes.repro.bisect import BASELINE_RULES_OUT
+
+    return tuple(BASELINE_RULES_OUT)
+
+
+def _implicates(kb: Any, verdict: dict[str, Any]) -> tuple[str, ...]:
+    """The causes the winning switch implicates (switches.toml), when the verdict names only the
+    switch (by id, or by the NAME=VALUE that ran)."""
+    named = str(verdict.get("switch") or "")
+    env = str(verdict.get("env") or "").split("=", 1)[0]
+    for sw in getattr(kb, "switches", {}).values():
+        if sw.id == named or (env and sw.env == env):
+            return tuple(sw.implicates)
+    return ()
+
+
+def evidence_of(flow: Any, kb: Any) -> IncidentEvidence:
+    """Everything a session (a tui.record.state.Flow) gathered, typed by its source."""
+    events = flow.events
+    logs = events.get("logs") if isinstance(events.get("logs"), dict) else None
+    repro = events.get("repro") or {}
+    repro_causes = [c if isinstance(c, dict) else {"id": c, "score": 1.0} for c in repro.get("causes") or []]
+    bisect = events.get("bisect") or {}
+    verdict = bisect.get("verdict") if isinstance(bisect.get("verdict"), dict) else None
+    implicated = {}
+    if verdict:
+        for cause_id in verdict.get("causes") or [verdict.get("cause")] if (
+                verdict.get("causes") or verdict.get("cause")) else _implicates(kb, verdict):
+            if cause_id:
+                implicated[str(cause_id)] = t("the job passes only with {env}", env=verdict.get("env", "?"))
+    ruled_out = {}
+    if bisect.get("baseline_passed") or repro.get("outcome") == "pass":
+        for cause_id in bisect.get("rules_out") or _baseline_rules_out():
+            ruled_out[str(cause_id)] = t("the minimal repro passes on this node")
+    if flow.paste_causes:  # a pasted line is log evidence too
+        logs = dict(logs or {}, causes=list((logs or {}).get("causes") or []) + list(flow.paste_causes))
+    symptom = flow.symptom or (logs or {}).get("symptom") or flow.kind
+    return IncidentEvidence(symptom=symptom, logs=logs, findings=tuple(flow.findings),
+                            fleet=tuple((events.get("fleet") or {}).get("disagreements") or []),
+                            bisect=implicated, ruled_out=ruled_out, live=tuple(live_items(events)),
+                            repro_causes=tuple(repro_causes), collect=tuple((logs or {}).get("verdict", {})
+                                                                          .get("collect") or ()))
+
+
+def live_items(events: dict[str, Any]) -> list[dict[str, Any]]:
+    """Evidence items recorded by stacks, fr, ras, lint, run/watch and hardware checks (each
+    event may carry an "evidence" list)."""
+    out: list[dict[str, Any]] = []
+    for kind in ("stacks", "fr", "ras", "lint", "run", "watch", "hardware"):
+        event = events.get(kind)
+        items = event.get("evidence") if isinstance(event, dict) else None
+        out.extend(x for x in items or [] if isinstance(x, dict))
+    return out
+
+
+def diagnose_flow(kb: Any, flow: Any) -> Diagnosis:
+    """The one diagnosis of a session."""
+    return diagnose(kb, evidence_of(flow, kb))
+
+
+def diagnose_session(kb: Any, flow: Any) -> dict[str, Any]:
+    """The session's diagnosis as the dict every renderer formats (Diagnosis.to_dict())."""
+    return diagnose_flow(kb, flow).to_dict()
