@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 
 from .base import Probe, ProbeContext, ProbeResult, unavailable
+from .hardware import probe_gpu_health, probe_infiniband, probe_kernel, probe_limits, probe_pcie
 from .launch import probe_launch
 from .network import probe_network
 from .shm import probe_shm
@@ -28,4 +29,10 @@ PROBES: dict[str, Probe] = {
     "switches": probe_switches,
     "network": probe_network,
     "topology": probe_topology,
+    # hardware and fabric (issue 26): the only ones that read a recorded node (check --root)
+    "kernel": probe_kernel,
+    "gpu_health": probe_gpu_health,
+    "pcie": probe_pcie,
+    "infiniband": probe_infiniband,
+    "limits": probe_limits,
 }

@@ -129,7 +129,8 @@ def test_topology_wrapper_reports_a_missing_probe(monkeypatch: pytest.MonkeyPatc
     from distdoctor.probes.base import ProbeContext
 
     monkeypatch.delattr(topology, "probe_topology", raising=False)
-    assert list(PROBES) == ["versions", "shm", "launch", "switches", "network", "topology"]
+    assert list(PROBES) == ["versions", "shm", "launch", "switches", "network", "topology",
+                            "kernel", "gpu_health", "pcie", "infiniband", "limits"]
     result = PROBES["topology"](ProbeContext())
     assert result.status == "unavailable"
     assert "probe_topology" in result.reason

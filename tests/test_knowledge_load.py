@@ -19,7 +19,8 @@ GUIDE_IDS = {
 
 def test_all_guide_causes_present() -> None:
     kb = load_knowledge(use_env=False)
-    assert set(kb.causes) == GUIDE_IDS
+    assert GUIDE_IDS <= set(kb.causes)  # the guide's causes; later ones (gpu-hardware-fault) may follow
+    assert "gpu-hardware-fault" in kb.causes
 
 
 def test_tree_is_the_method_in_order() -> None:

@@ -8,14 +8,14 @@ from types import MappingProxyType
 from typing import Any
 
 from ..base import OK, ProbeContext, ProbeResult, unavailable
-from .source import glob_files, read_file
+from .source import glob_files, is_live, read_file
 
 NAME = "limits"
 LOGIND = ("etc/systemd/logind.conf",)
 LOGIND_DIRS = ("etc/systemd/logind.conf.d/*.conf", "run/systemd/logind.conf.d/*.conf",
                "usr/lib/systemd/logind.conf.d/*.conf")
 _MEMLOCK = re.compile(r"^Max locked memory\s+(\S+)\s+(\S+)\s+(\S+)", re.M)
-_LIMITS_CONF = re.compile(r"^\s*(\S+)\s+(soft|hard|-)\s+memlock\s+(\S+)", re.M)
+_LIMITS_CONF = re.compile(r"^\s*([^#\s]\S*)\s+(soft|hard|-)\s+memlock\s+(\S+)", re.M)
 
 
 def _bytes(text: str) -> int | None:
@@ -27,6 +27,8 @@ def memlock(ctx: ProbeContext) -> dict[str, Any]:
     recorded node kept (proc/*/limits), else of this process."""
     if ctx.pid is not None:
         candidates = [f"proc/{ctx.pid}/limits"]
+    elif is_live(ctx):
+        candidates = ["proc/self/limits"]  # this shell's limit: what a job started here inherits
     else:
         candidates = [p for p in glob_files(ctx, "proc/[0-9]*/limits")] or ["proc/self/limits"]
     for relative in candidates:
@@ -47,6 +49,9 @@ def memlock(ctx: ProbeContext) -> dict[str, Any]:
 def remove_ipc(ctx: ProbeContext) -> dict[str, Any]:
     """RemoveIPC as logind applies it: the last setting in logind.conf and its drop-ins; else
     the commented default the distribution's logind.conf documents ("#RemoveIPC=yes")."""
+    if is_live(ctx) and not ctx.path("/run/systemd/system").is_dir():
+        # no systemd as init (a container, another init): no logind to remove anything
+        return {"remove_ipc": None, "remove_ipc_source": "systemd is not running here"}
     files = [f for f in LOGIND if read_file(ctx, f)]
     for pattern in LOGIND_DIRS:
         files += glob_files(ctx, pattern)

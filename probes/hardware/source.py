@@ -2,6 +2,7 @@
 extracted sos report) first, else the live command, run through the injected runner."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -25,9 +26,9 @@ def read_file(ctx: ProbeContext, relative: str, limit: int = MAX_BYTES) -> Text 
     path = ctx.root / relative.lstrip("/")
     try:
         with open(path, "rb") as fh:
-            fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
+            size = os.fstat(fh.fileno()).st_size  # 0 for /proc and /sys files, whatever they hold
+            if size > limit:
+                fh.seek(size - limit)
             data = fh.read(limit)
     except OSError:
         return None
