@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Iterable
+from typing import Any, Iterable
 
 # Applied in order: prefixes that only say who and when, then the parts of a line that differ
 # from one run of the same failure to the next (addresses, paths, hosts, ports, ranks, numbers).
@@ -14,19 +14,31 @@ _PREFIXES = [
     re.compile(r"^\s*(?:\[(?:default|rank)\d+\]:\s*)+"),  # torchrun and torch prefixes
     re.compile(r"^\s*\d+:\s+"),  # srun --label
 ]
-_RULES: list[tuple[re.Pattern[str], str]] = [
+def _basename(path: str) -> str:
+    return re.split(r"[\\/]", path.rstrip("\\/"))[-1] or "<path>"
+
+
+_SOURCE = re.compile(r"\.(?:cc|cpp|cxx|c|h|hpp|cu|cuh|py|pyx|rs|go|java)$")
+
+
+def _host_port(name: str) -> str:
+    """host:port, except a source file and its line (pair.cc:553): the file name stays."""
+    return f"{name}:<n>" if _SOURCE.search(name) else "<host>:<port>"
+
+
+_RULES: list[tuple[re.Pattern[str], Any]] = [
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
     (re.compile(r"\b[0-9a-fA-F]{12,}\b"), "<hex>"),  # pointers, ids, hashes without 0x
     (re.compile(r"\[?\b(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}\b\]?(?::\d+)?"), "<ip>"),  # IPv6
     (re.compile(r"\[?\b\d{1,3}(?:\.\d{1,3}){3}\b\]?(?::\d+)?"), "<ip>"),
     # a path starts at a root (/x, ./x, ../x, ~/x, C:\\x) or has two slashes (torch/csrc/x.cpp);
-    # NET/IB is a word
+    # NET/IB is a word. Only the file's name stays: /data/a/shard-7.bin and shard-7.bin agree
     (re.compile(r"(?:(?<![\w.~])(?:\.{1,2}|~)?/|\b[A-Za-z]:[\\/])[\w.+\\/-]*|"
-                r"\b[\w.+-]+/[\w.+-]+/[\w.+/-]*"), "<path>"),
+                r"\b[\w.+-]+/[\w.+-]+/[\w.+/-]*"), lambda m: _basename(m.group(0))),
     # FQDNs: lowercase labels, the first with a digit or a hyphen (node-17.cluster.local), so a
     # Python name (torch.distributed.DistNetworkError) is not taken for one
     (re.compile(r"\b[a-z0-9]*[0-9-][a-z0-9-]*(?:\.[a-z][a-z0-9-]*){2,}(?::\d+)?\b"), "<host>"),
-    (re.compile(r"\b([A-Za-z][\w.-]*):\d{2,5}\b"), "<host>:<port>"),  # host:port
+    (re.compile(r"\b([A-Za-z][\w.-]*):\d{2,5}\b"), lambda m: _host_port(m.group(1))),
     (re.compile(r"\b(?:local_)?rank\s*[:=]?\s*\d+", re.I), "rank <n>"),
     (re.compile(r"\d+(?:\.\d+)*"), "<n>"),
     (re.compile(r"\s+"), " "),
