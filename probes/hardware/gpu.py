@@ -11,7 +11,7 @@ from typing import Any
 
 from ..base import OK, ProbeContext, ProbeResult, unavailable
 from .nvsmi import parse_nvlink_errors, parse_nvlink_status, parse_query
-from .source import Text, read_file, run
+from .source import Text, is_live, read_file, run
 
 NAME = "gpu_health"
 SOS = "sos_commands/nvidia/"
@@ -44,7 +44,8 @@ def _texts(ctx: ProbeContext) -> tuple[list[Text], Text | None, Text | None, lis
 
 
 def _where(gpu: dict[str, Any]) -> str:
-    return f"{gpu['bus']} ({gpu['product']})" if gpu.get("product") else gpu["bus"]
+    bus = "GPU (bus id not recorded)" if gpu["bus"] == "unknown" else gpu["bus"]
+    return f"{bus} ({gpu['product']})" if gpu.get("product") else bus
 
 
 def facts_of(queries: list[Text], status: Text | None, errors: Text | None) -> dict[str, Any]:
@@ -104,6 +105,8 @@ def probe_gpu_health(ctx: ProbeContext) -> ProbeResult:
     """Every GPU's ECC, remapping, reset, throttle, PCIe link and NVLink health."""
     queries, status, errors, reasons = _texts(ctx)
     if not queries:
+        if not is_live(ctx):
+            return unavailable(NAME, "not in this recorded node (no " + ", ".join(QUERY_FILES) + ")")
         return unavailable(NAME, "no nvidia-smi -q output: " + "; ".join(reasons))
     facts = facts_of(queries, status, errors)
     if not facts["gpus"]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..base import OK, ProbeContext, ProbeResult, unavailable
 from .lspci import domain_bus, parse
-from .source import first_text
+from .source import first_text, is_live
 
 NAME = "pcie"
 LSPCI_FILES = ("sos_commands/pci/lspci_-nnvv", "sos_commands/pci/lspci_-vvv", "sos_commands/pci/lspci_-vvnn")
@@ -71,6 +71,8 @@ def probe_pcie(ctx: ProbeContext) -> ProbeResult:
     """ACS bits above the GPUs, GPU link widths, and the IOMMU mode."""
     found, reasons = first_text(ctx, LSPCI_FILES, (("lspci", "-vvv"),))
     facts: dict[str, Any] = iommu(ctx)
+    if found is None and not facts["cmdline_read"] and not is_live(ctx):
+        return unavailable(NAME, "not in this recorded node (no sos_commands/pci/lspci_-nnvv, no proc/cmdline)")
     if found is None and not facts["cmdline_read"]:
         return unavailable(NAME, "no lspci output and no /proc/cmdline: " + "; ".join(reasons))
     if found is not None:
@@ -79,5 +81,5 @@ def probe_pcie(ctx: ProbeContext) -> ProbeResult:
         # without root, lspci prints no capabilities: the ACS lines are missing, not clear
         facts["capabilities_read"] = "LnkCap" in found.text
     else:
-        facts["lspci_reason"] = "; ".join(reasons)
+        facts["lspci_reason"] = "; ".join(reasons) if is_live(ctx) else "no lspci output recorded"
     return ProbeResult(NAME, OK, MappingProxyType(facts))

@@ -35,11 +35,21 @@ examples:
 probes: versions, shm, launch, switches, network, topology
 exit codes: 0 nothing failed (warnings allowed), 1 a check failed, 2 bad usage
 """
+EPILOG_HARDWARE = """
+hardware and recorded nodes:
+  distdoctor check --only kernel gpu_health pcie infiniband limits
+                                  Xids, ECC and row remapping, GPU links, ACS/IOMMU, IB ports, memlock
+  distdoctor check --root sosreport-node17/
+                                  a recorded node (an extracted sos report or a root tree): the
+                                  hardware probes read its files; nothing is run
+  distdoctor check --prometheus /var/lib/node_exporter/textfile/distdoctor.prom
+                                  the findings as node_exporter textfile metrics too
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("check", help=t("what is wrong with this node for distributed training"),
-                            description=t(DESCRIPTION), epilog=t(EPILOG),
+                            description=t(DESCRIPTION), epilog=t(EPILOG) + t(EPILOG_HARDWARE),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_common(parser)
     parser.add_argument("--python", metavar="PATH",
@@ -51,6 +61,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help=t("run only these probes"))
     parser.add_argument("--deadline", type=float, default=10.0, metavar="S",
                         help=t("give up on probes that have not answered after S seconds (default 10)"))
+    parser.add_argument("--root", metavar="DIR",
+                        help=t("read a recorded node instead of this one: an extracted sos report or a "
+                               "root-like tree (proc/, sys/, etc/, var/log/); nothing is run"))
+    parser.add_argument("--prometheus", metavar="FILE",
+                        help=t("also write the findings as metrics for node_exporter's textfile collector "
+                               "(replaced atomically)"))
     parser.set_defaults(func=run)
 
 
@@ -106,6 +122,32 @@ def _knowledge(args: argparse.Namespace):
         raise UsageError(t("knowledge: {error}", error=exc)) from None
 
 
+def _recorded_root(args: argparse.Namespace):
+    """--root as a checked folder, or None for this machine."""
+    if not getattr(args, "root", None):
+        return None
+    from distdoctor.probes.recorded import RecordedNodeError, recorded_root
+
+    try:
+        return recorded_root(args.root)
+    except RecordedNodeError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _recorded_probes() -> tuple[str, ...]:
+    from distdoctor.probes.recorded import RECORDED_PROBES
+
+    return RECORDED_PROBES
+
+
+def _host(root: Any) -> str:
+    if root is None:
+        return socket.gethostname()
+    from distdoctor.probes.recorded import recorded_host
+
+    return recorded_host(root)
+
+
 def run(args: argparse.Namespace) -> int:
     from distdoctor.probes.base import ProbeContext
     from distdoctor.probes.procenv import EnvUnreadable, read_environ
@@ -119,8 +161,9 @@ def run(args: argparse.Namespace) -> int:
     twice = sorted({name for name in args.only or () if args.only.count(name) > 1})
     if twice:
         raise UsageError(t("--only: {name} is named more than once", name=repr(twice[0])))
+    root = _recorded_root(args)
     try:
-        probes = select(PROBES, args.only)
+        probes = select(PROBES, args.only or (_recorded_probes() if root else None))
     except KeyError as exc:
         raise UsageError(t("--only: unknown probe {name} (choose from: {probes})", name=repr(exc.args[0]),
                            probes=", ".join(PROBES))) from None
@@ -132,10 +175,16 @@ def run(args: argparse.Namespace) -> int:
             pid_env = read_environ(ProbeContext(), args.pid)
         except EnvUnreadable as exc:
             raise UsageError(t("--pid {pid}: {error}", pid=args.pid, error=exc)) from None
+    if root is not None and args.pid is not None:
+        raise UsageError(t("--root reads a recorded node: --pid cannot be used with it"))
     python = _interpreter(args.python, args.pid, pid_env)
     # Commands get most of the deadline, so a slow one is killed and reported with its reason
     # before the sweep gives up on its probe.
     ctx = ProbeContext(python=python, pid=args.pid, timeout=max(0.5, args.deadline * 0.9))
+    if root is not None:
+        from distdoctor.probes.recorded import recorded_context
+
+        ctx = recorded_context(root, timeout=ctx.timeout)
     box: dict[str, Any] = {}
 
     def sweep_probes() -> None:
@@ -154,18 +203,26 @@ def run(args: argparse.Namespace) -> int:
 
     results = box["results"]
     versions = results.get("versions")
-    if versions is not None:
+    if versions is not None and root is None:
         common.require_answer(args.python, versions.facts, versions.reason)
     findings = evaluate(kb, results)
     data = {
-        "host": socket.gethostname(),
+        "host": _host(root),
         "duration_s": round(time.monotonic() - start, 3),
         "findings": [f.to_dict() for f in findings],
         "facts": {name: _plain(r.facts) for name, r in results.items()},
         "probes": {name: {"status": r.status, "reason": r.reason,
                           "duration_s": round(r.duration_s, 3)} for name, r in results.items()},
     }
+    from ..record.redact import redact
+    data = redact(data)  # secret-named switches (NCCL_RAS_TOKEN) and token shapes: as in a report
+    if root is not None:
+        data["root"] = str(root)
     common.record(args, KIND, data)
+    if args.prometheus:
+        from .check_prometheus import write_metrics
+
+        write_metrics(args.prometheus, data)
     if args.json:
         common.print_json(data)
     else:

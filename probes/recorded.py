@@ -1,0 +1,60 @@
+"""A recorded node (`check --root DIR`, `collect --root DIR`): a root-like tree (proc/, sys/,
+etc/, var/log/) or an extracted sos report (sos_commands/...), read instead of this machine.
+Nothing is run: every command answers "not run", so each probe reads the files or says why not."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from types import MappingProxyType
+
+from distdoctor.knowledge.i18n import t
+
+from .base import ProbeContext
+from .offline import OfflineRunner
+
+# the probes that read a recorded node; the others ask this machine (its python, its interfaces)
+RECORDED_PROBES = ("kernel", "gpu_health", "pcie", "infiniband", "limits")
+# where a sos report or a root tree names its host, first found wins
+HOST_FILES = ("hostname", "sos_commands/host/hostname", "sos_commands/general/hostname",
+              "etc/hostname", "proc/sys/kernel/hostname")
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,253}$")
+
+
+class RecordedNodeError(Exception):
+    """The folder cannot be read as a node; the message is one line."""
+
+
+def recorded_root(path: str) -> Path:
+    """The folder as given, checked: it exists and is a directory."""
+    root = Path(path)
+    if not root.exists():
+        raise RecordedNodeError(t("--root {path}: no such folder", path=path))
+    if not root.is_dir():
+        raise RecordedNodeError(t("--root {path}: not a folder (give the extracted sos report or root tree)",
+                                  path=path))
+    return root.resolve()
+
+
+def recorded_context(root: Path, timeout: float = 5.0) -> ProbeContext:
+    """A context that reads `root` and runs nothing."""
+    return ProbeContext(runner=OfflineRunner(), root=root, env=MappingProxyType({}), pid=None,
+                        timeout=timeout)
+
+
+def recorded_host(root: Path) -> str:
+    """The node's own name from its files; else the folder's name (sos names it
+    sosreport-<host>-<date>...)."""
+    for relative in HOST_FILES:
+        try:
+            with open(root / relative, "rb") as fh:
+                name = fh.read(256).decode("utf-8", "replace").strip().split()[0:1]
+        except (OSError, IndexError):
+            continue
+        if name and _HOST.match(name[0]):
+            return name[0]
+    base = os.path.basename(str(root).rstrip("/")) or "recorded-node"
+    if base == "root" and root.parent.name:  # <case>/root, as the shared fixtures lay them out
+        base = root.parent.name
+    match = re.match(r"^sosreport-([A-Za-z0-9][A-Za-z0-9.-]*?)-(?:\d|20\d\d)", base)
+    return match.group(1) if match else base
