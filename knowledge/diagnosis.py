@@ -137,8 +137,11 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
                       if isinstance(f, Mapping) and _advisory(kb, f))
     findings = [f for f in ev.findings if isinstance(f, Mapping) and not _advisory(kb, f)]
     explained = {str(c.get("id")) for c in log_causes if c.get("basis", "evidence") != "prior"}
-    suspects = [{"id": cid, "weight": w, "why": tr("the symptom {symptom} points here first", symptom=ev.symptom)}
-                for cid, w in symptom_priors(kb, ev.symptom).items() if cid not in explained and cid != "other"]
+    symptom = (logs or {}).get("symptom") or ev.symptom  # made precise by the logs where they can
+    suspects = [{"id": cid, "weight": w, "why": tr("the symptom {symptom} points here first", symptom=symptom)}
+                for cid, w in symptom_priors(kb, symptom).items() if cid not in explained and cid != "other"]
+    place = {cid: n for n, cid in enumerate(kb.causes)}  # equal priors in the guide's order
+    suspects.sort(key=lambda x: place.get(x["id"], len(place)))
     ranked = rank_causes(suspects, list(log_causes) + list(ev.repro_causes), findings, dict(ev.bisect),
                          ev.fleet, dict(ev.ruled_out), ev.live)
     ranked = [r for r in ranked if r.id in kb.causes or r.basis == "evidence"]
@@ -342,7 +345,7 @@ def log_result(report: Mapping[str, Any], d: Diagnosis, symptom: str | None = No
     diagnosis's one word (the one the text shows), and the symptom it was read with is kept (a
     session replays the diagnosis from it)."""
     out = dict(report)
-    out["symptom"] = symptom
+    out["symptom"] = report.get("symptom") or symptom
     lines = {str(c.get("id")): c for c in report.get("causes") or [] if isinstance(c, Mapping)}
     out["verdict"] = d.to_dict()
     out["causes"] = [dict(lines.get(r.id) or {"id": r.id, "evidence": []}, id=r.id, basis=r.basis,

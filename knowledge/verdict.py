@@ -142,7 +142,8 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
             why.append(tr("weakened: {why}", why=ruled_out[cid]))
         ranked.append(Ranked(cid, round(score, 3), tuple(why), bases.get(cid, "evidence"), cid in strong,
                              tuple(against.get(cid, ()))))
-    return sorted(ranked, key=lambda r: (r.basis == "prior", -r.score, order.get(r.id, len(order)), r.id))
+    given = {cid: n for n, cid in enumerate(parts)}  # then the order the sources gave them in
+    return sorted(ranked, key=lambda r: (r.basis == "prior", -r.score, order.get(r.id, len(order)), given[r.id]))
 
 
 def culprit(logs: Mapping[str, Any] | None, extra: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any] | None:

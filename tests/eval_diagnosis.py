@@ -8,10 +8,11 @@ Sets (each case a folder with `label.json`):
   before any rule change (see its README). Their labels also say whether the paste holds the
   evidence (`evidence_in_paste`) and whether the cause is one of GUIDE.md's (`outside_taxonomy`).
 
+Every case goes through the path `distdoctor logs` takes (the analysis, then the one diagnosis).
 For failure cases: top-1 and top-3 (the labelled primary cause first / in the first three; a
 case labelled `other` counts its `also` causes) and, where the label names `culprit_rank`, whether
-the verdict's culprit names that rank. For healthy cases: a false alarm is `failed` or any cause
-whose basis is evidence. For cases whose label says the paste lacks the evidence or the cause is
+the verdict's culprit names that rank. For healthy cases: a false alarm is a confident answer (likely or
+confirmed). Per set, the calibration table: right/total at each confidence level. For cases whose label says the paste lacks the evidence or the cause is
 outside the taxonomy, "confidently wrong" is a top cause that is not the labelled one while its basis
 is evidence or the report failed; the right answer there is "not enough evidence". Sets whose labels
 carry these fields also report top-1/top-3 over the cases with evidence in the paste. The symptom the reporter saw is passed, as the Classify step would.
@@ -50,20 +51,17 @@ def inputs(case: Path) -> list[str]:
     return [str(logs)] if logs.is_dir() else [str(p) for p in sorted(case.iterdir()) if p.name != "label.json"]
 
 
-def _basis(cause) -> str:
-    return getattr(cause, "basis", "evidence" if not cause.lead else "lead")
-
-
 def judge(case: Path, kb) -> dict:
+    """One case through the path `distdoctor logs` takes: the analysis, then the one diagnosis."""
     from distdoctor.knowledge.logs import analyse
+    from distdoctor.tui.commands.logs import conclude
     label = json.loads((case / "label.json").read_text())
-    report = analyse(inputs(case), kb, symptom=label.get("symptom"))
-    ids = [c.id for c in report.causes]
-    row: dict = {"case": case.name, "got": ids[:3]}
-    verdict = report.to_dict().get("verdict") or {}
+    data, d = conclude(analyse(inputs(case), kb, symptom=label.get("symptom")).to_dict(), kb, label.get("symptom"))
+    ids = [c.id for c in d.causes]
+    row: dict = {"case": case.name, "got": ids[:3], "confidence": d.confidence}
+    verdict = data["verdict"]
     if label.get("healthy"):
-        evidence = [c.id for c in report.causes if _basis(c) == "evidence"]
-        row.update(healthy=True, false_alarm=bool(report.failed or evidence))
+        row.update(healthy=True, false_alarm=d.confident)
         return row
     want = {label["primary"]} if label["primary"] != "other" else {"other", *label.get("also", [])}
     row.update(want=sorted(want), top1=bool(ids) and ids[0] in want, top3=bool(want & set(ids[:3])))
@@ -71,11 +69,8 @@ def judge(case: Path, kb) -> dict:
         unsure = not label.get("evidence_in_paste", True) or bool(label.get("outside_taxonomy"))
         row["evidence_in_paste"] = bool(label.get("evidence_in_paste", True))
         row["unsure"] = unsure
-        if unsure:
-            top = report.causes[0] if report.causes else None
-            wrong = top is not None and top.id not in want
-            row["top_basis"] = _basis(top) if top is not None else None
-            row["confident_wrong"] = bool(wrong and (_basis(top) == "evidence" or report.failed))
+        if unsure:  # the right answer is "not enough evidence", or the right cause
+            row["confident_wrong"] = bool(d.confident and not row["top1"])
     if label.get("culprit_rank") is not None:
         culprit = (verdict.get("culprit") or {}).get("ranks") or []
         row["rank_ok"] = [str(label["culprit_rank"])] == [str(r) for r in culprit]
@@ -102,6 +97,10 @@ def figures(rows: list[dict]) -> dict:
             out.update(unsure_cases=len(unsure), confident_wrong=sum(r["confident_wrong"] for r in unsure))
     if healthy:
         out.update(healthy=len(healthy), false_alarms=sum(r["false_alarm"] for r in healthy))
+    # calibration: how often the top cause is right at each confidence level
+    out["levels"] = {level: [sum(r["top1"] for r in fails if r["confidence"] == level),
+                             sum(1 for r in fails if r["confidence"] == level)]
+                     for level in ("confirmed", "likely", "unknown")}
     return out
 
 
@@ -114,6 +113,10 @@ def run(sets: dict[str, Path] = SETS) -> dict[str, dict]:
         if rows:
             result[name] = {"figures": figures(rows), "cases": rows}
     return result
+
+
+def fails_in(f: dict) -> bool:
+    return any(n for _, n in f["levels"].values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         if "evidence_cases" in f:
             parts.append(f"evidence in paste ({f['evidence_cases']}): top-1 {f['top1_evidence']:.2f}  "
                          f"top-3 {f['top3_evidence']:.2f}")
+        if fails_in(f):
+            parts.append("  ".join(f"{lv} {ok}/{n}" for lv, (ok, n) in f["levels"].items() if n))
         if "unsure_cases" in f:
             parts.append(f"no evidence/outside: confidently wrong {f['confident_wrong']}/{f['unsure_cases']}")
         print(f"{name:13s} " + "  ".join(parts))
@@ -146,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                     ("ok" if r["top1"] else "top3" if r["top3"] else "MISS")
                 print(f"    {mark:11s} {r['case']}: want {r.get('want', '-')} got {r['got']}"
                       + (f" rank_ok={r['rank_ok']}" if "rank_ok" in r else "")
-                      + (f" basis={r['top_basis']} confidently_wrong={r['confident_wrong']}"
-                         if "confident_wrong" in r else ""))
+                      + f" [{r['confidence']}]"
+                      + (f" confidently_wrong={r['confident_wrong']}" if "confident_wrong" in r else ""))
     return 0
 
 

@@ -15,7 +15,7 @@ from .compiled import compile_kb, kb_key
 from .prefilter import sample_freq
 from .report import Evidence, LogReport
 from .scan import CHANNEL_BUDGET, candidates, lines_at
-from .score import score
+from .score import refine, score
 from .sources import Skipped, Source
 from .tables import facts, first_failure, ranks_table
 from .view import build
@@ -96,6 +96,7 @@ def _run(sources: list[Source], skipped: list[Skipped], kb: KnowledgeBase,
         timeline={r: rl.to_dict() for r, rl in lines.items()},
         culprit=who,
         summary=culprit.summary(view, lines, who),
+        symptom=refine(kb, view, symptom),
         first_failure=first,
         ranks=ranks_table(view),
         facts=facts(view),

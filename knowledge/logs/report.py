@@ -63,6 +63,7 @@ class LogReport:
     timeline: dict[str, dict[str, Any]] = field(default_factory=dict)
     culprit: dict[str, Any] | None = None
     summary: str = ""
+    symptom: str | None = None  # the symptom given, made precise by the logs (score.refine)
 
     @property
     def top(self) -> CauseScore | None:
@@ -104,4 +105,5 @@ class LogReport:
             "skipped": self.skipped,
             "notes": self.notes,
             "timeline": self.timeline,
+            "symptom": self.symptom,
         }
