@@ -15,7 +15,8 @@ _SECRET_WORDS = re.compile(r"TOKEN(?!S\b|S_|IZ)|SECRET|PASSWORD|PASSWD|PASSPHRAS
 # Parts that must match whole: "KEY" inside "MONKEY" or "KEYBOARD" is not a key.
 _SECRET_PARTS = frozenset({"KEY", "KEYS", "APIKEY", "ACCESSKEY", "SECRETKEY", "PRIVATEKEY",
                            "SSHKEY", "AUTHKEY", "SIGNINGKEY", "ENCRYPTIONKEY", "PAT", "PWD",
-                           "PASS", "DSN", "SAS", "SIG"})
+                           "PASS", "DSN", "SAS", "SIG", "PW", "PASSWD", "CRED", "CREDS", "OTP",
+                           "HMAC", "LICENSE", "LICENCE", "SIGNATURE", "PASSCODE", "PASSPHRASE"})
 _SECRET_PREFIXES = ("AWS_",)
 # Names that look secret to the rules above but hold diagnostic, non-secret values.
 _SAFE_NAMES = frozenset({"PWD", "OLDPWD", "SSH_AUTH_SOCK", "KEYTIMEOUT", "XAUTHORITY",

@@ -70,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         doc = snapshot(ctx, kb)
     except SnapshotError as exc:
         raise UsageError(str(exc)) from None
+    # a snapshot is made to be copied between machines: redacted as a report is, names kept
+    from ..record.redact import redact
+    doc = redact(doc)
     versions = doc["probes"].get("versions") or {}
     require_answer(args.python, versions.get("facts") or {}, versions.get("reason", ""))
     if not args.output:

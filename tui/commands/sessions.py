@@ -8,6 +8,7 @@ from typing import Any
 
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t
+from distdoctor.knowledge.printable import clean
 
 from ..errors import UsageError
 from .common import add_common, print_json, wrap
@@ -81,9 +82,10 @@ def _table(rows: list[dict[str, Any]], cols: int) -> list[str]:
     line of their own under each session, so no row wraps in the terminal. Widths are display
     cells (a CJK heading or symptom takes two a character)."""
     cells = i18n.cells
-    ids = [str(r["id"]) for r in rows]
-    hosts = [str(r["host"] or "") for r in rows]
-    symptoms = [str(r["symptom"] or "-") for r in rows]
+    # every field comes from a file anyone may have written: no control code reaches the terminal
+    ids = [clean(r["id"], 200) for r in rows]
+    hosts = [clean(r["host"] or "", 200) for r in rows]
+    symptoms = [clean(r["symptom"] or "-", 200) for r in rows]
     heads = (t("ID"), t("UPDATED"), t("HOST"), t("SYMPTOM"))
     # host and symptom share what the id and the time leave; neither takes more than it needs
     room = cols - max(cells(heads[0]), *map(cells, ids)) - 16 - 6
@@ -91,11 +93,12 @@ def _table(rows: list[dict[str, Any]], cols: int) -> list[str]:
     sym_w = max(8, min(max(cells(heads[3]), *map(cells, symptoms)), room - host_w))
     table = [heads]
     # to the minute: the seconds only push the steps off the screen
-    table += [(i, r["updated"].replace("T", " ")[:16], _clip(h, host_w), _clip(sy, sym_w))
+    table += [(i, clean(r["updated"]).replace("T", " ")[:16], _clip(h, host_w), _clip(sy, sym_w))
               for i, r, h, sy in zip(ids, rows, hosts, symptoms)]
     # the steps with a result ("answer" events are choices along the way), then how many events
     steps = [t("STEPS")] + [t("{steps} ({n} event)" if r["events"] == 1 else "{steps} ({n} events)",
-                              steps=", ".join(k for k in r["steps"] if k != "answer") or "-", n=r["events"])
+                              steps=", ".join(clean(k, 40) for k in r["steps"] if k != "answer") or "-",
+                              n=clean(r["events"], 20))
                             for r in rows]
     widths = [max(cells(row[i]) for row in table) for i in range(4)]
     lead = [("  ".join(i18n.pad(cell, widths[i]) for i, cell in enumerate(row))) for row in table]
@@ -113,4 +116,4 @@ def _print_skipped(skipped: list[dict[str, str]]) -> None:
     if skipped:
         print("\n" + t("skipped {n} unreadable file(s):", n=len(skipped)))
         for s in skipped:
-            print(f"  {s['file']}: {s['reason']}")
+            print(f"  {clean(s['file'], 300)}: {clean(s['reason'], 300)}")

@@ -7,6 +7,8 @@ import re
 from collections import Counter
 from typing import Any, Callable, Mapping
 
+from distdoctor.knowledge.printable import plain_text
+
 MASK = "[redacted]"
 
 # One rule for secret variable names, shared with the repro's own records (probes cannot import
@@ -19,6 +21,8 @@ def redact_env(mapping: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in mapping.items():
         if is_secret_name(str(name)) and value not in (None, ""):
+            out[name] = MASK
+        elif isinstance(value, str) and _UUID.fullmatch(value) and uuid_is_secret(str(name)):
             out[name] = MASK
         elif isinstance(value, str):
             out[name] = redact_text(value)
@@ -85,6 +89,22 @@ _TOKEN_RULES: list[tuple[tuple[str, ...], re.Pattern[str], Callable[[re.Match[st
     (("sk-",), re.compile(r"\b(sk-)(?:proj-)?[A-Za-z0-9_-]{20,}"), _keep_prefix()),
     (("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
      re.compile(r"\b((?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA))[A-Z0-9]{16}\b"), _keep_prefix()),
+    # Shapes that once slipped through (issue 25): each provider's prefix is kept.
+    (("xapp-", "xoxe"), re.compile(r"\b(xapp-|xoxe(?:\.xox[bp])?-)[A-Za-z0-9-]{10,}"), _keep_prefix()),
+    (("sk",), re.compile(r"\b(SK)[0-9a-fA-F]{32}\b"), _keep_prefix()),  # Twilio API key
+    (("dapi",), re.compile(r"\b(dapi)[0-9a-fA-F]{32}(?:-\d+)?\b"), _keep_prefix()),  # Databricks
+    (("key-",), re.compile(r"\b(key-)[0-9A-Za-z]{32}\b"), _keep_prefix()),  # Mailgun
+    (("shpat_", "shpss_", "shpca_", "shppa_"), re.compile(r"\b(shp(?:at|ss|ca|pa)_)[0-9a-fA-F]{32}\b"),
+     _keep_prefix()),  # Shopify
+    (("dop_v1_", "doo_v1_", "dor_v1_"), re.compile(r"\b(do[opr]_v1_)[0-9a-fA-F]{64}\b"),
+     _keep_prefix()),  # DigitalOcean
+    (("key-",), re.compile(r"(AGE-SECRET-KEY-1)[0-9A-Z]{20,}"), _keep_prefix()),
+    (("atatt",), re.compile(r"\b(ATATT3)[A-Za-z0-9_=-]{20,}"), _keep_prefix()),  # Atlassian
+    # SendGrid: both parts go (the first names the key, the second is its secret)
+    (("sg.",), re.compile(r"\b(SG\.)[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"), _keep_prefix()),
+    # signed URLs: AWS (Signature=, X-Amz-Signature=), Google (X-Goog-Signature=), CloudFront
+    (("signature",), re.compile(r"(?i)((?<![A-Za-z0-9_])(?:x-(?:amz|goog)-)?signature=)(?!\[redacted)"
+                                r"[^&\s\"'<>]+"), _keep_prefix()),
     (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.?[A-Za-z0-9_-]*"),
      lambda m: "eyJ" + MASK),
     (("private key",),
@@ -101,10 +121,13 @@ _TOKEN_RULES: list[tuple[tuple[str, ...], re.Pattern[str], Callable[[re.Match[st
      lambda m: m.group(1) + MASK),
 ]
 # NAME=value where NAME is a secret-looking variable (is_secret_name decides).
-_ASSIGN_TRIGGERS = _KW + ("aws_", "pat", "dsn", "sas", "sig", "cookie", "private")
-_TRIGGER_RE = re.compile("|".join(sorted(
-    {re.escape(t) for rule in _TOKEN_RULES for t in rule[0]} | {re.escape(t) for t in _ASSIGN_TRIGGERS},
-    key=len, reverse=True)))
+_ASSIGN_TRIGGERS = _KW + ("aws_", "pat", "dsn", "sas", "sig", "cookie", "private", "pw", "cred", "otp",
+                           "hmac", "licen", "pin")
+_TRIGGERS = {t for rule in _TOKEN_RULES for t in rule[0]} | set(_ASSIGN_TRIGGERS)
+_TRIGGER_RE = re.compile("|".join(sorted({re.escape(t) for t in _TRIGGERS}, key=len, reverse=True)))
+# a trigger found also stands for the shorter ones inside it ("signature" holds "sig"), which
+# the scan for non-overlapping words cannot see at the same place
+_IMPLIED = {t: frozenset(u for u in _TRIGGERS if u != t and u in t) for t in _TRIGGERS}
 _LONG_RUN = re.compile(r"[A-Za-z0-9+_-]{32}")
 _ASSIGN_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s,;&]+)")
 _HEX_RE = re.compile(r"(?<![0-9A-Za-z_.:-])([0-9a-fA-F]{32,})(?![0-9A-Za-z_])")
@@ -116,6 +139,26 @@ _HEX_KEY = re.compile(r"(?i)(?:^|[_.\s-])(?:sha\d*|commit|git|rev(?:ision)?|dige
 _BARE_HEX = re.compile(r"[0-9a-fA-F]{32,64}")
 _HEX_CONTEXT = re.compile(r"(?i)(sha\d*|commit|git|rev(ision)?|version|digest|hash|build|"
                           r"checksum|md5|uuid|id|\+g)[\s:=@'\"(]*$")
+
+
+# A UUID has no shape of its own that says "secret" (Heroku, New Relic and many license keys are
+# UUIDs; so are GPU, run and request ids): the name it is given to decides. Under a name that says
+# it identifies hardware, a run or a request it stays; under any other name it is masked.
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_UUID_ASSIGN = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]{0,80})([\"']?\s*(?:=|:)\s*[\"']?)"
+                          r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
+                          r"(?![0-9A-Za-z-])")
+_ID_NAME = re.compile(r"(?i)uuid|gpu|device|mig|run|job|trace|request|correlation|boot|machine|host|node|"
+                      r"span|build|commit|session|uid|instance|container|pod|disk|volume|partition|fs|cuda|nccl")
+
+
+def uuid_is_secret(name: str) -> bool:
+    """Whether a UUID given to `name` is masked: unless the name says what it identifies."""
+    return is_secret_name(name) or not _ID_NAME.search(name)
+
+
+def _mask_uuid(m: re.Match[str]) -> str:
+    return m.group(1) + m.group(2) + MASK if uuid_is_secret(m.group(1)) else m.group(0)
 
 
 def _entropy(text: str) -> float:
@@ -155,11 +198,14 @@ def redact_text(text: str) -> str:
 def _redact(text: str) -> str:
     found = set(_TRIGGER_RE.findall(text.lower()))
     if found:  # most log lines hold none of the trigger words: skip every keyed rule at once
+        found.update(*(_IMPLIED[t] for t in list(found)))
         for triggers, pattern, repl in _TOKEN_RULES:
             if found.intersection(triggers):
                 text = pattern.sub(repl, text)
         if "=" in text and found.intersection(_ASSIGN_TRIGGERS):
             text = _ASSIGN_RE.sub(_mask_assign, text)
+    if "-" in text and _UUID.search(text):
+        text = _UUID_ASSIGN.sub(_mask_uuid, text)
     if _LONG_RUN.search(text):
         text = _HEX_RE.sub(_mask_hex, text)
         text = _B64_RE.sub(_mask_b64, text)
@@ -170,13 +216,22 @@ def _redact(text: str) -> str:
 _redact_cached = functools.lru_cache(maxsize=8192)(_redact)
 
 
-def walk(obj: Any, text: Callable[[str], str], *, mask_keys: bool = True, _key: str = "") -> Any:
+MAX_DEPTH = 64  # deeper structure is shown as its (bounded, redacted) text: no RecursionError
+
+
+def walk(obj: Any, text: Callable[[str], str], *, mask_keys: bool = True, _key: str = "",
+         _depth: int = 0) -> Any:
     """A deep copy of `obj` with `text` applied to every string (keys too); with `mask_keys`, the
-    value under a secret-looking key is masked whole."""
+    value under a secret-looking key is masked whole. Past MAX_DEPTH levels a structure becomes
+    one string (its text, cut to 4096 characters), so any depth is safe."""
     if isinstance(obj, str):
         if _key and _BARE_HEX.fullmatch(obj) and _HEX_KEY.search(_key) and not is_secret_name(_key):
             return obj  # {"git": "cf30153c..."}: a commit or digest named by its key, not a secret
+        if mask_keys and _key and len(obj) == 36 and _UUID.fullmatch(obj) and uuid_is_secret(_key):
+            return MASK
         return text(obj)
+    if _depth >= MAX_DEPTH and isinstance(obj, (dict, Mapping, list, tuple)):
+        return text(plain_text(obj, 4096))
     if isinstance(obj, (dict, Mapping)):
         out: dict[Any, Any] = {}
         for key, value in obj.items():
@@ -187,20 +242,22 @@ def walk(obj: Any, text: Callable[[str], str], *, mask_keys: bool = True, _key: 
                 # a table row {"name": "torch.git", "value": ...}: the name says what the value is
                 context = obj["name"] if key == "value" and isinstance(obj.get("name"), str) \
                     else str(key)
-                out[name] = walk(value, text, mask_keys=mask_keys, _key=context)
+                out[name] = walk(value, text, mask_keys=mask_keys, _key=context, _depth=_depth + 1)
         return out
     if isinstance(obj, (list, tuple)):
-        return [walk(item, text, mask_keys=mask_keys, _key=_key) for item in obj]
+        return [walk(item, text, mask_keys=mask_keys, _key=_key, _depth=_depth + 1) for item in obj]
     return obj
 
 
-def _mask_all(value: Any) -> Any:
+def _mask_all(value: Any, _depth: int = 0) -> Any:
     """Everything under a secret-named key: scalars masked (empty stays empty, booleans stay),
     except where the value came from ({"value": ..., "source": "env"})."""
+    if _depth >= MAX_DEPTH:
+        return MASK
     if isinstance(value, dict):
-        return {k: v if k == "source" else _mask_all(v) for k, v in value.items()}
+        return {k: v if k == "source" else _mask_all(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_mask_all(v) for v in value]
+        return [_mask_all(v, _depth + 1) for v in value]
     if value is None or isinstance(value, bool) or value == "":
         return value
     return MASK

@@ -6,6 +6,7 @@ from html import escape
 from typing import Any, Iterable, Mapping, Sequence
 
 from distdoctor.knowledge import i18n
+from distdoctor.knowledge.printable import clean_block
 
 from .report_causes import split
 from .report_md import basis_text, col, tr
@@ -333,4 +334,4 @@ def render_html(report: Mapping[str, Any]) -> str:
     return (f"<!DOCTYPE html>\n<html lang=\"{lang}\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{e(report.get('title', tr('distdoctor report')))}</title><style>{CSS}</style></head>"
-            f"<body>{body}</body></html>\n")
+            f"<body>{clean_block(body)}</body></html>\n")  # no control code from a session

@@ -5,6 +5,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from distdoctor.knowledge import i18n
+from distdoctor.knowledge.printable import clean_block
 
 from .report_causes import basis_words, split
 
@@ -290,4 +291,4 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              + tables_md("Fleet comparison", report.get("fleet"))
              + tables_md("Stacks (where each rank was)", report.get("stacks"))
              + tables_md("Flight Recorder", report.get("flight_recorder")) + _metadata(report))
-    return "\n".join(parts).rstrip() + "\n"
+    return clean_block("\n".join(parts).rstrip() + "\n")  # no control code from a session reaches a terminal
