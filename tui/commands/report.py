@@ -105,6 +105,15 @@ def write_report(output: str, text: str, *, private: bool) -> None:
         os.chmod(path, 0o666 & ~_umask())
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The file's (inode, mtime): the mapping is written by rename, so a kept one changes it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
 def run(args: argparse.Namespace) -> int:
     from ..record.report import export_report
     from ..record.session import SessionError, SessionStore
@@ -132,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         # a report written there could replace a session (or its pseudonym mapping) for good
         raise UsageError(t("-o {path}: that is the sessions folder; write the report elsewhere, e.g. "
                            "-o incident.{format}", path=args.output, format=fmt))
+    before = _identity(mapping)
     try:
         text = export_report(record, kb, fmt, None, redact=args.redact,
                              pseudonymize=args.pseudonymize, mapping_path=mapping)
@@ -142,7 +152,11 @@ def run(args: argparse.Namespace) -> int:
                            why=exc.strerror or exc)) from None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if args.pseudonymize:
+    if args.pseudonymize and _identity(mapping) in (None, before):
+        # a read-only state folder: the report is made, its tokens are not kept for the next one
+        print(t("distdoctor: pseudonym mapping not kept (cannot write {path}): a later report may give "
+                "other tokens", path=mapping), file=sys.stderr)
+    elif args.pseudonymize:
         print(t("distdoctor: pseudonym mapping kept in {path} (never share it)", path=mapping), file=sys.stderr)
     if to_file:
         print(t("distdoctor: wrote {path} ({format})", path=args.output, format=fmt), file=sys.stderr)

@@ -9,7 +9,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from .redact import walk
+from distdoctor.knowledge.printable import plain_text
+
+from .redact import MAX_DEPTH, walk
 
 _IPV4_RE = re.compile(r"(?<![\w.])((?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}"
                       r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))(?!\.?\d)(?![\w])")
@@ -20,7 +22,10 @@ _IPV6_RE = re.compile(r"(?<![\w.])((?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}
                       r"(?:\d{1,3}\.){3}\d{1,3})?(?:%[\w.-]+)?)(?![\w:])")
 _HOST_KEYS = frozenset({"host", "hostname", "hosts", "node", "nodes", "nodename", "master_addr",
                         "slurmd_nodename", "slurm_nodelist", "slurm_job_nodelist",
-                        "slurm_submit_host", "slurm_launch_node_ipaddr", "remote_host", "peer"})
+                        "slurm_submit_host", "slurm_launch_node_ipaddr", "remote_host", "peer",
+                        "nccl_hostid", "slurm_step_nodelist", "slurm_nodename", "slurm_topology_addr",
+                        "pmix_hostname", "ompi_mca_orte_hnp_uri", "hydra_host", "kubernetes_node_name",
+                        "node_name", "nodelist"})
 _USER_KEYS = frozenset({"user", "username", "logname", "sudo_user", "owner", "slurm_job_user"})
 _HOST_TEXT = [
     # NCCL's prefix: host:pid:tid [dev] (optionally behind an srun -l "12: " rank label)
@@ -57,7 +62,7 @@ _IFACE = re.compile(r"(?i)^(?:en[ospx]\d\w*|en\d+|eth\w*|bond\d+|docker\d+|virbr
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z_-]*?[A-Za-z_-])(\d{1,6})([A-Za-z-]*)$")
 _NAME = r"['\"]?([A-Za-z_][\w.-]{0,31})"
 _USER_TEXT = [
-    re.compile(r"(?:^|[\s'\"=(:])/(?:home|Users)/([A-Za-z_][\w.-]{0,31})"),
+    re.compile(r"(?<![\w.~-])/(?:home|Users)/([A-Za-z_][\w.-]{0,31})"),
     # `id` output, key: value dumps, "wandb: Currently logged in as: alice", "for user alice"
     re.compile(r"\buid=\d+\(([A-Za-z_][\w.-]{0,31})\)"),
     re.compile(r"(?i)\b(?:user(?:name)?|owner)['\"]?\s*[:=]\s*" + _NAME),
@@ -123,6 +128,7 @@ class Pseudonymizer:
                 if isinstance(real, str) and isinstance(token, str):
                     self.mapping[kind][real] = token
         self._pattern: re.Pattern[str] | None = None
+        self.not_kept = ""
 
     @classmethod
     def load(cls, path: Path) -> Pseudonymizer:
@@ -135,22 +141,32 @@ class Pseudonymizer:
             raise ValueError(f"pseudonym mapping {path} is unreadable: {exc}") from None
         return cls(data if isinstance(data, dict) else {}, path)
 
-    def save(self) -> None:
-        """Write the mapping atomically, readable by its owner only."""
+    def save(self) -> bool:
+        """Write the mapping atomically, readable by its owner only. False when it cannot be
+        written (a read-only state folder): the report is still made, its tokens just are not
+        kept for the next one (`not_kept` says why)."""
         if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+            return False
+        try:
+            self._save(self.path)
+        except OSError as exc:
+            self.not_kept = str(exc.strerror or exc)
+            return False
+        return True
+
+    def _save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:  # mkstemp made it 0600
                 json.dump(self.mapping, fh, indent=1, sort_keys=True)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
+            os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        os.chmod(self.path, 0o600)
+        os.chmod(path, 0o600)
 
     def token(self, kind: str, real: str, same_as: str | None = None) -> str:
         """The token for `real`, made on first sight; `same_as` names another spelling of the
@@ -239,16 +255,21 @@ class Pseudonymizer:
             alternatives.append(rf"[A-Za-z0-9][\w-]*\.(?:{'|'.join(sorted(domains))})")
         return re.compile(rf"(?i)(?<![\w.-])(?:{'|'.join(alternatives)})(?![\w-])")
 
-    def _learn(self, obj: Any, _key: str = "") -> None:
+    def _learn(self, obj: Any, _key: str = "", _depth: int = 0) -> None:
+        if _depth >= MAX_DEPTH and isinstance(obj, (dict, Mapping, list, tuple)):
+            self.learn_text(plain_text(obj, 4096))  # as redaction shows it: its bounded text
+            return
         if isinstance(obj, (dict, Mapping)):
             for key, value in obj.items():
                 if isinstance(key, str):
                     self.learn_text(key)
-                self._learn(value, str(key))
+                # a table row {"name": "NCCL_HOSTID", "value": ...}: the name says what it is
+                context = obj["name"] if key == "value" and isinstance(obj.get("name"), str) else str(key)
+                self._learn(value, context, _depth + 1)
             return
         if isinstance(obj, (list, tuple)):
             for item in obj:
-                self._learn(item, _key)
+                self._learn(item, _key, _depth + 1)
             return
         if not isinstance(obj, str):
             return
@@ -256,6 +277,9 @@ class Pseudonymizer:
         if key in _HOST_KEYS:
             for name in _expand_nodelist(obj):
                 self.learn_host(name, structured=True)
+            # the compact form itself (trn[001-004]) names hosts too
+            for compact in re.findall(r"[\w.-]+\[[\d,-]+\]", obj):
+                self.token("host", compact)
         elif key in _USER_KEYS:
             self.learn_user(obj)
         self.learn_text(obj)
@@ -330,18 +354,21 @@ class Pseudonymizer:
         return walk(obj, self.apply, mask_keys=False)
 
 
-def _strings(obj: Any, out: list[str]) -> None:
-    """Every string of a JSON-like structure (keys too), in order."""
+def _strings(obj: Any, out: list[str], _depth: int = 0) -> None:
+    """Every string of a JSON-like structure (keys too), in order; past MAX_DEPTH levels, the
+    structure's bounded text."""
     if isinstance(obj, str):
         out.append(obj)
+    elif _depth >= MAX_DEPTH and isinstance(obj, (dict, Mapping, list, tuple)):
+        out.append(plain_text(obj, 4096))
     elif isinstance(obj, (dict, Mapping)):
         for key, value in obj.items():
             if isinstance(key, str):
                 out.append(key)
-            _strings(value, out)
+            _strings(value, out, _depth + 1)
     elif isinstance(obj, (list, tuple)):
         for item in obj:
-            _strings(item, out)
+            _strings(item, out, _depth + 1)
 
 
 def _machine_like(name: str) -> bool:
