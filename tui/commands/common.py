@@ -78,7 +78,7 @@ def record(args: argparse.Namespace, kind: str, data: Any) -> None:
         from ..record.session import SessionError, SessionStore
 
         try:
-            SessionStore(on_wait=_say_waiting).append(args.session, kind, data)
+            saved = SessionStore(on_wait=_say_waiting).append(args.session, kind, data)
         except SessionError as exc:
             _NOTES.append(t("distdoctor: the result was not saved to session {session}: {why}",
                             session=args.session, why=exc))
@@ -88,7 +88,7 @@ def record(args: argparse.Namespace, kind: str, data: Any) -> None:
         else:  # a concluding result also goes to the incident history; it never raises
             from ..record.history import record_event
 
-            record_event(args.session, kind, data, on_error=_NOTES.append)
+            record_event(args.session, kind, data, record=saved, on_error=_NOTES.append)
 
 
 def flush_notes() -> None:

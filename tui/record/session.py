@@ -257,7 +257,7 @@ class SessionWriter:
                 item.set()
                 continue
             try:
-                self.store.append(*item)
+                saved = self.store.append(*item)
             except SessionError as exc:
                 self.on_error(str(exc))
                 continue
@@ -267,7 +267,7 @@ class SessionWriter:
             # the app's concluding steps go to the incident history too (it never raises)
             from .history import record_event
 
-            record_event(*item, on_error=self.on_error)
+            record_event(*item, record=saved, on_error=self.on_error)
 
 
 def _read(path: Path) -> tuple[dict[str, Any] | None, str]:

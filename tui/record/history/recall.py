@@ -109,14 +109,27 @@ def incident_from_event(kind: str, data: Any, session_id: str | None, now: float
     return inc
 
 
-def record_event(session_id: str | None, kind: str, data: Any, *, db: str | Path | None = None,
-                 on_error: OnError | None = None, now: float | None = None) -> int | None:
+def session_uid(session_id: str, record: Mapping[str, Any] | None = None) -> str:
+    """The uid of a session's incident, the same whether it was recorded live or imported from
+    the session file later (in this store or another): the session's id and creation time."""
+    created = record.get("created") if record else None
+    if isinstance(created, (int, float)) and not isinstance(created, bool):
+        return f"session-{session_id}-{int(created)}"
+    return f"session-{session_id}"
+
+
+def record_event(session_id: str | None, kind: str, data: Any, *, record: Mapping[str, Any] | None = None,
+                 db: str | Path | None = None, on_error: OnError | None = None,
+                 now: float | None = None) -> int | None:
     """The session hook: a command's or the app's event that concludes something updates the
-    session's incident (one per session). Never raises; returns the incident id or None."""
+    session's incident (one per session). `record` is the session as saved (its creation time
+    makes the incident's uid). Never raises; returns the incident id or None."""
     try:
         inc = incident_from_event(kind, data, session_id, now)
         if inc is None:
             return None
+        if session_id:
+            inc.uid = session_uid(session_id, record)
         with open_store(db) as store:
             return store.merge_session(inc, keep=_KEEP if kind != "logs" else ())
     except Exception as exc:  # see record_diagnosis
@@ -144,7 +157,7 @@ def import_session_files(store: IncidentStore, directory: Path | None = None) ->
             inc = incident_from_event(str(event.get("kind")), event.get("data"), session_id,
                                       float(stamp) if isinstance(stamp, (int, float)) else None)
             if inc is not None:
-                inc.uid = f"session-{session_id}"  # an export from another store meets the same one
+                inc.uid = session_uid(session_id, record)  # as when recorded live
                 store.merge_session(inc, keep=_KEEP if event.get("kind") != "logs" else ())
                 got = True
         found += got
