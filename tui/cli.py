@@ -16,7 +16,7 @@ from .errors import UsageError
 # Each subcommand lives in distdoctor.tui.commands.<module> with register(subparsers);
 # modules are imported only to build the parser, and none of them imports textual or torch.
 COMMANDS = ("check", "logs", "stacks", "fr", "ras", "knobs", "lint", "topo", "repro", "drill", "collect", "fleet",
-            "report", "sessions", "history", "knowledge")
+            "report", "sessions", "history", "knowledge", "run", "watch")
 
 EPILOG = """\
 The method: classify the symptom -> logs -> environment check -> minimal repro ->

@@ -1,0 +1,239 @@
+"""Whether a job is making progress, judged from cheap samples fed in by the watcher (pure: the
+times are given, so tests replay any story).
+
+A rank progressed when its own log grew or its main thread's stack (the Python functions, not the
+lines) changed between two samples; the job's shared output growing counts for the job. CPU time
+only decides when stacks are worth sampling: a rank busy in the same frame, sample after sample,
+has not progressed, and ranks that all sit idle have nothing new to show. A hang is confirmed when
+no rank progressed for the stall window. Stack samples taken together (a round) also measure
+stragglers: a rank found outside the collectives while the others wait in one."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any, Iterable, Mapping
+
+from ..stacks.classify import classify
+from ..stacks.frames import python_frames
+
+BUSY_FRACTION = 0.01  # of one core, over a sampling period: below it a rank is idle (waiting)
+MIN_ROUNDS = 6  # rounds of stack samples before a straggler can be named
+STRAGGLER_SLOWDOWN = 1.2
+# the rows' states
+TRAINING, IN_COLLECTIVE, STUCK, WAITING, DEAD, STARTING, DONE = (
+    "training", "in a collective", "stuck in a frame", "waiting", "dead", "starting", "exited")
+
+
+def stack_key(frames: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """The Python functions of a stack, innermost first: two samples in the same functions are
+    the same place even if the line moved (a busy loop alternates between its lines)."""
+    return tuple((str(f.get("name")), str(f.get("file"))) for f in python_frames(frames))
+
+
+@dataclass
+class RankView:
+    """One row of the live table."""
+
+    rank: str
+    pid: int | None
+    host: str
+    state: str
+    where: str
+    last_collective: str
+    since_progress_s: float
+    cpu_pct: float
+    exit_code: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "pid": self.pid, "host": self.host, "state": self.state,
+                "where": self.where, "last_collective": self.last_collective,
+                "since_progress_s": round(self.since_progress_s, 1), "cpu_pct": round(self.cpu_pct, 1),
+                "exit_code": self.exit_code}
+
+
+@dataclass
+class _Rank:
+    rank: str
+    pid: int
+    host: str
+    seen_at: float
+    last_progress: float
+    cpu_s: float | None = None
+    cpu_at: float = 0.0
+    cpu_pct: float = 0.0
+    busy_since_stack: float = 0.0  # CPU seconds used since the last stack sample
+    log_size: int = -1
+    key: tuple | None = None
+    same_since: float | None = None  # first sample of the current unchanged stack
+    where: str = ""
+    waiting: bool = False
+    last_collective: str = ""
+    exit_code: int | None = None
+    dead_at: float | None = None
+    samples: list[bool] = field(default_factory=list)  # per round: outside any collective
+
+
+class Progress:
+    """The job's progress as samples come in; `stalled(now)` says when a hang is confirmed."""
+
+    def __init__(self, stall_s: float, start: float, host: str = "") -> None:
+        self.stall_s = stall_s
+        self.start = start
+        self.host = host
+        self.job_progress = start  # the shared output's last growth
+        self.ranks: dict[str, _Rank] = {}
+        self.shared_size = -1
+        self.rounds = 0
+        self.last_round = start
+
+    # --- samples ------------------------------------------------------------------------------
+    def add_rank(self, rank: str, pid: int, now: float, host: str = "") -> None:
+        known = self.ranks.get(rank)
+        if known is None or known.pid != pid:  # a new rank, or an elastic restart's new process
+            self.ranks[rank] = _Rank(rank, pid, host or self.host, now, now)
+
+    def cpu(self, rank: str, now: float, cpu_s: float | None) -> None:
+        """The rank's CPU seconds so far (None: gone)."""
+        r = self.ranks[rank]
+        if cpu_s is None:
+            return
+        if r.cpu_s is not None and now > r.cpu_at:
+            used = max(0.0, cpu_s - r.cpu_s)
+            r.cpu_pct = 100.0 * used / (now - r.cpu_at)
+            r.busy_since_stack += used
+        r.cpu_s, r.cpu_at = cpu_s, now
+
+    def log_size(self, rank: str | None, now: float, size: int) -> None:
+        """The size of a rank's own log files (rank None: the job's shared output)."""
+        if rank is None:
+            if size > self.shared_size >= 0:
+                self.job_progress = now
+            self.shared_size = max(self.shared_size, size)
+            return
+        r = self.ranks.get(rank)
+        if r is None:
+            return
+        if size > r.log_size >= 0:
+            r.last_progress = now
+        r.log_size = max(r.log_size, size)
+
+    def wants_stacks(self, now: float, every: float) -> bool:
+        """Whether a round of stack samples is due: a rank used CPU since the last round (a job
+        whose ranks all sit idle has nothing new to show)."""
+        if now - self.last_round < every:
+            return False
+        period = max(now - self.last_round, 1e-9)
+        return any(r.busy_since_stack / period >= BUSY_FRACTION for r in self.alive())
+
+    def stacks(self, now: float, frames_by_rank: Mapping[str, list[dict[str, Any]]]) -> None:
+        """A round: each alive rank's main-thread frames (a rank missing here was not dumped)."""
+        self.last_round = now
+        counted = False
+        for rank, frames in frames_by_rank.items():
+            r = self.ranks.get(rank)
+            if r is None or r.dead_at is not None or not frames:
+                continue
+            place = classify(frames)
+            key = stack_key(frames)
+            if r.key is not None and key != r.key:
+                r.last_progress = now
+                r.same_since = now
+            elif r.key is None:
+                r.same_since = now
+            r.key, r.where, r.waiting = key, place.where, place.waiting
+            if place.waiting:
+                r.last_collective = place.where
+            r.busy_since_stack = 0.0
+            r.samples.append(not place.waiting)
+            counted = True
+        if counted:
+            self.rounds += 1
+        for r in self.alive():
+            r.busy_since_stack = 0.0
+
+    def died(self, rank: str, now: float, exit_code: int | None) -> None:
+        r = self.ranks.get(rank)
+        if r is not None and r.dead_at is None:
+            r.dead_at, r.exit_code = now, exit_code
+
+    # --- judgement ----------------------------------------------------------------------------
+    def alive(self) -> list[_Rank]:
+        return [r for r in self.ranks.values() if r.dead_at is None]
+
+    def last_progress(self) -> float:
+        """When anything of the job last moved."""
+        return max([self.job_progress] + [r.last_progress for r in self.ranks.values()])
+
+    def stalled(self, now: float) -> bool:
+        """No rank progressed for the stall window (and every rank has been seen that long)."""
+        alive = self.alive()
+        if not alive:
+            return False
+        return now - self.last_progress() >= self.stall_s
+
+    def failed_ranks(self) -> list[str]:
+        """Ranks that died with a failure (an exit code other than 0, or a signal), first first."""
+        dead = [r for r in self.ranks.values() if r.dead_at is not None and r.exit_code not in (0,)]
+        return [r.rank for r in sorted(dead, key=lambda r: r.dead_at or 0.0)]
+
+    def rows(self, now: float) -> list[RankView]:
+        out = []
+        for r in sorted(self.ranks.values(), key=lambda r: (not r.rank.isdigit(), int(r.rank) if r.rank.isdigit() else 0, r.rank)):
+            if r.dead_at is not None:
+                state = DONE if r.exit_code == 0 else DEAD
+            elif r.key is None:
+                state = STARTING if now - r.seen_at < self.stall_s else WAITING
+            elif now - r.last_progress >= self.stall_s and r.cpu_pct >= 100 * BUSY_FRACTION and not r.waiting:
+                state = STUCK
+            elif r.waiting:
+                state = IN_COLLECTIVE
+            elif r.cpu_pct < 100 * BUSY_FRACTION and now - r.last_progress >= self.stall_s:
+                state = WAITING
+            else:
+                state = TRAINING
+            out.append(RankView(r.rank, r.pid, r.host, state, r.where, r.last_collective,
+                                max(0.0, now - max(r.last_progress, self.job_progress)), r.cpu_pct, r.exit_code))
+        return out
+
+    def stragglers(self) -> list[dict[str, Any]]:
+        """[{"rank", "slowdown"}]: a rank found computing while the others wait in a collective,
+        round after round; slowdown is its share of rounds outside the collectives over the
+        others' median share (how much longer its part of a step takes)."""
+        ranks = [r for r in self.ranks.values() if len(r.samples) >= MIN_ROUNDS]
+        if len(ranks) < 2:
+            return []
+        busy = {r.rank: sum(r.samples) / len(r.samples) for r in ranks}
+        out = []
+        for r in ranks:
+            others = [busy[o.rank] for o in ranks if o.rank != r.rank]
+            base = median(others)
+            if base <= 0:
+                # the others were in a collective at every sample: waiting on this rank
+                slow = float("inf") if busy[r.rank] >= 0.5 else 0.0
+            else:
+                slow = busy[r.rank] / base
+            if slow >= STRAGGLER_SLOWDOWN and busy[r.rank] >= 0.5:
+                out.append({"rank": r.rank, "slowdown": None if slow == float("inf") else round(slow, 2)})
+        # only the clear one: when every rank is "slow" against the others, none is
+        return out if len(out) == 1 else []
+
+
+def rank_of_log(path: str) -> str | None:
+    """The local rank a torchrun --log-dir file belongs to (`.../attempt_0/3/stderr.log` -> "3")."""
+    parts = path.replace("\\", "/").split("/")
+    if len(parts) >= 3 and parts[-3].startswith("attempt_") and parts[-2].isdigit():
+        return parts[-2]
+    return None
+
+
+def shared_and_ranked(paths: Iterable[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Log files split into the job's shared ones and each local rank's own."""
+    shared: list[str] = []
+    ranked: dict[str, list[str]] = {}
+    for p in paths:
+        rank = rank_of_log(p)
+        if rank is None:
+            shared.append(p)
+        else:
+            ranked.setdefault(rank, []).append(p)
+    return shared, ranked

@@ -1,0 +1,317 @@
+"""The watch loop: sample the job's progress until it finishes, a rank fails or no rank has
+progressed for the stall window; then capture the evidence and conclude. The outcome is the
+`run --json` / `watch --json` object."""
+from __future__ import annotations
+
+import datetime
+import os
+import resource
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from distdoctor.knowledge.i18n import t
+
+from ..stacks.discover import RankProc, hostname
+from . import capture as cap
+from .procs import DeathWatch, alive, read_stat
+from .progress import Progress, RankView, shared_and_ranked
+from .targets import Target
+from .verdict import conclude
+
+DISCOVER_FAST_S = 1.0  # look for the ranks this often until they are found
+DISCOVER_SLOW_S = 5.0  # then this often (an elastic restart brings new processes)
+LOGS_EVERY_S = 2.0  # look for new per-rank log files this often
+DEFAULT_STALL_S = 120.0
+MAX_STALL_S = 300.0
+
+
+@dataclass
+class WatchConfig:
+    stall_s: float = DEFAULT_STALL_S
+    evidence: Path = Path(".")
+    kill_on_hang: bool = False
+    native: bool = True
+    dump_timeout_s: float = 20.0
+    log_sources: list[str] = field(default_factory=list)  # folders or files to follow and read
+    fr_dir: str | None = None
+    on_tick: Callable[[list[RankView]], None] | None = None
+    cancel: threading.Event | None = None
+
+    @property
+    def interval_s(self) -> float:
+        return min(2.0, max(0.25, self.stall_s / 10))
+
+    @property
+    def stack_every_s(self) -> float:
+        return min(30.0, max(1.0, self.stall_s / 4))
+
+
+def default_stall(env: dict[str, str] | None = None) -> float:
+    """The stall window: half the job's own heartbeat timeout when it sets one (the hang must be
+    caught before the watchdog kills the job), else two minutes; at most five."""
+    env = env if env is not None else dict(os.environ)
+    for name in ("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "TORCH_HEARTBEAT_TIMEOUT_SEC"):
+        try:
+            return max(5.0, min(MAX_STALL_S, float(env[name]) / 2))
+        except (KeyError, ValueError):
+            continue
+    return DEFAULT_STALL_S
+
+
+@dataclass
+class Outcome:
+    outcome: str  # finished | failed | hang
+    exit_code: int | None
+    hang: dict[str, Any] | None = None
+    verdict: dict[str, Any] | None = None
+    causes: list[dict[str, Any]] = field(default_factory=list)
+    stragglers: list[dict[str, Any]] = field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    session: str | None = None
+    # not in the JSON: what the command line, the session and the report show beside it
+    rows: list[RankView] = field(default_factory=list)
+    capture: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    survivors: list[int] = field(default_factory=list)
+    watcher_cpu_s: float = 0.0
+    watched_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "exit_code": self.exit_code, "hang": self.hang,
+                "verdict": self.verdict, "causes": self.causes, "stragglers": self.stragglers,
+                "evidence": self.evidence, "session": self.session}
+
+
+def _cpu_self() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # py-spy's dumps are the watcher's cost too
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class _Loop:
+    def __init__(self, target: Target, config: WatchConfig) -> None:
+        self.target, self.config = target, config
+        self.start = time.monotonic()
+        self.progress = Progress(config.stall_s, self.start, hostname())
+        self.procs: dict[str, RankProc] = {}
+        self.by_pid: dict[int, str] = {}
+        self.wake = threading.Event()
+        self.deaths: list[tuple[int, int | None, float, bool]] = []  # pid, code, when, held
+        self.lock = threading.Lock()
+        self.notes: list[str] = []
+        self.death_capture: dict[str, Any] | None = None
+        self.next_discover = 0.0
+        self.next_logs = 0.0
+        self.rank_logs: dict[str, list[str]] = {}
+        self.shared_logs: list[str] = []
+        self.holding = False
+        self.watch = DeathWatch(self._died)
+
+    # --- the death thread -----------------------------------------------------------------------
+    def _died(self, pid: int, code: int | None) -> None:
+        held = False
+        if code not in (0, None) and self.target.launched and self.death_capture is None \
+                and not self.holding:
+            held = self.holding = self.target.hold(pid)  # before the launcher tears the others down
+        with self.lock:
+            self.deaths.append((pid, code, time.monotonic(), held))
+        self.wake.set()
+
+    # --- sampling -------------------------------------------------------------------------------
+    def discover(self, now: float) -> None:
+        if now < self.next_discover:
+            return
+        self.next_discover = now + (DISCOVER_SLOW_S if self.procs else DISCOVER_FAST_S)
+        for r in self.target.ranks():
+            if self.procs.get(r.rank) is not None and self.procs[r.rank].pid == r.pid:
+                continue
+            self.procs[r.rank] = r
+            self.by_pid[r.pid] = r.rank
+            self.progress.add_rank(r.rank, r.pid, now)
+            if not self.watch.add(r.pid) and not alive(r.pid):
+                self.progress.died(r.rank, now, None)
+
+    def logs(self, now: float) -> None:
+        if now >= self.next_logs:
+            self.next_logs = now + LOGS_EVERY_S
+            shared, ranked = shared_and_ranked(cap.log_files(self.config.log_sources))
+            self.shared_logs = shared
+            self.rank_logs = {}
+            for local, paths in ranked.items():
+                rank = next((r.rank for r in self.procs.values() if (r.local_rank or r.rank) == local), local)
+                self.rank_logs.setdefault(rank, []).extend(paths)
+        self.progress.log_size(None, now, sum(_size(p) for p in self.shared_logs))
+        for rank, paths in self.rank_logs.items():
+            self.progress.log_size(rank, now, sum(_size(p) for p in paths))
+
+    def cpu(self, now: float) -> None:
+        for rank, r in self.procs.items():
+            st = read_stat(r.pid)
+            if st is None or st.state in ("Z", "X"):
+                if self.progress.ranks[rank].dead_at is None and not self.watch.supported:
+                    self._died(r.pid, None)
+                continue
+            self.progress.cpu(rank, now, st.cpu_s)
+
+    def stacks(self, now: float) -> None:
+        if not self.procs or not self.progress.wants_stacks(now, self.config.stack_every_s):
+            return
+        from .. import stacks
+
+        live = [r for r in self.procs.values() if self.progress.ranks[r.rank].dead_at is None]
+        try:
+            dumped = stacks.dump_all(live, self.progress.host, timeout=self.config.dump_timeout_s,
+                                     rerun="distdoctor watch")
+        except stacks.NoPySpy as exc:
+            if str(exc) not in self.notes:
+                self.notes.append(str(exc))
+            self.progress.last_round = now
+            return
+        self.progress.stacks(time.monotonic(), {d["rank"]: d["frames"] for d in dumped})
+
+    def handle_deaths(self) -> None:
+        with self.lock:
+            deaths, self.deaths = self.deaths, []
+        for pid, code, when, held in deaths:
+            rank = self.by_pid.get(pid)
+            if rank is None:
+                continue
+            self.progress.died(rank, when, code)
+            try:
+                if code not in (0, None) and self.death_capture is None:
+                    # the survivors' stacks now, while the launcher is held (or before it acts)
+                    self.death_capture = self.capture("failed", dead=[rank])
+            finally:
+                if held:
+                    self.target.release()
+                    self.holding = False
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        self.discover(now)
+        self.handle_deaths()
+        self.cpu(now)
+        self.logs(now)
+        self.stacks(now)
+        if self.config.on_tick is not None:
+            self.config.on_tick(self.progress.rows(time.monotonic()))
+
+    # --- capture --------------------------------------------------------------------------------
+    def capture(self, kind: str, dead: Sequence[str] = ()) -> dict[str, Any]:
+        evidence = self.config.evidence
+        notes: list[str] = []
+        alive_ranks = [r for r in self.procs.values() if alive(r.pid)]
+        result: dict[str, Any] = {"kind": kind, "at": time.monotonic(), "paths": {}, "extra": []}
+        if alive_ranks:
+            doc, paths = cap.take_stacks(alive_ranks, evidence, expected=self.target.expected(list(self.procs.values())),
+                                         timeout=self.config.dump_timeout_s, native=self.config.native,
+                                         notes=notes)
+            result["stacks"] = doc
+            result["paths"].update(paths)
+        for rank in dead:
+            code = self.progress.ranks[rank].exit_code
+            result["extra"].append({
+                "source": "stacks", "ranks": [rank], "role": "crashed", "cause": "rank-crash-deadlock",
+                "why": t("exited first (exit code {code}) while the other ranks ran", code=code)})
+        result["notes"] = notes
+        return result
+
+    def finish_capture(self, result: dict[str, Any]) -> dict[str, Any]:
+        """What is read once the job is over or held: Flight Recorder, RAS, GPU state, logs."""
+        evidence = self.config.evidence
+        notes = result.setdefault("notes", [])
+        result["fr"], fr_path = cap.flight_recorder(self.config.fr_dir, evidence, notes)
+        if fr_path:
+            result["paths"]["flight_recorder"] = fr_path
+        result["ras"], ras_path = cap.ras(evidence, None, notes)
+        if ras_path:
+            result["paths"]["ras"] = ras_path
+        result["paths"].update(cap.gpu_state(evidence, None, notes))
+        result["logs"] = cap.log_files(self.config.log_sources)
+        result["paths"]["logs"] = result["logs"]
+        return result
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _iso(wall: float) -> str:
+    return datetime.datetime.fromtimestamp(wall, datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def watch_job(target: Target, config: WatchConfig) -> Outcome:
+    """Watch until the job ends, fails or hangs; capture, conclude, end the job when asked."""
+    config.evidence.mkdir(parents=True, exist_ok=True)
+    cpu0 = _cpu_self()
+    loop = _Loop(target, config)
+    kind = ""
+    hang: dict[str, Any] | None = None
+    captured: dict[str, Any] | None = None
+    try:
+        while True:
+            loop.tick()
+            now = time.monotonic()
+            if target.ended():
+                loop.handle_deaths()
+                break
+            if config.cancel is not None and config.cancel.is_set():
+                kind = "cancelled"
+                break
+            if loop.progress.stalled(now):
+                last = loop.progress.last_progress()
+                kind = "failed" if loop.progress.failed_ranks() else "hang"
+                captured = loop.capture(kind, dead=loop.progress.failed_ranks()[:1])
+                hang = {"confirmed_at": _iso(time.time() - (time.monotonic() - now)), "_last": last}
+                break
+            loop.wake.wait(config.interval_s)
+            loop.wake.clear()
+        rows = loop.progress.rows(time.monotonic())
+        code = target.exit_code()
+        failed = loop.progress.failed_ranks()
+        if kind in ("hang", "failed"):
+            outcome = kind
+            if captured is not None:
+                loop.finish_capture(captured)
+            if config.kill_on_hang:
+                target.end()
+        elif kind == "cancelled":
+            outcome = "failed"
+            target.end()
+        else:
+            outcome = "finished" if (code in (0, None) and not failed) else "failed"
+            captured = loop.death_capture or {"kind": outcome, "paths": {}, "extra": [], "notes": []}
+            if outcome == "failed" and not captured.get("extra") and failed:
+                captured["extra"] = loop.capture("failed", dead=failed[:1])["extra"]
+            captured["kind"] = outcome
+            loop.finish_capture(captured)
+        verdict: dict[str, Any] | None = None
+        causes: list[dict[str, Any]] = []
+        if outcome != "finished":
+            concluded = conclude(captured or {"kind": outcome})
+            verdict = {"culprit": concluded["culprit"], "summary": concluded["summary"]}
+            causes = concluded["causes"]
+            (captured or {})["logs_report"] = concluded["logs"]
+        if hang is not None:
+            last = hang.pop("_last")
+            hang["detected_after_s"] = round(time.monotonic() - last, 1)
+            if outcome == "failed":
+                hang = None
+    finally:
+        loop.watch.close()
+        target.release()
+    out = Outcome(outcome, code if not (target.launched and kind in ("hang",) and config.kill_on_hang) else code,
+                  hang, verdict, causes, loop.progress.stragglers() if outcome == "finished" else [],
+                  {k: v for k, v in (captured or {}).get("paths", {}).items() if v},
+                  rows=rows, capture=captured or {}, notes=loop.notes + list((captured or {}).get("notes") or []))
+    out.exit_code = target.exit_code()
+    out.survivors = target.survivors() if (target.launched or config.kill_on_hang) else []
+    out.watcher_cpu_s = round(_cpu_self() - cpu0, 3)
+    out.watched_s = round(time.monotonic() - loop.start, 1)
+    return out

@@ -1,0 +1,103 @@
+"""`distdoctor watch`: watch a job started without distdoctor, catch its hang as it happens and
+capture the evidence; the job is ended only with --kill-on-hang."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from distdoctor.knowledge.i18n import t
+
+from ..errors import UsageError
+from . import common, watch_view
+
+KIND = "watch"
+DESCRIPTION = """\
+Watch a training job that is already running on this node (found as
+`distdoctor stacks --job auto` finds it, or given by its ranks' pids): every
+rank's progress is sampled (its log growing with --logs, its CPU time, its
+stack when it is busy), and no rank progressing for --stall seconds is a
+confirmed hang. Then every rank's Python and native stacks, the Flight
+Recorder dumps, NCCL RAS, the logs and, with a GPU, nvidia-smi and the
+kernel log are taken and the verdict names the culprit rank. The job is
+never ended unless --kill-on-hang is given; watch exits when the job ends or
+the hang is confirmed and captured."""
+EPILOG = """\
+--json prints the same object as `distdoctor run --json` (exit_code is null:
+the job is not distdoctor's child).
+
+examples:
+  distdoctor watch                                the one job on this node
+  distdoctor watch --stall 60 --logs ./rank-logs  its per-rank logs too
+  distdoctor watch --pid 4242 4243 --json
+  distdoctor watch --job 10.0.0.1:29500 --kill-on-hang
+
+exit codes: 0 the job finished, 1 it failed or hung, 2 bad usage or no job
+            found
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("watch", help=t("watch a running job and catch its hang as it happens"),
+                            description=t(DESCRIPTION), epilog=t(EPILOG),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--pid", type=_pid, nargs="+", action="extend", metavar="PID",
+                       help=t("the ranks' process ids"))
+    which.add_argument("--job", default="auto", metavar="auto|ID",
+                       help=t("`auto` (default): the one job on this node; or an ID it listed "
+                              "(MASTER_ADDR:PORT names a job on every node)"))
+    parser.add_argument("--logs", nargs="+", action="extend", default=[], metavar="PATH",
+                        help=t("the job's log files or folders (torchrun --log-dir): their growth is "
+                               "progress, and they are read for the verdict"))
+    parser.add_argument("--kill-on-hang", action="store_true",
+                        help=t("end the job once the hang is captured"))
+    watch_view.add_watch_options(parser)
+    parser.set_defaults(func=run)
+
+
+def _pid(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(t("not a process id: {text}", text=repr(text)))
+    return int(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from distdoctor.probes.watch import WatchConfig, watch_job
+    from distdoctor.probes.watch.procs import alive
+    from distdoctor.probes.watch.targets import Running, by_job, by_pids
+    from distdoctor.probes.watch.watcher import default_stall
+    from distdoctor.tui.record.session import new_id
+
+    from .stacks import _pick
+
+    for path in args.logs:
+        if not os.path.exists(path):
+            raise UsageError(t("--logs {path}: no such file or folder", path=path))
+    if args.pid:
+        gone = [p for p in args.pid if not alive(p)]
+        if gone:
+            raise UsageError(t("--pid {pids}: no such running process", pids=" ".join(map(str, gone))))
+        find = by_pids(args.pid)
+    else:
+        ranks, _, found = _pick(args)
+        job_id = found.split(":", 1)[0].removeprefix("--job ").strip()
+        find = by_job(job_id)
+        if not find():
+            pids = [r.pid for r in ranks]
+            find = by_pids(pids)
+    session_id = new_id()
+    evidence = watch_view.evidence_dir(args, session_id)
+    args.evidence_path = str(evidence)
+    stall = args.stall or default_stall()
+    watch_view.say(t("watching the job (stall {stall}s), evidence in {dir}", stall=f"{stall:g}", dir=evidence))
+    config = WatchConfig(stall_s=stall, evidence=evidence, kill_on_hang=args.kill_on_hang,
+                         native=not args.no_native, log_sources=list(args.logs))
+    outcome = watch_job(Running(find), config)
+    watch_view.save(args, outcome, session_id, KIND)
+    if args.json:
+        common.print_json(outcome.to_json())
+    else:
+        sys.stdout.write(watch_view.render(outcome))
+    return watch_view.exit_code(outcome)

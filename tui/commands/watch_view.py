@@ -1,0 +1,172 @@
+"""What `distdoctor run` and `distdoctor watch` share: their common options, the text view of an
+outcome, and the session and report saved with it."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from distdoctor.knowledge.i18n import t
+
+from . import common
+
+STATES = ("training", "in a collective", "stuck in a frame", "waiting", "dead", "starting", "exited")
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(t("not a number: {text}", text=repr(text))) from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(t("must be above 0 and at most 3600: {text}", text=repr(text)))
+    return value
+
+
+def add_watch_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stall", type=seconds, metavar="S",
+                        help=t("seconds with no rank making progress that confirm a hang (default: half "
+                               "the job's heartbeat timeout when it sets one, else 120)"))
+    parser.add_argument("--evidence-dir", metavar="DIR",
+                        help=t("where the stacks, dumps, logs and report go (default: a new folder under "
+                               "distdoctor's state folder, named after the session)"))
+    parser.add_argument("--no-native", action="store_true",
+                        help=t("skip the native (C/C++) stacks at capture (they take a second per rank)"))
+    common.add_common(parser)
+
+
+def evidence_dir(args: argparse.Namespace, session_id: str) -> Path:
+    from distdoctor.tui.record.session import state_dir
+
+    path = Path(args.evidence_dir) if args.evidence_dir else state_dir().parent / "evidence" / session_id
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        from ..errors import UsageError
+
+        raise UsageError(t("--evidence-dir {path}: cannot write there ({why})", path=path,
+                           why=exc.strerror or exc)) from None
+    return path
+
+
+def say(text: str) -> None:
+    """A progress line of distdoctor's own, on stderr (stdout carries the job or the JSON)."""
+    print(f"distdoctor: {text}", file=sys.stderr, flush=True)
+
+
+def save(args: argparse.Namespace, outcome: Any, session_id: str, kind: str) -> None:
+    """The outcome, with the logs, stacks, Flight Recorder and RAS it rests on, as a session
+    (the app resumes it, `distdoctor report` exports it) and a Markdown report in the evidence
+    folder. A failure to save is a note, never the outcome's loss."""
+    from distdoctor.tui.record.session import SessionError, SessionStore
+
+    capture = outcome.capture or {}
+    symptom = {"hang": "hang", "failed": "error"}.get(outcome.outcome)
+    data = {**outcome.to_json(), "ranks": [r.to_dict() for r in outcome.rows], "notes": outcome.notes,
+            "command": kind}
+    try:
+        store = SessionStore()
+        if args.session:
+            store.append(args.session, kind, data)
+            session_id = args.session
+        else:
+            store.create(session_id, symptom=symptom, events=[])
+            store.append(session_id, kind, data)
+        for event in ("logs_report", "stacks", "fr", "ras"):
+            doc = capture.get(event)
+            if isinstance(doc, dict):
+                store.append(session_id, "logs" if event == "logs_report" else event, doc)
+        outcome.session = session_id
+        record = store.load(session_id)
+    except (SessionError, OSError) as exc:
+        common._NOTES.append(t("distdoctor: the outcome was not saved as a session: {why}", why=exc))
+        return
+    try:
+        from distdoctor.tui.record.report import export_report
+
+        path = Path(args.evidence_path) / "report.md"
+        export_report(record, common.knowledge(args), "md", path)
+        outcome.evidence["report"] = str(path)
+    except (OSError, ValueError) as exc:
+        common._NOTES.append(t("distdoctor: the report was not written: {why}", why=exc))
+
+
+def render(outcome: Any) -> str:
+    """The outcome as text: what happened, the culprit, the causes, the ranks, the evidence."""
+    lines = []
+    head = {"finished": t("finished (exit code {code})", code=outcome.exit_code),
+            "failed": t("failed (exit code {code})", code=outcome.exit_code),
+            "hang": t("hang confirmed after {seconds}s without progress", seconds=(outcome.hang or {}).get(
+                "detected_after_s"))}[outcome.outcome]
+    lines.append(t("outcome: {what}", what=head))
+    culprit = (outcome.verdict or {}).get("culprit")
+    if culprit:
+        lines.append(t("culprit: rank {ranks} ({role}): {why}", ranks=", ".join(culprit.get("ranks") or []),
+                       role=t(str(culprit.get("role") or "")), why=culprit.get("why", "")))
+    elif outcome.outcome != "finished":
+        lines.append(t("culprit: none named by the evidence"))
+    summary = (outcome.verdict or {}).get("summary")
+    if summary:
+        lines.append(t("summary: {text}", text=summary))
+    for n, cause in enumerate(outcome.causes[:3], 1):
+        lines.append(f"  {n}. {cause['id']}  ({t(cause.get('basis', 'evidence'))}, {cause['score']:g})")
+    for s in outcome.stragglers:
+        slow = t("{x}x slower", x=s["slowdown"]) if s.get("slowdown") else t("the others waited on it in every sample")
+        lines.append(t("straggler: rank {rank} ({slow})", rank=s["rank"], slow=slow))
+    if outcome.rows:
+        lines.append("")
+        lines.append(t("rank  pid       state             since progress  CPU    where"))
+        for r in outcome.rows:
+            lines.append(f"{r.rank:<5} {r.pid!s:<9} {t(r.state):<17} {r.since_progress_s:>10.0f} s  "
+                         f"{r.cpu_pct:>4.0f}%  {r.where or r.last_collective}")
+    if outcome.evidence:
+        lines.append("")
+        lines.append(t("evidence:"))
+        for key, value in outcome.evidence.items():
+            shown = value if isinstance(value, str) else t("{n} files", n=len(value))
+            lines.append(f"  {key}: {shown}")
+    if outcome.session:
+        lines.append(t("session: {id} (distdoctor --resume {id}; distdoctor report {id})", id=outcome.session))
+    for note in outcome.notes:
+        lines.append(t("note: {text}", text=note))
+    return "\n".join(lines) + "\n"
+
+
+def exit_code(outcome: Any) -> int:
+    return 0 if outcome.outcome == "finished" else 1
+
+
+def stamp() -> str:
+    return time.strftime("%H:%M:%S")
+
+
+def port_free(port: int) -> bool:
+    from distdoctor.probes.repro.proctree import port_is_free
+
+    return port_is_free(port)
+
+
+def master_port(argv: list[str], env: dict[str, str] | None = None) -> int | None:
+    """The rendezvous port a launch line uses (torchrun's --master-port, --rdzv-endpoint, or
+    MASTER_PORT; 29500 for a standalone torchrun without one)."""
+    env = env if env is not None else dict(os.environ)
+    for i, arg in enumerate(argv):
+        for name in ("--master-port", "--master_port"):
+            value = argv[i + 1] if arg == name and i + 1 < len(argv) else (
+                arg.split("=", 1)[1] if arg.startswith(name + "=") else None)
+            if value and value.isdigit():
+                return int(value)
+        for name in ("--rdzv-endpoint", "--rdzv_endpoint"):
+            value = argv[i + 1] if arg == name and i + 1 < len(argv) else (
+                arg.split("=", 1)[1] if arg.startswith(name + "=") else None)
+            if value and value.rpartition(":")[2].isdigit():
+                return int(value.rpartition(":")[2])
+    if env.get("MASTER_PORT", "").isdigit():
+        return int(env["MASTER_PORT"])
+    return None
