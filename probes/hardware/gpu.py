@@ -11,7 +11,7 @@ from typing import Any
 
 from ..base import OK, ProbeContext, ProbeResult, unavailable
 from .nvsmi import parse_nvlink_errors, parse_nvlink_status, parse_query
-from .source import Text, is_live, read_file, run
+from .source import Text, is_recorded, read_file, run
 
 NAME = "gpu_health"
 SOS = "sos_commands/nvidia/"
@@ -105,7 +105,7 @@ def probe_gpu_health(ctx: ProbeContext) -> ProbeResult:
     """Every GPU's ECC, remapping, reset, throttle, PCIe link and NVLink health."""
     queries, status, errors, reasons = _texts(ctx)
     if not queries:
-        if not is_live(ctx):
+        if is_recorded(ctx):
             return unavailable(NAME, "not in this recorded node (no " + ", ".join(QUERY_FILES) + ")")
         return unavailable(NAME, "no nvidia-smi -q output: " + "; ".join(reasons))
     facts = facts_of(queries, status, errors)

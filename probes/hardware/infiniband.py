@@ -13,7 +13,8 @@ from types import MappingProxyType
 from typing import Any, Callable
 
 from ..base import OK, ProbeContext, ProbeResult, unavailable
-from .source import glob_files, is_live, read_file
+from ..offline import OfflineRunner
+from .source import glob_files, read_file
 
 NAME = "infiniband"
 SYS = "sys/class/infiniband"
@@ -150,7 +151,8 @@ def probe_infiniband(ctx: ProbeContext, *, sleep: Callable[[float], None] = time
     ports = _sysfs_ports(ctx.root)
     rising: dict[str, dict[str, int]] = {}
     source = "/" + SYS
-    if ports and is_live(ctx):
+    sample_twice = bool(ports) and not isinstance(ctx.runner, OfflineRunner)  # a recording does not change
+    if sample_twice:
         sleep(SAMPLE_GAP_S)
         for p in ports:
             again = _counters(p["_path"])
@@ -171,7 +173,7 @@ def probe_infiniband(ctx: ProbeContext, *, sleep: Callable[[float], None] = time
             return unavailable(NAME, f"no port in {found.origin}")
     facts = facts_of(ports, rising)
     facts["source"] = source
-    facts["counters_sampled_twice"] = bool(is_live(ctx) and source.startswith("/"))
+    facts["counters_sampled_twice"] = sample_twice
     loaded = peermem(ctx)
     facts["nvidia_peermem"] = loaded
     # GPUDirect RDMA needs nvidia-peermem (or DMA-BUF with the open kernel modules) on GPU nodes

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..base import OK, ProbeContext, ProbeResult, unavailable
-from .source import Text, bus_id, glob_files, is_live, read_file, run
+from .source import Text, bus_id, glob_files, is_recorded, read_file, run
 from .xid import APPLICATION, HARDWARE, classify
 
 NAME = "kernel"
@@ -138,7 +138,7 @@ def parse(texts: list[Text]) -> dict[str, Any]:
 def probe_kernel(ctx: ProbeContext) -> ProbeResult:
     """Xid/SXid, AER and NVRM events in the node's kernel log."""
     texts, reasons = _sources(ctx)
-    if not texts and not is_live(ctx):
+    if not texts and is_recorded(ctx):
         return unavailable(NAME, "not in this recorded node (no sos_commands/kernel/dmesg, dmesg_-T, "
                                  "sos_commands/logs/journalctl_--no-pager_--boot or var/log/kern.log)")
     if not texts:

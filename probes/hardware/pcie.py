@@ -12,7 +12,7 @@ from typing import Any
 
 from ..base import OK, ProbeContext, ProbeResult, unavailable
 from .lspci import domain_bus, parse
-from .source import first_text, is_live
+from .source import first_text, is_recorded
 
 NAME = "pcie"
 LSPCI_FILES = ("sos_commands/pci/lspci_-nnvv", "sos_commands/pci/lspci_-vvv", "sos_commands/pci/lspci_-vvnn")
@@ -71,7 +71,7 @@ def probe_pcie(ctx: ProbeContext) -> ProbeResult:
     """ACS bits above the GPUs, GPU link widths, and the IOMMU mode."""
     found, reasons = first_text(ctx, LSPCI_FILES, (("lspci", "-vvv"),))
     facts: dict[str, Any] = iommu(ctx)
-    if found is None and not facts["cmdline_read"] and not is_live(ctx):
+    if found is None and not facts["cmdline_read"] and is_recorded(ctx):
         return unavailable(NAME, "not in this recorded node (no sos_commands/pci/lspci_-nnvv, no proc/cmdline)")
     if found is None and not facts["cmdline_read"]:
         return unavailable(NAME, "no lspci output and no /proc/cmdline: " + "; ".join(reasons))
@@ -81,5 +81,5 @@ def probe_pcie(ctx: ProbeContext) -> ProbeResult:
         # without root, lspci prints no capabilities: the ACS lines are missing, not clear
         facts["capabilities_read"] = "LnkCap" in found.text
     else:
-        facts["lspci_reason"] = "; ".join(reasons) if is_live(ctx) else "no lspci output recorded"
+        facts["lspci_reason"] = "no lspci output recorded" if is_recorded(ctx) else "; ".join(reasons)
     return ProbeResult(NAME, OK, MappingProxyType(facts))

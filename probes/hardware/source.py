@@ -91,3 +91,10 @@ def bus_id(text: str) -> str:
     if "." not in dev:
         dev += ".0"
     return f"{domain[-4:].rjust(4, '0')}:{bus.rjust(2, '0')}:{dev}"
+
+
+def is_recorded(ctx: ProbeContext) -> bool:
+    """Whether the probe reads a recorded node (`--root`): nothing can be run for it."""
+    from ..offline import OfflineRunner
+
+    return isinstance(ctx.runner, OfflineRunner)
