@@ -1,0 +1,160 @@
+"""`distdoctor run` and `distdoctor watch` on real 2-rank Gloo jobs under torchrun: a hang (rank 1
+sleeps before an all_reduce), a crash (rank 1 raises), a healthy job that prints nothing for
+longer than the stall window but keeps doing collectives, and `watch --pid` on a job started
+here that stays running. Each checks the outcome, the culprit, the evidence, and that no process
+of the job is left and its port is free."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from distdoctor.probes.repro.proctree import ProcessTree, free_port, port_is_free
+
+pytestmark = pytest.mark.slow
+
+STALL = "4"
+JOB = r'''
+import datetime, os, sys, time
+import torch
+import torch.distributed as dist
+
+KIND = sys.argv[1]
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+rank = dist.get_rank()
+t = torch.ones(4)
+dist.all_reduce(t)
+open(f"ready.{rank}", "w").close()
+if KIND == "hang":
+    if rank == 1:
+        time.sleep(300)                        # LINE_SLEEP
+    dist.all_reduce(t)                         # LINE_ALL_REDUCE
+elif KIND == "crash":
+    if rank == 1:
+        time.sleep(1)
+        raise RuntimeError("injected failure on rank 1")
+    dist.all_reduce(t)
+elif KIND == "silent":
+    # nothing printed for 3 stall windows, collectives all along
+    end = time.monotonic() + 12
+    while True:
+        flag = torch.tensor([1.0 if time.monotonic() > end else 0.0])
+        dist.broadcast(flag, src=0)
+        if flag.item():
+            break
+        x = torch.randn(64, 64)
+        for _ in range(20):
+            x = torch.tanh(x @ x.T / 64)
+        dist.all_reduce(x)
+        time.sleep(0.01)
+dist.destroy_process_group()
+print(f"rank {rank} done", flush=True)
+'''
+
+
+def _run(tmp_path: Path, kind: str, *extra: str) -> tuple[subprocess.CompletedProcess, dict, int]:
+    (tmp_path / "train.py").write_text(JOB)
+    port = free_port()
+    cmd = [sys.executable, "-m", "distdoctor.tui.cli", "run", "--stall", STALL, "--json",
+           "--evidence-dir", str(tmp_path / "evidence"), *extra, "--",
+           sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+           "--master-addr=127.0.0.1", f"--master-port={port}", "train.py", kind]
+    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path, env=env)
+    if "ptrace refused" in proc.stderr:
+        pytest.skip("this machine forbids attaching to processes (py-spy)")
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    return proc, json.loads(proc.stdout), port
+
+
+def _nothing_left(tmp_path: Path, port: int) -> None:
+    """No process runs this test's train.py, and the rendezvous port is free."""
+    script = str(tmp_path / "train.py")
+    left = []
+    for p in psutil.process_iter(["cmdline", "cwd", "status"]):
+        try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if "train.py" in " ".join(p.info["cmdline"] or []) and p.info["cwd"] == str(tmp_path):
+                left.append(p.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    assert not left, f"still running: {left} ({script})"
+    assert port_is_free(port)
+
+
+def test_run_confirms_a_hang_names_the_sleeping_rank_and_ends_the_job(tmp_path: Path) -> None:
+    start = time.monotonic()
+    proc, out, port = _run(tmp_path, "hang")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert set(out) == {"outcome", "exit_code", "hang", "verdict", "causes", "stragglers", "evidence", "session"}
+    assert out["outcome"] == "hang"
+    assert out["verdict"]["culprit"]["ranks"] == ["1"]
+    assert out["hang"]["detected_after_s"] >= float(STALL)
+    assert out["hang"]["detected_after_s"] < float(STALL) + 10
+    stacks = json.loads(Path(out["evidence"]["stacks"]).read_text())
+    where = {r["rank"]: r["where"] for r in stacks["ranks"]}
+    assert where["0"].startswith("all_reduce (train.py:")
+    assert where["1"].startswith("<module> (train.py:")
+    assert Path(out["evidence"]["report"]).is_file()
+    assert any(c["id"] in ("collective-timeout", "asymmetric-collective") for c in out["causes"])
+    _nothing_left(tmp_path, port)
+    assert time.monotonic() - start < 60
+
+
+def test_run_on_a_crash_names_the_rank_that_raised(tmp_path: Path) -> None:
+    proc, out, port = _run(tmp_path, "crash")
+    assert proc.returncode == 1
+    assert out["outcome"] == "failed" and out["hang"] is None
+    assert out["exit_code"] not in (0, None)
+    assert out["verdict"]["culprit"]["ranks"] == ["1"]
+    assert out["verdict"]["culprit"]["role"] == "crashed"
+    assert out["causes"][0]["id"] == "rank-crash-deadlock"
+    assert any("attempt_0/1/stderr.log" in p for p in out["evidence"]["logs"])
+    _nothing_left(tmp_path, port)
+
+
+def test_a_silent_job_that_keeps_doing_collectives_is_no_hang(tmp_path: Path) -> None:
+    proc, out, port = _run(tmp_path, "silent")
+    assert proc.returncode == 0, proc.stdout
+    assert out["outcome"] == "finished" and out["exit_code"] == 0
+    assert out["hang"] is None and out["verdict"] is None and out["causes"] == []
+    assert "rank 0 done" in proc.stderr  # the job's own output reaches the terminal (stderr with --json)
+    _nothing_left(tmp_path, port)
+
+
+def test_watch_by_pid_captures_a_hang_and_leaves_the_job_running(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(JOB)
+    port = free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-addr=127.0.0.1",
+            f"--master-port={port}", "train.py", "hang"]
+    tree = ProcessTree(argv, env, tmp_path, tmp_path / "job.log")
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("ready.*"))) < 2:
+            assert tree.proc.poll() is None and time.monotonic() < deadline, (tmp_path / "job.log").read_text()
+            time.sleep(0.2)
+        ranks = sorted(c.pid for c in psutil.Process(tree.proc.pid).children())
+        cmd = [sys.executable, "-m", "distdoctor.tui.cli", "watch", "--pid", *map(str, ranks), "--stall", STALL,
+               "--json", "--no-native", "--evidence-dir", str(tmp_path / "evidence")]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if "ptrace refused" in proc.stderr:
+            pytest.skip("this machine forbids attaching to processes (py-spy)")
+        out = json.loads(proc.stdout)
+        assert proc.returncode == 1
+        assert out["outcome"] == "hang" and out["exit_code"] is None
+        assert out["verdict"]["culprit"]["ranks"] == ["1"]
+        assert all(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in ranks)
+        assert tree.proc.poll() is None  # watch never ends a job without --kill-on-hang
+    finally:
+        tree.kill()
+        tree.close()
+    assert tree.survivors() == []
+    _nothing_left(tmp_path, port)
