@@ -244,7 +244,10 @@ def _confidence(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, lo
     top = ranked[0] if ranked else None
     if top is None or top.basis != "evidence" or not top.strong:
         return "unknown"
-    if getattr(kb.causes.get(top.id), "needs_culprit", False) and not (who or {}).get("ranks"):
+    needs = set(getattr(kb.causes.get(top.id), "answer_needs", ()) or ())
+    if "culprit" in needs and not (who or {}).get("ranks"):
+        return "unknown"
+    if "waiters" in needs and not _waiters(logs):
         return "unknown"
     rivals = [r.score for r in ranked[1:] if r.basis != "prior"]
     share = max(rivals, default=0.0) / top.score if top.score > 0 else 1.0
@@ -252,6 +255,12 @@ def _confidence(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, lo
         return "unknown"
     chain = top.id in ev.bisect or _chain(top, who, logs)
     return "confirmed" if chain and share < ALONE else "likely"
+
+
+def _waiters(logs: Mapping[str, Any] | None) -> bool:
+    """Whether any rank is seen waiting: its lines end in a timeout or a lost peer."""
+    timeline = (logs or {}).get("timeline") or {}
+    return any(((row or {}).get("end") or {}).get("kind") in WAITED for row in timeline.values())
 
 
 def _chain(top: Ranked, who: Mapping[str, Any] | None, logs: Mapping[str, Any] | None) -> bool:

@@ -29,6 +29,7 @@ FIX_KINDS = ("env", "command", "code")
 PREMISES = ("crash", "no-crash")
 RECURRENCES = ("will-recur", "may-pass", "exclude-node")
 NEEDS = ("gpu", "nccl")
+ANSWER_NEEDS = ("culprit", "waiters")
 # What the log analyser reads from a signature's tags (knowledge/logs): anything else is a typo.
 SIGNATURE_TAGS = ("failure", "crash", "wait", "consequence", "context", "tail", "end", "resume",
                   "launcher", "spawn", "main-work", "catch-all", "multi-node", "store-server", "port-taken")
@@ -206,7 +207,7 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
     tuple_ = _strings
     regex = _regex if patterns else _string
     specs: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
-        "cause": (Cause, {"fixes": _fixes, "needs": tuple_}),
+        "cause": (Cause, {"fixes": _fixes, "needs": tuple_, "answer_needs": tuple_}),
         "symptom": (Symptom, {"causes": _weights}),
         "check": (Check, {"cause_ids": tuple_}),
         "switch": (Switch, {"implicates": tuple_}),
@@ -288,6 +289,10 @@ def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str], tree: bool =
             if value and value not in allowed:
                 raise KnowledgeError(file_of("cause", cause.id), f"cause.{cause.id}.{key}",
                                      f"unknown {key} {value!r} (one of {', '.join(allowed)})")
+        unknown = set(cause.answer_needs) - set(ANSWER_NEEDS)
+        if unknown:
+            raise KnowledgeError(file_of("cause", cause.id), f"cause.{cause.id}.answer_needs",
+                                 f"unknown value(s) {', '.join(sorted(unknown))} (one of {', '.join(ANSWER_NEEDS)})")
         unknown = set(cause.needs) - set(NEEDS)
         if unknown:
             raise KnowledgeError(file_of("cause", cause.id), f"cause.{cause.id}.needs",

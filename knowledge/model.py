@@ -44,9 +44,10 @@ class Cause:
     # should they restart? will-recur (code or configuration), may-pass (a transient),
     # exclude-node (a node or GPU fault)
     recurrence: str = ""
-    # its evidence (a timeout) shows only that some rank was late, which every hang shows: with
-    # no culprit named it is no answer, only where to look first
-    needs_culprit: bool = False
+    # what must be shown for the cause to be an answer rather than where to look first:
+    # "culprit" (a timeout shows only that some rank was late, which every hang shows: the rank
+    # must be named), "waiters" (a rank that died deadlocks the job only if others are seen waiting)
+    answer_needs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -215,7 +215,8 @@ def test_site_overlay_adds_either_language(tmp_path: Path) -> None:
 # --- --json is the same in both languages, but for human-readable text -----------------------------
 
 TEXT_KEYS = {"title", "what", "why", "fix", "evidence", "note", "question", "detail", "ok_title",
-             "permanent_fix", "learn", "description", "summary", "reasons", "against"}
+             "permanent_fix", "learn", "description", "summary", "reasons", "against",
+             "collect"}  # the lines to collect next carry a comment in words
 
 
 def _is_text(value) -> bool:
@@ -230,7 +231,9 @@ def _same_but_text(en, zh, path: str = "") -> list[str]:
         out = []
         for k in en:
             # a report's steps name each step by its title (text), not by its id
-            if k in TEXT_KEYS and _is_text(en[k]) or path.endswith(".terms") or (k == "step" and path.startswith(".steps[")):
+            # the diagnosis's next action says what to do in words; its command stays the same
+            if k in TEXT_KEYS and _is_text(en[k]) or path.endswith(".terms") or (k == "step" and path.startswith(".steps[")) \
+                    or (k == "text" and path.endswith(".next_action")):
                 continue
             out += _same_but_text(en[k], zh[k], f"{path}.{k}")
         return out
@@ -302,7 +305,7 @@ def test_cjk_table_is_aligned_by_display_width() -> None:
         "3": {"end": {"kind": "finished"}, "step": {"kind": "iteration", "n": 9}},
     }
     i18n.set_lang("zh")
-    rows = logs_text._timeline(timeline, 80)[2:]
+    rows = logs_text._timeline(timeline, {}, 80)[2:]
     assert len(rows) == 4 and "失去对端" in rows[0] and "崩溃" in rows[1]
     ends = ("失去对端", "崩溃", "超时", "已完成")
     end_col = {_cells(row[:row.index(word)]) for row, word in zip(rows, ends)}

@@ -48,6 +48,7 @@ class Collector:
         self.file_progress: dict[str, int] = {}  # file -> line of its last progress line
         self.sample_ids: dict[str, dict[str, Hit]] = defaultdict(dict)  # id list -> rank -> line
         self.epoch_sizes: dict[str, tuple[int, Hit]] = {}  # rank -> its first "N batches" line
+        self.named_late: dict[str, Hit] = {}  # rank a waiter names as not arriving -> that line
         self.files: list[FileState] = []
         self.file: FileState | None = None
         self._channel_memo: set[tuple[str, str]] = set()
@@ -71,7 +72,7 @@ class Collector:
         first = total_lines - len(lines) + 1
         if len(tail) >= TAIL and lines:  # the first line is probably cut
             lines, first = lines[1:], first + 1
-        numbered = [(first + i, ln.rstrip("\r")) for i, ln in enumerate(lines)]
+        numbered = [(first + i, x.QUOTE.sub("", ln.rstrip("\r"))) for i, ln in enumerate(lines)]
         nonblank = [(n, t) for n, t in numbered if t.strip()]
         for n, t in nonblank[-TAIL_LINES:]:
             if self.comp.harmless is not None and self.comp.harmless.search(t):
@@ -83,6 +84,8 @@ class Collector:
 
     # ---------------------------------------------------------------- per candidate line
     def feed(self, line: int, text: str) -> None:
+        if text[:1] == ">":  # a quoted paste: the quote marks are not part of the log line
+            text = x.QUOTE.sub("", text)
         for part in text.split("\r") if "\r" in text else (text,):
             if part.strip():
                 self._line(line, part)
@@ -174,6 +177,10 @@ class Collector:
                 self.epoch_sizes[who.rank] = (int(m.group("n")), self._hit("x-epoch-size", line, text, who))
         if "terminated with" in text:
             self._spawn(line, text, who)
+        if "monitoredBarrier" in text:
+            m = x.NAMED_LATE.search(text)
+            for r in m.group("ranks").replace(" ", "").split(",") if m else ():
+                self.named_late.setdefault(r, self._hit("x-named-late", line, text, who))
         if "WARNING" in text and x.LOG_WARNING.search(text):
             f.warning = (key, line)
         if x.TRACEBACK in text:

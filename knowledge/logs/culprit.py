@@ -45,6 +45,9 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         return {"ranks": [first.rank], "role": "crashed", "why": why}
     if uneven:
         return uneven
+    named = _named_late(view, lines)
+    if named:
+        return named
     late = _late(waiters)
     if late:
         timed = [rl for rl in waiters if rl.end.kind == "timeout"]
@@ -93,6 +96,23 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                 "why": tr("rank {rank} exited with code {code}, the first failure the launcher saw",
                          rank=first.rank, code=first.exitcode)}
     return None
+
+
+def _named_late(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
+    """The waiters name the late rank: ranks a monitored barrier lists as not arriving, when no
+    rank crashed on its own (a rank that did is the culprit instead). The rank that raised the
+    barrier's error was waiting for them, never the culprit. Silent when a named rank's own lines
+    end in a wait too (then both waited on someone else)."""
+    named = {r: h for r, h in view.col.named_late.items()
+             if lines.get(r) is None or lines[r].end.kind not in WAITING}
+    if not named:
+        return None
+    ranks = sorted(named, key=int)
+    hit = named[ranks[0]]
+    waiter = view.rank(hit) or "0"  # torch runs the monitoring on rank 0
+    return {"ranks": ranks, "role": "stuck",
+            "why": tr("rank {waiter}'s monitored barrier names rank {ranks} as never arriving ({where})",
+                      waiter=waiter, ranks=", ".join(ranks), where=f"{short(hit.file)}:{hit.line}")}
 
 
 def _earliest_exit(exited: list[RankLine]) -> RankLine:

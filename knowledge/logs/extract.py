@@ -196,10 +196,16 @@ CHAIN_GAP = 4  # "During handling of the above exception..." between two traceba
 PEER_LOSS = re.compile(
     r"Connection closed by peer|Connection reset by peer|remote worker crash|remote process exited"
     r"|ncclRemoteError|Broken pipe|[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)"
-    r"|wait timeout|clients joined"
+    r"|wait timeout|clients joined|failed to pass monitoredBarrier"
     r"|NCCL communicator was aborted|ProcessGroup\w* is aborted|peer .*(?:closed|reset)")
 # Exceptions the launcher raises in its own process when a worker fails or it is told to stop.
-TIMED_OUT = re.compile(r"[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)|timeout")
+TIMED_OUT = re.compile(r"[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)|timeout|monitoredBarrier")
+# The waiters name the late rank: monitored_barrier on rank 0 lists the ranks that did not arrive
+# ("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms", "Ranks 1, 2 failed to pass
+# monitoredBarrier in 120000 ms" with wait_all_ranks). The rank that raises it is a waiter.
+NAMED_LATE = re.compile(r"Ranks? (?P<ranks>\d+(?:, ?\d+)*) failed to pass monitoredBarrier")
+# A pasted excerpt quoted in Markdown or e-mail ("> [rank1]: ...")
+QUOTE = re.compile(r"^(?:> ?)+")
 LAUNCHER_EXC = frozenset({"ChildFailedError", "SignalException", "ProcessRaisedException",
                           "ProcessExitedException", "KeyboardInterrupt", "SystemExit"})
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from distdoctor.knowledge.printable import clean_block
+
 from .model import P2P_BAD, P2P_GOOD
 
 
 def quote(text: object) -> str:
-    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    # names come from the input: control codes become visible escapes, as everywhere
+    return '"' + clean_block(str(text)).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def edge_colour(status: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from html import escape as _html_escape
 from typing import Any
 
+from distdoctor.knowledge.printable import clean
+
 from .model import P2P_BAD, P2P_GOOD
 
 FILL = {"good": "#c8e6c9", "bad": "#ffcdd2", "unknown": "#eeeeee", "self": "#9e9e9e", "none": "#ffffff"}
@@ -13,7 +15,7 @@ PANEL_W, GPU_H, ROW_H = 330, 28, 36  # wide enough for three NIC names uncut
 
 def escape(body: str) -> str:
     """&, < and > as entities (xml.sax.saxutils.escape's job, without importing urllib for it)."""
-    return _html_escape(body, quote=False)
+    return _html_escape(clean(body), quote=False)  # a control code is not even valid XML
 
 
 def text(x: float, y: float, body: str, size: int = 11, weight: str = "normal",

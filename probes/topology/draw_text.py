@@ -7,6 +7,7 @@ from typing import Any
 
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t
+from distdoctor.knowledge.printable import clean, clean_block
 
 from .model import P2P_MEANING, link_rank
 
@@ -23,8 +24,13 @@ def mark(status: str) -> str:
     return t(MARK[status]) if status in MARK else t("no ({code})", code=status)
 
 
+MAX_TEXT = 4096  # one line of a drawing past this is cut before wrapping (textwrap is slow on it)
+
+
 def _wrap(text: str, width: int, indent: str = "") -> list[str]:
     """textwrap for ASCII text (English stays what it was), display cells otherwise."""
+    if len(text) > MAX_TEXT:
+        text = text[:MAX_TEXT] + "\u2026"
     if text.isascii():
         return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False)
     return i18n.wrap(text, width, "", indent)
@@ -46,8 +52,8 @@ def fit(lines: list[str], width: int) -> list[str]:
 def nic_label(facts: dict[str, Any], nic_id: str) -> str:
     nic = next((n for n in facts["nics"] if n["id"] == nic_id), None)
     if nic and nic["name"] and nic["name"] != nic_id:
-        return f"{nic_id} {nic['name']}"
-    return nic_id
+        return f"{clean(nic_id, 64)} {clean(nic['name'], 64)}"  # names come from the input
+    return clean(nic_id, 64)
 
 
 def heading(facts: dict[str, Any]) -> list[str]:
@@ -70,8 +76,8 @@ def heading(facts: dict[str, Any]) -> list[str]:
 
 def gpu_line(facts: dict[str, Any], gpu: dict[str, Any]) -> str:
     name = gpu.get("name") or ""
-    name = f" {name.removeprefix('NVIDIA ')[:24]}" if name else ""
-    line = f"  {gpu['id']}{name}"
+    name = f" {clean(name.removeprefix('NVIDIA ')[:24])}" if name else ""
+    line = f"  {clean(gpu['id'], 64)}{name}"
     if not gpu["seen"]:
         line += t(" (implied, not in the input)")
     if gpu["nearest_nics"]:
@@ -127,7 +133,7 @@ def link_sections(facts: dict[str, Any], width: int) -> list[str]:
 def draw_text(facts: dict[str, Any], width: int = 80) -> str:
     """The drawing the CLI and the app's Environment step show."""
     lines = heading(facts) + [""] + numa_sections(facts) + [""] + link_sections(facts, width)
-    return "\n".join(fit(lines, width))
+    return clean_block("\n".join(fit(lines, width)))  # no control code from the input
 
 
 def cell(facts: dict[str, Any], a: str, b: str, lookup: dict) -> str:
@@ -156,7 +162,7 @@ def draw_matrix(facts: dict[str, Any], width: int = 80) -> str:
         ncol = max([6] + [len(n) + 1 for n in nics])
         lines += grid(gpus, nics, lambda a, b: nic_links.get((a, b), "."), ncol, width)
     lines += [""] + t(MATRIX_LEGEND).splitlines()
-    return "\n".join(fit(lines, width))
+    return clean_block("\n".join(fit(lines, width)))
 
 
 MATRIX_LEGEND = """\

@@ -15,7 +15,9 @@ from .parse_nccl_log import parse_nccl_log
 from .parse_xml import parse_xml
 
 MAX_BYTES = 32 << 20
-XML_MARK = re.compile(r"<system\b|<cpu\b[^>]*\bnumaid=|<pci\b[^>]*\bbusid=|<gpu\b[^>]*\bdev=")
+# bounded attribute runs: `[^>]*` rescans the rest of a line from every `<pci` (quadratic)
+XML_MARK = re.compile(r"<system\b|<cpu\b[^>]{0,512}?\bnumaid=|<pci\b[^>]{0,512}?\bbusid=|<gpu\b[^>]{0,512}?\bdev=")
+MAX_LINE = 8192  # no topology line comes near it; a longer one is cut before any pattern sees it
 # NCCL's own line prefix (host:pid:tid [dev] NCCL INFO), its version banner, nccl-tests' device list.
 # The lookbehind starts a host name only where a word starts: without it a long run of word
 # characters (10 MB with no newline) is rescanned from every position, which is quadratic.
@@ -91,6 +93,14 @@ def parse_text(text: str, name: str = "<text>") -> Topology:
         raise TopologyInputError(t("{name}: empty file ({WHAT})", name=name, WHAT=t(WHAT)))
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
+    long = sum(1 for line in lines if len(line) > MAX_LINE)
+    if long and "><" in text:  # XML written on one line: one element a line, then cut
+        text = text.replace("><", ">\n<")
+        lines = text.split("\n")
+        long = sum(1 for line in lines if len(line) > MAX_LINE)
+    if long:
+        lines = [line[:MAX_LINE] for line in lines]
+        text = "\n".join(lines)
     parts: list[Topology] = []
     blocks = find_blocks(lines)
     matrices = [b for b in blocks if b.rows]
@@ -101,9 +111,10 @@ def parse_text(text: str, name: str = "<text>") -> Topology:
             first.note(t("{n} `topo -m` matrices in this input: only the first is read.", n=len(topo_m)))
         parts.append(first)
     parts += [parse_p2p(b, lines) for b in matrices if b.kind == "topo-p2p"]
-    if XML_MARK.search(text):
+    # a substring test first: the patterns try three alternatives at every position of 32 MB
+    if "<" in text and XML_MARK.search(text):
         parts.append(parse_xml(text))
-    if NCCL_MARK.search(text):
+    if ("NCCL" in text or "Rank" in text) and NCCL_MARK.search(text):
         parts.append(parse_nccl_log(text))
     useful = [p for p in parts if p.gpus]
     if not useful:
@@ -111,6 +122,9 @@ def parse_text(text: str, name: str = "<text>") -> Topology:
     topo = useful[0]
     for part in useful[1:]:
         topo.merge(part)
+    if long:
+        topo.note(t("{n} line(s) longer than {most} characters were cut there: no topology line is that long.",
+                    n=long, most=MAX_LINE))
     return topo
 
 

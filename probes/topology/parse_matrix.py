@@ -12,16 +12,21 @@ GPU_LABEL = re.compile(r"^GPU(\d+)$")
 # Row labels: GPUn, NICn on new drivers; raw RDMA device names (mlx5_0, mlx4_0, bnxt_re0, efa0) on old.
 DEVICE_LABEL = re.compile(r"^(GPU\d+|NIC\d+|[A-Za-z][\w.-]*?_?\d+)$")
 AFFINITY_WORDS = {"CPU", "NUMA", "Affinity", "ID"}
-AFFINITY_NAMES = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|[A-Za-z]+ Affinity")
+AFFINITY_NAMES = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|(?<![A-Za-z])[A-Za-z]{1,32} Affinity")
 NIC_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
-NICS_FOUND = re.compile(r"(\d+)\s+NICs?\s+found in the topology.*?only displaying\s+(\d+)", re.I)
+# a digit run is read from its start only, at most 9 digits: `(\d+)` from every digit of a long
+# run is quadratic
+NICS_FOUND = re.compile(r"(?<!\d)(\d{1,9})\s{1,8}NICs?\s+found in the topology.{0,200}?only displaying\s{1,8}(\d{1,9})",
+                        re.I)
 P2P_MODE = re.compile(r"topo\s+-p2p\s+([rwnap]{1,5})\b")
 P2P_KIND = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "prop"}
 P2P_CELLS = frozenset(P2P_CODES) | {"X"}
 # Bounds no real `nvidia-smi topo` output comes near (a few dozen devices, a few hundred columns
 # wide); beyond them a line or a row is not read, so a hostile paste costs time linear and small.
 MAX_LINE = 1 << 16
-MAX_ROWS = 1024
+MAX_ROWS = 256  # devices: real matrices have a few dozen (NVL72: 72 GPUs), 1000x1000 cost a GB
+MAX_COLS = 256
+MAX_LABEL = 64  # a device label longer than this is not one (and the label pattern would rescan it)
 
 
 @dataclass
@@ -33,6 +38,7 @@ class Block:
     affinity: list[str]
     rows: list[tuple[str, list[str], list[str]]] = field(default_factory=list)  # label, cells, rest
     rows_end: int = -1
+    cut: int = 0  # rows past MAX_ROWS, not read
 
     @property
     def kind(self) -> str:
@@ -40,6 +46,10 @@ class Block:
         if cells and cells <= set(P2P_CODES):
             return "topo-p2p"
         return "topo-m"
+
+
+def is_label(token: str) -> bool:
+    return len(token) <= MAX_LABEL and DEVICE_LABEL.match(token) is not None
 
 
 def is_cell(token: str) -> bool:
@@ -56,9 +66,10 @@ def header_labels(tokens: list[str]) -> list[str] | None:
     for i, token in enumerate(tokens[first:], start=first):
         if token in AFFINITY_WORDS or (token == "GPU" and tokens[i + 1:i + 2] == ["NUMA"]):
             break
-        if not DEVICE_LABEL.match(token):
+        if not is_label(token):
             return None
-        labels.append(token)
+        if len(labels) < MAX_COLS:
+            labels.append(token)
     return labels if labels and any(GPU_LABEL.match(label) for label in labels) else None
 
 
@@ -66,7 +77,7 @@ def split_row(tokens: list[str], width: int | None) -> tuple[list[str], list[str
     """Cells are the leading matrix codes (at most `width`); the rest are affinity values."""
     cells: list[str] = []
     for token in tokens:
-        if (width is not None and len(cells) >= width) or not is_cell(token):
+        if len(cells) >= min(width or MAX_COLS, MAX_COLS) or not is_cell(token):
             break
         cells.append(token)
     return cells, tokens[len(cells):]
@@ -82,8 +93,7 @@ def find_blocks(lines: list[str]) -> list[Block]:
                 current = None
             continue
         tokens = line.split()
-        row_like = (len(tokens) >= 2 and DEVICE_LABEL.match(tokens[0]) is not None
-                    and is_cell(tokens[1]))
+        row_like = len(tokens) >= 2 and is_label(tokens[0]) and is_cell(tokens[1])
         labels = header_labels(tokens) if "GPU" in line and not row_like else None
         if labels is not None:
             rest = " ".join(tokens[tokens.index(labels[-1]) + 1:])
@@ -96,6 +106,7 @@ def find_blocks(lines: list[str]) -> list[Block]:
                 blocks.append(current)
             if len(current.rows) >= MAX_ROWS:
                 current.rows_end = i
+                current.cut += 1
                 continue
             width = len(current.labels) or None
             cells, rest = split_row(tokens[1:], width)
@@ -137,7 +148,7 @@ def parse_topo_m(block: Block, lines: list[str]) -> Topology:
     topo = Topology(sources=["topo-m"], nvlink_visible=True)
     legend = {m.group(1): m.group(2) for line in lines for m in [NIC_LEGEND.match(line)] if m}
     for line in lines:
-        found = NICS_FOUND.search(line)
+        found = NICS_FOUND.search(line) if "NIC" in line and len(line) <= MAX_LINE else None
         if found:
             topo.nics_total = int(found.group(1))
             topo.note(t("{total} NICs exist; nvidia-smi displayed only {shown}.", total=found.group(1),
@@ -158,6 +169,9 @@ def parse_topo_m(block: Block, lines: list[str]) -> Topology:
                 topo.links.setdefault((a, b), canon_link(cell))
         if label in topo.gpus and rest:
             apply_affinity(topo.gpus[label], block.affinity, rest)
+    if block.cut or len(cols) >= MAX_COLS:
+        topo.note(t("Matrix cut at {most} devices ({rows} more rows not read): real ones have a few dozen.",
+                    most=MAX_COLS, rows=block.cut))
     if any(cell == "SOC" for _, cells, _ in block.rows for cell in cells):
         topo.note(t("Old driver layout: SOC is read as SYS (across the CPU interconnect)."))
     short = [label for label, cells, _ in block.rows if len(cells) < len(cols)]

@@ -181,15 +181,19 @@ def _verdict(verdict: dict[str, Any], kb: Any, cols: int) -> list[str]:
                            "collect next is below."), cols, "", "  "))
     if who:
         ranks = rank_span([str(r) for r in who.get("ranks") or []]) or "?"
-        line = _("Culprit: rank {ranks} ({role})", ranks=printable(ranks), role=_(str(who.get('role'))))
-        if verdict.get("recurrence"):
-            line += "  " + _("restart: {recurrence}", recurrence=_(str(verdict["recurrence"])))
-        out.append(line)
+        out.append(_("Culprit: rank {ranks} ({role})", ranks=printable(ranks), role=_(str(who.get('role')))))
     elif verdict.get("failed"):
         out.append(_("Culprit: not named by these logs (no rank's own lines show who failed first)"))
     if verdict.get("summary"):
         out.extend(_wrap(verdict["summary"], cols, "  ", "  "))
+    if verdict.get("recurrence"):
+        out.append(_("Restart: {recurrence}", recurrence=_(RECURRENCE.get(verdict["recurrence"], verdict["recurrence"]))))
     return out + ([""] if out else [])
+
+
+RECURRENCE = {"will-recur": "it will happen again until the cause is fixed",
+              "may-pass": "it may pass on a rerun (a transient)",
+              "exclude-node": "exclude the node until it is repaired"}
 
 
 STATUS_WORDS = {"lost-peer": "lost peer", "timed-out": "timed out", "no-end-seen": "no end seen"}
