@@ -7,10 +7,11 @@ import os
 import re
 from pathlib import Path
 from types import MappingProxyType
+from typing import Mapping
 
 from distdoctor.knowledge.i18n import t
 
-from .base import ProbeContext
+from .base import Probe, ProbeContext, unavailable
 from .offline import OfflineRunner
 
 # the probes that read a recorded node; the others ask this machine (its python, its interfaces)
@@ -58,3 +59,12 @@ def recorded_host(root: Path) -> str:
         base = root.parent.name
     match = re.match(r"^sosreport-([A-Za-z0-9][A-Za-z0-9.-]*?)-(?:\d|20\d\d)", base)
     return match.group(1) if match else base
+
+
+def recorded_probes(registry: Mapping[str, Probe]) -> dict[str, Probe]:
+    """The registry for a recorded node: its own probes run, every other one answers
+    "unavailable" (asked here, they would describe this machine, not the recorded one)."""
+    def stub(name: str) -> Probe:
+        return lambda ctx: unavailable(name, "not read from a recorded node (--root)")
+
+    return {name: probe if name in RECORDED_PROBES else stub(name) for name, probe in registry.items()}

@@ -16,6 +16,7 @@ import pytest
 from distdoctor.probes.base import ProbeContext, ProbeResult
 from distdoctor.probes.fleet import SCHEMA_ID, snapshot, validate_snapshot
 from distdoctor.probes.fleet.schema import PROBE_NAMES
+from distdoctor.probes.hardware import HARDWARE_PROBES
 from fleet_gen import NODE_FACTS, fake_probes
 
 DISTDOCTOR = Path(sys.executable).parent / "distdoctor"
@@ -32,7 +33,8 @@ def test_collect_on_this_machine_validates() -> None:
     doc = json.loads(proc.stdout)
     assert validate_snapshot(doc) == []
     assert doc["schema"] == SCHEMA_ID and doc["host"] == socket.gethostname()
-    assert list(doc["probes"]) == list(PROBE_NAMES)
+    # the required probes, then the hardware ones (optional in a snapshot: older ones lack them)
+    assert list(doc["probes"]) == [*PROBE_NAMES, *HARDWARE_PROBES]
     summary = doc["summary"]
     # facts that can be checked against this machine independently
     st = os.statvfs("/dev/shm")

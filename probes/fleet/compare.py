@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping
 
+from . import health
 from .hosts import host_problem
 from .load import record_of
 from .schema import MAY_DIFFER, SUMMARY_FIELDS
@@ -12,7 +13,7 @@ SWITCH = "switch:"
 LABELS = {"python": "Python", "torch": "torch", "torch_git": "torch git", "torch_cuda": "torch CUDA",
           "nccl": "NCCL", "nccl_files": "NCCL files", "driver": "driver", "cuda_driver": "CUDA driver",
           "glibc": "glibc", "kernel": "kernel", "gpu_model": "GPU model", "gpu_count": "GPU count",
-          "shm_bytes": "/dev/shm"}
+          "shm_bytes": "/dev/shm", "hardware": "hardware"}
 # Which cause each disagreement points to (GUIDE.md section 2); switches and GPU models have
 # none of their own: a switch set on some nodes only is a lead for the bisection step.
 CAUSES = {"python": "version-mismatch", "torch_git": "version-mismatch",
@@ -95,6 +96,8 @@ def compare(snapshots: Iterable[Mapping[str, Any]],
     for field in fields:
         counts = counters[field]
         value, count = _majority(counts)
+        if field == health.FIELD and health.HEALTHY in counts:  # a faulty majority is still faulty
+            value, count = health.HEALTHY, counts[health.HEALTHY]
         if len(counts) == 1:
             agreed[field] = value
             continue
@@ -106,8 +109,9 @@ def compare(snapshots: Iterable[Mapping[str, Any]],
         disagreements.append({
             "field": field, "majority": value, "majority_count": count,
             # no majority to trust: the first value is named only so the output is stable
-            "tie": sorted(counts.values())[-2] == count,
-            "cause_id": CAUSES.get(field),
+            "tie": sorted(counts.values())[-2] == count and field != health.FIELD,
+            "cause_id": (health.causes_of(v for v in counts if v != value) if field == health.FIELD
+                         else CAUSES.get(field)),
             "values": [{"value": v, "count": c}
                        for v, c in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]})
 

@@ -20,7 +20,7 @@ REQUIRED_FIELDS = ("torch", "torch_cuda", "nccl", "driver", "cuda_driver", "gpu_
 # version facts added later: optional in a file, so older snapshots still load (read as unknown)
 VERSION_FIELDS = ("python", "torch_git", "glibc", "kernel", "nccl_files")
 SUMMARY_FIELDS = ("python", "torch", "torch_git", "torch_cuda", "nccl", "nccl_files", "driver",
-                  "cuda_driver", "glibc", "kernel", "gpu_model", "gpu_count", "shm_bytes")
+                  "cuda_driver", "glibc", "kernel", "gpu_model", "gpu_count", "shm_bytes", "hardware")
 # Compared and shown, but a difference is not an outlier: the same job runs fine on another
 # kernel or glibc, and extra NCCL files on disk matter only through the NCCL actually loaded.
 MAY_DIFFER = ("glibc", "kernel", "nccl_files")
@@ -46,6 +46,9 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                 "torch": _OPT_STR, "torch_cuda": _OPT_STR, "nccl": _OPT_STR, "driver": _OPT_STR,
                 "cuda_driver": _OPT_STR, "gpu_model": _OPT_STR, "gpu_count": _OPT_INT,
                 "shm_bytes": _OPT_INT,
+                # health.py: the hardware checks with a problem, "none", or null (not checked);
+                # optional, so snapshots from before it still load
+                "hardware": _OPT_STR,
                 "switches": {"type": "object", "values": {"type": "string"}},
             },
         },

@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping
 
 from ..base import Probe, ProbeContext, ProbeResult
 from ..sweep import run_sweep
+from .health import health_value
 from .schema import SCHEMA_ID
 from .summary import jsonable, summarise, topology_summary
 
@@ -64,6 +65,7 @@ def snapshot(ctx: ProbeContext, kb: Any = None, *, probes: Mapping[str, Probe] |
     if kb is not None:
         notes: list[str] = []
         doc["findings"] = _findings(kb, results, notes)
+        doc["summary"]["hardware"] = health_value(doc["findings"], kb)
         if notes:
             doc["notes"] = notes
     # written last: a file that does not end with it was cut short (see load.py)

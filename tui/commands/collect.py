@@ -46,8 +46,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--python", metavar="PATH",
                         help=t("the training job's interpreter to ask about torch/NCCL "
                              "(default: this one)"))
+    parser.add_argument("--root", metavar="DIR",
+                        help=t("snapshot a recorded node instead of this one: an extracted sos report or "
+                               "a root-like tree; its hardware probes read the files, nothing is run"))
     add_common(parser, session=False)
     parser.set_defaults(func=run)
+
+
+def _recorded_root(path: str) -> Path:
+    from distdoctor.probes.recorded import RecordedNodeError, recorded_root
+
+    try:
+        return recorded_root(path)
+    except RecordedNodeError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def interpreter(path: str | None) -> str:
@@ -64,17 +76,26 @@ def run(args: argparse.Namespace) -> int:
     from distdoctor.probes.base import ProbeContext
     from distdoctor.probes.fleet import SnapshotError, snapshot
 
+    root = _recorded_root(args.root) if args.root else None
     ctx = ProbeContext(python=interpreter(args.python))
     kb = knowledge(args)
     try:
-        doc = snapshot(ctx, kb)
+        if root is None:
+            doc = snapshot(ctx, kb)
+        else:
+            from distdoctor.probes.recorded import recorded_context, recorded_host, recorded_probes
+            from distdoctor.probes.registry import PROBES
+
+            doc = snapshot(recorded_context(root), kb, probes=recorded_probes(PROBES))
+            doc["host"] = recorded_host(root)  # the recorded node's name, not this machine's
     except SnapshotError as exc:
         raise UsageError(str(exc)) from None
     # a snapshot is made to be copied between machines: redacted as a report is, names kept
     from ..record.redact import redact
     doc = redact(doc)
     versions = doc["probes"].get("versions") or {}
-    require_answer(args.python, versions.get("facts") or {}, versions.get("reason", ""))
+    if root is None:
+        require_answer(args.python, versions.get("facts") or {}, versions.get("reason", ""))
     if not args.output:
         print_json(doc)
         return 0
