@@ -39,6 +39,9 @@ SETS = {
     "fresh-healthy": HERE / "fixtures" / "fresh" / "healthy",
     # gathered from public threads for issue 21, measured before any rule change: held out
     "public-fresh": HERE / "fixtures" / "public",
+    # recorded for issue 21 (tests/fixtures/record_fresh2.py), measured before any rule change: held out
+    "fresh2-recorded": HERE / "fixtures" / "fresh2" / "recorded",
+    "fresh2-healthy": HERE / "fixtures" / "fresh2" / "healthy",
 }
 
 
