@@ -39,6 +39,7 @@ LOCALISED = ("tui/cli.py", "tui/errors.py", "tui/commands/common.py", "tui/comma
              "tui/commands/stacks.py", "tui/commands/collect.py", "tui/commands/repro.py",
              "tui/commands/repro_view.py", "tui/commands/drill.py", "tui/commands/sessions.py",
              "tui/commands/report.py", "tui/commands/check.py", "tui/commands/knowledge.py",
+             "tui/commands/run.py", "tui/commands/watch.py", "tui/commands/watch_view.py",
              # the probes whose input errors reach the user as the one-line error
              "probes/topology/load.py", "probes/flightrec/reader.py", "probes/repro/options.py",
              "probes/repro/bisect.py", "probes/repro/run.py", "probes/drill/run.py", "probes/fleet/hosts.py",

@@ -13,7 +13,9 @@ from distdoctor.knowledge.i18n import t
 
 from . import common
 
-STATES = ("training", "in a collective", "stuck in a frame", "waiting", "dead", "starting", "exited")
+# a rank's state in the table (probes/watch/progress.py), as catalogue keys
+STATES = (t("training", lang="en"), t("in a collective", lang="en"), t("stuck in a frame", lang="en"),
+          t("waiting", lang="en"))
 
 
 def seconds(text: str) -> float:
@@ -57,7 +59,7 @@ def evidence_dir(args: argparse.Namespace, session_id: str) -> Path:
 
 def say(text: str) -> None:
     """A progress line of distdoctor's own, on stderr (stdout carries the job or the JSON)."""
-    print(f"distdoctor: {text}", file=sys.stderr, flush=True)
+    print(t("distdoctor: {text}", text=text), file=sys.stderr, flush=True)
 
 
 def save(args: argparse.Namespace, outcome: Any, session_id: str, kind: str) -> None:
