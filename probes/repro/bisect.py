@@ -64,6 +64,8 @@ class BisectResult:
     run_dir: str = ""
     stopped: bool = False
     skipped: list[dict[str, str]] = field(default_factory=list)  # trials that change nothing
+    # causes that cannot apply to this run (a Gloo job on CPU: those that need a GPU or NCCL)
+    not_applicable: frozenset[str] = frozenset()
 
     @property
     def baseline_passed(self) -> bool:
@@ -80,9 +82,18 @@ class BisectResult:
                                "baseline_passed": self.baseline_passed, "stopped": self.stopped,
                                "skipped": self.skipped, "run_dir": self.run_dir}
         if self.baseline_passed:
-            out["rules_out"] = list(BASELINE_RULES_OUT)
-            out["points_at"] = list(BASELINE_POINTS_AT)
+            out["rules_out"] = [c for c in BASELINE_RULES_OUT if c not in self.not_applicable]
+            out["points_at"] = [c for c in BASELINE_POINTS_AT if c not in self.not_applicable]
         return out
+
+
+def not_applicable(kb: KnowledgeBase, backend: str) -> frozenset[str]:
+    """The causes a run on `backend` cannot speak to: on Gloo, those that need a GPU or NCCL
+    (causes.toml `needs`); a CPU bisection saying "look at cuda-oom" is noise."""
+    if backend != "gloo":
+        return frozenset()
+    return frozenset(cause_id for cause_id, cause in kb.causes.items()
+                     if set(getattr(cause, "needs", ()) or ()) & {"gpu", "nccl"})
 
 
 def candidate_interfaces() -> list[str]:
@@ -198,7 +209,8 @@ def run_bisect(opts: ReproOptions, kb: KnowledgeBase, switches: Sequence[str] | 
         return result
 
     baseline = one("baseline", opts, "00-baseline")
-    out = BisectResult(backend, baseline, run_dir=str(root), stopped=baseline.outcome == "stopped")
+    out = BisectResult(backend, baseline, run_dir=str(root), stopped=baseline.outcome == "stopped",
+                       not_applicable=not_applicable(kb, backend))
     if out.stopped or (baseline.passed and not keep_going):
         return out
     job_env = {**(os.environ if opts.base_env is None else opts.base_env), **dict(opts.env)}

@@ -114,3 +114,11 @@ class SessionNotSaved(Message):
     """The session writer could not save an event (posted from its thread)."""
 
     error: str
+
+
+@dataclass
+class PythonFound(Message):
+    """The search for the job's interpreter ended: `python` and how it was found, or "" for none."""
+
+    python: str
+    how: str = ""

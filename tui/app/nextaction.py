@@ -43,6 +43,15 @@ def run_outcome(kb: Any, step_id: str, event: dict[str, Any]) -> str:
     return t("Bisection: no single switch made it pass.")
 
 
+def _crashed(flow: Flow) -> str:
+    """The ranks the logs name as crashed (their own failure line), or ""."""
+    verdict = (flow.events.get("logs") or {}).get("verdict")
+    who = verdict.get("culprit") if isinstance(verdict, dict) else None
+    if isinstance(who, dict) and who.get("role") == "crashed" and who.get("ranks"):
+        return ", ".join(str(r) for r in who["ranks"])
+    return ""
+
+
 def next_action(kb: Any, flow: Flow, step_id: str, order: list[str], running: str = "") -> str:
     """One or two sentences: what the user should do now on this step."""
     if running:
@@ -90,6 +99,12 @@ def next_action(kb: Any, flow: Flow, step_id: str, order: list[str], running: st
         event = flow.events.get(step_id)
         what = t("minimal repro" if step_id == "repro" else "bisection")
         if not event:
+            crashed = _crashed(flow)
+            if crashed and "conclusion" in order:
+                # a clear crash in the logs: this node's transports are not in question
+                return t("The logs show rank {ranks} crashed: the {what} tests this node's transports, "
+                         "not that crash. {n} skips to Conclusion; r runs it anyway.", ranks=crashed,
+                         what=what, n=order.index("conclusion") + 1)
             return t("r runs the {what} (x stops it). {hint}", what=what, hint=hint).strip()
         if is_stopped(event):
             return t("The {what} was stopped before a result; r runs it again.", what=what)

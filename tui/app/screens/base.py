@@ -34,6 +34,8 @@ class StepScreen(Screen[None]):
     # lists/tables whose highlighted row has its result below the table (a finding's what/why/
     # fix): that row goes to the top of the view, leaving the rest of the screen to the result
     RESULT_BELOW: frozenset[str] = frozenset()
+    # steps that show the diagnosis pinned above their content (tui.app.verdict.VerdictBanner)
+    BANNER = False
 
     def __init__(self, step_id: str) -> None:
         super().__init__(name=step_id, id=f"step-{step_id}")
@@ -49,9 +51,14 @@ class StepScreen(Screen[None]):
         yield Header()
         with Horizontal(id="body"):
             yield StepNav(id="nav")
-            with VerticalScroll(id="main"):
-                yield LearnPanel(id="learn")
-                yield from self.compose_step()
+            with Vertical(id="content"):
+                if self.BANNER:
+                    from ..verdict import VerdictBanner
+
+                    yield VerdictBanner(id="verdict-banner")
+                with VerticalScroll(id="main"):
+                    yield LearnPanel(id="learn")
+                    yield from self.compose_step()
         # one docked box: two widgets docked at the same edge would overlap, and the key bar
         # hid the next action's second line
         with Vertical(id="bottom"):
@@ -86,13 +93,29 @@ class StepScreen(Screen[None]):
         self.refresh_chrome()
 
     def refresh_chrome(self) -> None:
-        """Redraw the step list and the next action from the session's current state."""
+        """Redraw the step list, the next action and the verdict banner from the session's
+        current state."""
         if not self.is_mounted:
             return
         app = self.dd
         done = {s for s in app.order if app.flow.done(s)}
         self.query_one(StepNav).show(app.step_titles(), self.step_id, done)
         self.query_one(NextAction).update(app.next_action_text(self.step_id, self.running))
+        if self.BANNER:
+            self.refresh_banner()
+
+    def refresh_banner(self) -> None:
+        """The diagnosis of everything gathered so far, above the content (none before evidence)."""
+        from ..verdict import VerdictBanner
+
+        app = self.dd
+        banner = self.query_one(VerdictBanner)
+        if not any(k in app.flow.events for k in ("logs", "stacks", "fr", "ras", "repro", "bisect", "check")):
+            banner.show(None)
+            return
+        from ...record.diagnosis_view import session_diagnosis
+
+        banner.show(session_diagnosis(app.kb, app.flow), app.kb)
 
     def shows_key(self, action: str) -> bool:
         """Whether the key bar lists a key: n on the last step and p on the first do nothing."""

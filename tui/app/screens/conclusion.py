@@ -47,10 +47,10 @@ class ConclusionScreen(StepScreen):
 
     BINDINGS = [Binding("c", "copy_fix", "Copy fix"), Binding("e", "export", "Export report")]
     RESULT_BELOW = frozenset({"ranking"})  # the highlighted cause's why, under the table
+    BANNER = True  # the verdict stays above the causes, whatever the scroll
 
     def compose_step(self) -> Iterable[Widget]:
-        yield Plain("", id="verdict", classes="first")
-        yield Plain(t("Causes, ranked by all the evidence"), classes="heading")
+        yield Plain(t("Causes, ranked by all the evidence"), classes="heading first")
         yield DataTable(id="ranking", cursor_type="row")
         yield Plain("", id="why")
         yield Plain(t("Fix"), classes="heading")
@@ -78,13 +78,6 @@ class ConclusionScreen(StepScreen):
         kb, flow = self.dd.kb, self.dd.flow
         self.ranked = rank_session(kb, flow)
         who = session_culprit(flow)
-        verdict = Text()
-        if who:
-            verdict.append(t("Culprit: rank {ranks} ({role})", ranks=", ".join(who["ranks"]), role=t(who["role"])),
-                           style="bold")
-            verdict.append(f"\n{who.get('summary') or who.get('why', '')}")
-        self.query_one("#verdict", Static).update(verdict)
-        self.query_one("#verdict").display = bool(who)
         table = self.query_one("#ranking", DataTable)
         table.clear()
         for n, r in enumerate(self.ranked, 1):

@@ -109,7 +109,14 @@ class EnvironmentScreen(StepScreen):
             if not worker.is_cancelled:
                 self.post_message(ProbeDone(result.name, result.status, result.reason, dict(result.facts)))
 
-        results = run_sweep(self.dd.ctx, probes, on_result=on_result)
+        # the job's python answers the versions probe (this app's own may have no torch)
+        python = self.dd.job_python()
+        if not python:
+            found = self.dd.find_job_python()
+            if found is not None:
+                python = found.python
+                self.app.call_from_thread(self.dd.set_job_python, found.python, found.how)
+        results = run_sweep(self.dd.probe_context(python), probes, on_result=on_result)
         if worker.is_cancelled:
             return
         facts = {name: dict(r.facts) for name, r in results.items()}

@@ -56,6 +56,8 @@ def launcher_text(launcher: launchers.Launcher) -> Text:
 class LogsScreen(StepScreen):
     """Logging switches to copy; a path (completion or a tree) to analyse; causes and evidence."""
 
+    BANNER = True  # the verdict (culprit, confidence, next action) above the page
+
     BINDINGS = [
         Binding("c", "copy", "Copy lines"),
         Binding("f", "focus_path", "Load logs"),
@@ -249,13 +251,7 @@ class LogsScreen(StepScreen):
             status += t(", skipped {n}", n=len(skipped))
         status += (t(": {n} cause(s) found.", n=len(causes)) if causes
                    else t(": no known failure signature."))
-        verdict = data.get("verdict") if isinstance(data.get("verdict"), dict) else {}
-        who = verdict.get("culprit") if isinstance(verdict.get("culprit"), dict) else None
-        if who:
-            status += "\n" + t("Culprit: rank {ranks} ({role})", ranks=", ".join(str(r) for r in who.get("ranks") or []),
-                                role=t(str(who.get("role"))))
-        if verdict.get("summary"):
-            status += f"\n{verdict['summary']}"
+        # the culprit and the story are in the verdict banner above the page
         first = data.get("first_failure")
         named = [str(ev.get("file", "?")) for c in causes for ev in c.get("evidence") or []
                  if isinstance(ev, dict)]

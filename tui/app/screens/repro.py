@@ -1,6 +1,7 @@
 """Steps 4 and 5, minimal repro and bisection: the plan, a Run key, live output, a results table."""
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import replace
@@ -13,7 +14,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Log, Select, Static
 
-from ..messages import RunFinished, RunLine, RunRow
+from ..messages import PythonFound, RunFinished, RunLine, RunRow
 from ...record.state import is_stopped
 from ..lang import t
 from ..widgets import STATUS_WORDS, Plain, status_text
@@ -48,19 +49,43 @@ def used_python(result: dict[str, Any]) -> str:
     return str(command[0]) if command and isinstance(command[0], str) else ""
 
 
+_FLAG = re.compile(r"^--python (\S+?)[:：]\s*")
+_POINT = re.compile(r"\s*[(（][^()（）]*--python[^()（）]*[)）]")
+
+
+_SWITCH = re.compile(r"^(.*?\b[A-Z][A-Z0-9]*_\w+=\S+.*?[)）])[.。]\s*\S.*$", re.S)
+
+
+def short_switch(line: str) -> str:
+    """A bisection plan line up to its verdict ("... (if only this passes: p2p-unsupported)"),
+    without the prose after it."""
+    match = _SWITCH.match(line)
+    return match.group(1) if match else line
+
+
+def app_words(error: str) -> str:
+    """An interpreter error from the command line's words (`--python X: ...`, "point --python at
+    ...") in the app's: the field has a key, the app has no flags."""
+    match = _FLAG.match(error)
+    if not match:
+        return error
+    why = _POINT.sub("", error[match.end():]).strip()
+    return t("python {python}: {why}. Press i and give the failing job's python (its venv's bin/python).",
+             python=match.group(1), why=why.rstrip("."))
+
+
 class RunScreen(StepScreen):
     """What the repro and the bisection screens share: options, plan, run, stop, output."""
 
     BINDINGS = [
         Binding("r", "run", "Run"),
         Binding("x", "stop", "Stop"),
+        Binding("i", "focus_python", "Interpreter"),
     ]
     kind = "repro"
     what = "minimal repro"
 
     def compose_step(self) -> Iterable[Widget]:
-        yield Plain(t("What would run, and why"), classes="heading first", id="plan-heading")
-        yield Plain("", id="plan")
         with Horizontal(classes="row options"):
             yield Plain(t("ranks"), classes="label")
             yield Input("2", placeholder="2", id="nproc", type="integer", classes="small")
@@ -70,11 +95,15 @@ class RunScreen(StepScreen):
             yield Input("60", placeholder="60", id="timeout", type="number", classes="small")
         with Horizontal(classes="row options"):
             yield Plain("python", classes="label")
-            yield Input(placeholder=t("python3 on PATH: the failing job's interpreter"), id="python")
+            yield Input(placeholder=t("the failing job's python (i): python3 on PATH when empty"), id="python")
+        yield Plain("", id="python-how", classes="dim")
         with Horizontal(classes="row"):
             yield Button(t("Run"), id="run", variant="primary")
             yield Button(t("Stop"), id="stop", disabled=True)
             yield Plain("", id="timer")
+        # the plan below the Run key: at 80x24 a bisection's plan pushed the key below the fold
+        yield Plain(t("What would run, and why"), classes="heading", id="plan-heading")
+        yield Plain("", id="plan")
         yield Plain(t("Runs (Enter on a run: its log)"), classes="heading", id="runs-heading")
         yield DataTable(id="runs", cursor_type="row")
         yield Log(id="output", max_lines=5000)
@@ -86,18 +115,42 @@ class RunScreen(StepScreen):
         self.timer = self.set_interval(1.0, self._tick, pause=True)
         self.query_one("#runs", DataTable).add_columns(t("Run"), t("Result"), t("Seconds"), t("Detail"))
         self.logs: list[str] = []  # the runs table's rows -> their log files
-        # the interpreter typed on the other run step (or used by a recorded run) is the job's
-        for kind in (self.kind, "repro", "bisect"):
-            python = used_python(self.dd.flow.events.get(kind) or {})
-            if python:
-                self.query_one("#python", Input).value = python
-                break
+        # the interpreter given or found once in this session (or used by a recorded run)
+        python = used_python(self.dd.flow.events.get(self.kind) or {}) or self.dd.job_python()
+        if python:
+            self.query_one("#python", Input).value = python
+            self.query_one("#python-how", Static).update(t("The job's python for this session; i changes it."))
+        else:
+            self.query_one("#python-how", Static).update(t("Looking for the job's python (a running job, the logs' paths) ..."))
+            self.find_python()
         self.query_one("#backend", Select).value = self.dd.run_backend
+        self.watch(self.dd, "learn", self._learn_changed, init=False)
         self._show_plan()
         self.shown_for = self.option_values()
         previous = self.dd.flow.events.get(self.kind)
         if previous:
             self._show_result(previous)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="python", description="find the job's python")
+    def find_python(self) -> None:
+        found = self.dd.find_job_python()
+        self.post_message(PythonFound(found.python, found.how) if found else PythonFound(""))
+
+    def on_python_found(self, message: PythonFound) -> None:
+        field = self.query_one("#python", Input)
+        how = self.query_one("#python-how", Static)
+        if field.value.strip():  # typed while we looked: the person's answer stands
+            return
+        if not message.python:
+            how.update(t("The job's python was not found (no running job, no torch path in the logs): "
+                         "press i and type it, e.g. /path/to/venv/bin/python."))
+            return
+        field.value = message.python
+        self.dd.set_job_python(message.python, message.how)
+        how.update(t("The job's python, found {how}; i changes it.", how=message.how))
+
+    def action_focus_python(self) -> None:
+        self.query_one("#python", Input).focus()
 
     def options(self) -> Any:
         """ReproOptions from the fields; the job's environment is the probed one."""
@@ -114,12 +167,17 @@ class RunScreen(StepScreen):
         plan = self.query_one("#plan", Static)
         from distdoctor.probes.repro import plan as make_plan
 
-        lines = self.plan_lines(make_plan(self.options(), self.dd.kb))
+        lines = self.plan_lines([t(line) for line in make_plan(self.options(), self.dd.kb)])
         self.query_one("#plan-heading", Static).update(t("What would run, and why"))
-        plan.update("\n".join(f"- {t(line)}" for line in lines))
+        plan.update("\n".join(f"- {line}" for line in lines))
+        self.showing_plan = True
 
     def plan_lines(self, lines: list[str]) -> list[str]:
         return lines
+
+    def _learn_changed(self) -> None:
+        if getattr(self, "showing_plan", False):  # learn mode explains each switch in the plan
+            self._show_plan()
 
     @on(Input.Changed, "#nproc, #timeout, #python")
     @on(Select.Changed, "#backend")
@@ -154,6 +212,9 @@ class RunScreen(StepScreen):
         except ValueError as exc:  # ReproInputError is a ValueError
             self.notify(str(exc), severity="error")
             return
+        self.python_used = opts.python
+        if opts.python:
+            self.dd.set_job_python(opts.python, t("given"))
         self.cancel = threading.Event()
         self.dd.cancel_events.add(self.cancel)
         self.query_one("#runs", DataTable).clear()
@@ -219,6 +280,7 @@ class RunScreen(StepScreen):
         self.set_running("")
         timer = self.query_one("#timer", Static)
         if message.error:
+            message = RunFinished(message.kind, message.result, app_words(message.error))
             timer.update(Text(" " + t("ERROR {why}", why=message.error), style="bold"))
             # the timer can sit below the fold: say it where it is seen too
             self.notify(t("The {what} could not run: {error}", what=t(self.what), error=message.error),
@@ -230,11 +292,15 @@ class RunScreen(StepScreen):
         timer.update(" " + (t("stopped after {s} s", s=f"{elapsed:.1f}") if stopped
                             else t("finished in {s} s", s=f"{elapsed:.1f}")))
         if message.result is not None:
+            if getattr(self, "python_used", ""):
+                self.dd.set_job_python(self.python_used, t("given"), keep=True)
             self.dd.record(self.kind, message.result)
+            self.showing_plan = False
             self.query_one("#plan-heading", Static).update(t("Result"))
             self.query_one("#plan", Static).update(self.summary(message.result))
 
     def _show_result(self, result: dict[str, Any]) -> None:
+        self.showing_plan = False
         self.query_one("#timer", Static).update(" " + t("recorded earlier; r runs again"))
         self.query_one("#plan-heading", Static).update(t("Result"))
         self.query_one("#plan", Static).update(self.summary(result))
@@ -295,6 +361,10 @@ class BisectScreen(RunScreen):
     """Baseline, then each switch alone, in the knowledge base's order; stops at the first pass."""
 
     kind, what = "bisect", "bisection"
+
+    def plan_lines(self, lines: list[str]) -> list[str]:
+        # each switch in one line: what it turns off is learn mode's (l), the Run key stays in sight
+        return lines if self.dd.learn else [short_switch(line) for line in lines]
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="bisect", description="bisection")
     def execute(self, opts: Any, cancel: threading.Event) -> None:
