@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from distdoctor.knowledge.i18n import t
+
 from ..knobs import FR_DIR, knob_lines
 from ..runner import Runner, SubprocessRunner
 
@@ -59,6 +61,7 @@ class LaunchPlan:
     fr_dir: str | None = None
     versions: dict[str, Any] = field(default_factory=dict)
     python: str | None = None
+    why_no_knobs: str = ""  # why the evidence switches were left off
 
 
 def launcher_of(argv: Sequence[str]) -> tuple[str, int]:
@@ -117,14 +120,14 @@ def job_versions(python: str | None, runner: Runner | None = None,
                  timeout: float = VERSIONS_TIMEOUT_S) -> tuple[dict[str, Any], str]:
     """({"torch", "cuda", "hip", "nccl"}, "") from the job's interpreter, or ({}, why not)."""
     if not python:
-        return {}, "the job's interpreter is not known from its launch line"
+        return {}, t("the job's interpreter is not known from its launch line (give --python)")
     res = (runner or SubprocessRunner())([python, "-I", "-c", VERSIONS_SNIPPET], timeout=timeout)
     if not res.ok:
         return {}, res.error or (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
     try:
         found = json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return {}, "the job's interpreter gave no answer"
+        return {}, t("the job's interpreter gave no answer")
     return found if isinstance(found, dict) else {}, ""
 
 
@@ -164,9 +167,14 @@ def plan_launch(argv: Sequence[str], env: Mapping[str, str], evidence_dir: Path,
                          + list(argv[after:]))
     plan.python = python or job_python(argv, env)
     if knobs:
-        plan.versions, _ = job_versions(plan.python, runner)
+        plan.versions, plan.why_no_knobs = job_versions(plan.python, runner)
+        if not plan.versions.get("torch"):
+            # which names this torch reads is unknown: set none rather than every alternative
+            plan.why_no_knobs = plan.why_no_knobs or t("no torch in the job's interpreter")
+            plan.fr_dir = None
+            return plan
         plan.fr_dir = str(evidence_dir / "fr")
-        plan.env_added, plan.kept = evidence_env(env, plan.versions, plan.fr_dir + os.sep)
+        plan.env_added, plan.kept = evidence_env(env, plan.versions, plan.fr_dir)
         if not any("DUMP_TEMP_FILE" in k or "DEBUG_INFO_TEMP_FILE" in k for k in plan.env_added):
             plan.fr_dir = None
     return plan

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -79,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if not argv:
         raise UsageError(t("give the job's launch line after --, e.g. distdoctor run -- torchrun "
                            "--nproc-per-node 2 train.py"))
+    if not shutil.which(argv[0]):
+        raise UsageError(t("cannot start {cmd}: {why}", cmd=argv[0], why=t("not found, or not executable")))
     session_id = new_id()
     evidence = watch_view.evidence_dir(args, session_id)
     args.evidence_path = str(evidence)
@@ -91,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
                      stall=f"{stall:g}", dir=evidence))
     for name, value in plan.env_added.items():
         watch_view.say(t("set {line}", line=f"{name}={value}"))
+    if plan.why_no_knobs and not args.no_knobs:
+        watch_view.say(t("evidence switches left off: {why}", why=plan.why_no_knobs))
     out = sys.stderr if args.json else sys.stdout
 
     def echo(line: str) -> None:
