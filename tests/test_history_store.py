@@ -44,7 +44,8 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 # --- schema ------------------------------------------------------------------------------------
 
-# A row as each older schema held it, written with that version's own columns.
+# A row as older schemas held it, written with that version's own columns (a schema that only
+# added indexes takes the shape before it).
 OLD_ROWS = {
     1: ("INSERT INTO incidents (time, hosts, culprit_host, causes, signature, resolution) VALUES "
         "(1700000000, '[\"node-1\", \"node-2\"]', 'node-2', '[{\"id\": \"nic-selection\"}]', 'abc123abc123', "
@@ -53,6 +54,9 @@ OLD_ROWS = {
         "(1700000000, '[\"node-1\", \"node-2\"]', 'node-2', '[{\"id\": \"nic-selection\"}]', 'abc123abc123', "
         "'u-1', 1700000100)"),
 }
+# every writer filled the causes' table; 3's filled the hosts' one too
+OLD_ROWS = {k: v + "; INSERT INTO incident_causes VALUES (1, 'nic-selection', NULL)" for k, v in OLD_ROWS.items()}
+OLD_ROWS[3] = OLD_ROWS[2] + "; INSERT INTO incident_hosts VALUES (1, 'node-1'), (1, 'node-2')"
 
 
 @pytest.mark.parametrize("old", range(VERSION))
@@ -60,8 +64,9 @@ def test_every_older_schema_opens_and_keeps_its_rows(tmp_path: Path, old: int) -
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
     migrate(conn, upto=old)
-    if old in OLD_ROWS:
-        conn.execute(OLD_ROWS[old])
+    shape = max((k for k in OLD_ROWS if k <= old), default=0)  # the newest row shape this schema takes
+    if shape:
+        conn.executescript(OLD_ROWS[shape])
     conn.close()
     with IncidentStore.open(path) as store:
         assert version_of(store.conn) == VERSION
@@ -71,10 +76,11 @@ def test_every_older_schema_opens_and_keeps_its_rows(tmp_path: Path, old: int) -
             return
         (inc,) = rows
         assert inc.culprit_host == "node-2" and inc.cause_ids == ["nic-selection"]
-        assert inc.uid == ("local-1" if old == 1 else "u-1")
+        assert inc.uid == ("local-1" if shape == 1 else "u-1")
         # the later migrations index what the old row holds
         assert [i.id for i in store.query(node="node-1")] == [inc.id]
         assert [i.id for i in store.query(signature="abc123")] == [inc.id]
+        assert [i.id for i in store.query(cause="nic-selection")] == [inc.id]
 
 
 def test_migrations_are_numbered_by_position() -> None:

@@ -180,37 +180,36 @@ def _fit(text: str, width: int) -> str:
 # --- nodes ---------------------------------------------------------------------------------------
 
 def _nodes(store: Any, args: argparse.Namespace) -> int:
+    """Culprit hosts over --days (at most --limit of them), and every repeat offender: a host
+    culprit in REPEAT_COUNT incidents in REPEAT_DAYS, whatever --days and --limit show."""
     from ..record.history.recall import REPEAT_COUNT, REPEAT_DAYS, drain_commands
 
     days = args.days or REPEAT_DAYS
     now = time.time()
-    rows = store.culprit_counts(now - days * 86400)
-    # the repeat-offender rule is its own window, whatever --days shows
-    recent = {r["host"]: r["incidents"] for r in (rows if days == REPEAT_DAYS else
-                                                  store.culprit_counts(now - REPEAT_DAYS * 86400))}
+    rows = store.culprit_counts(now - days * 86400, limit=args.limit or None)
+    recent = {r["host"]: r["incidents"] for r in store.culprit_counts(now - REPEAT_DAYS * 86400,
+                                                                        at_least=REPEAT_COUNT)}
     for row in rows:
-        row["repeat_offender"] = recent.get(row["host"], 0) >= REPEAT_COUNT
+        row["repeat_offender"] = row["host"] in recent
         row["commands"] = drain_commands(row["host"], recent[row["host"]]) if row["repeat_offender"] else []
-        row["ids"] = row["ids"][:50]
-    flagged = [r for r in rows if r["repeat_offender"]]
+    code = PROBLEM if recent else OK
     if args.json:
         print_json([{**r, "last": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["last"]))} for r in rows])
-        return PROBLEM if flagged else OK
+        return code
     if not rows:
         print(t("no incident named a culprit host in the last {days} days", days=days))
-        return OK
     heads = (t("HOST"), t("INCIDENTS"), t("LAST"), t("CAUSES"))
     table = [heads] + [(r["host"], str(r["incidents"]), _when(r["last"]),
                         ", ".join(f"{c} {n}" for c, n in list(r["causes"].items())[:3]) or "-") for r in rows]
     widths = [max(i18n.cells(row[i]) for row in table) for i in range(3)]
-    for row in table:
+    for row in table if rows else []:
         print("  ".join(i18n.pad(c, w) for c, w in zip(row[:3], widths)) + "  " + row[3])
-    for row in flagged:
+    for host, count in recent.items():
         print("\n" + t("repeat offender: {host} was the culprit in {n} incidents in {days} days; to take it out "
-                       "(printed, not run):", host=row["host"], n=recent[row["host"]], days=REPEAT_DAYS))
-        for command in row["commands"]:
+                       "(printed, not run):", host=host, n=count, days=REPEAT_DAYS))
+        for command in drain_commands(host, count):
             print(f"  {command}")
-    return PROBLEM if flagged else OK
+    return code
 
 
 # --- resolve, export, import ---------------------------------------------------------------------

@@ -207,7 +207,7 @@ def repeat_offenders(*, days: int = REPEAT_DAYS, threshold: int = REPEAT_COUNT, 
     first, each with the command that takes it out of the scheduler (printed, never run)."""
     try:
         with open_store(db) as store:
-            rows = store.culprit_counts((now or time.time()) - days * 86400)
+            rows = store.culprit_counts((now or time.time()) - days * 86400, at_least=threshold)
     except Exception as exc:  # see seen_before
         _fail(on_error, exc)
         return []

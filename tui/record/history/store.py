@@ -217,18 +217,19 @@ class IncidentStore:
         sql += " ORDER BY time DESC, id DESC" + (" LIMIT ?" if limit else "")
         return [_incident(r) for r in self._read(sql, (*params, *([limit] if limit else [])))]
 
-    def culprit_counts(self, since: float) -> list[dict[str, Any]]:
-        """Per culprit host since `since`: incidents, last time, causes (most culprit first)."""
-        rows = self._read("SELECT culprit_host, count(*), max(time), group_concat(id) FROM incidents "
-                          "WHERE time >= ? AND culprit_host IS NOT NULL GROUP BY culprit_host "
-                          "ORDER BY count(*) DESC, max(time) DESC", (since,))
+    def culprit_counts(self, since: float, *, limit: int | None = None, at_least: int = 1) -> list[dict[str, Any]]:
+        """Per culprit host since `since`, most culprit first (at most `limit` hosts, each the
+        culprit `at_least` times): {"host", "incidents", "last", "causes": {cause: count}}."""
+        rows = self._read("SELECT culprit_host, count(*), max(time) FROM incidents WHERE time >= ? AND "
+                          "culprit_host IS NOT NULL GROUP BY culprit_host HAVING count(*) >= ? "
+                          "ORDER BY count(*) DESC, max(time) DESC" + (" LIMIT ?" if limit else ""),
+                          (since, at_least, *([limit] if limit else [])))
         out = []
-        for host, count, last, ids in rows:
-            id_list = sorted((int(i) for i in str(ids).split(",")), reverse=True)
-            causes = self._read(f"SELECT cause, count(*) FROM incident_causes WHERE incident_id IN "
-                                f"({','.join('?' * len(id_list[:500]))}) GROUP BY cause ORDER BY count(*) DESC",
-                                tuple(id_list[:500]))
-            out.append({"host": host, "incidents": int(count), "last": float(last), "ids": id_list,
+        for host, count, last in rows:
+            causes = self._read("SELECT c.cause, count(*) FROM incidents i JOIN incident_causes c ON "
+                                "c.incident_id = i.id WHERE i.culprit_host = ? AND i.time >= ? "
+                                "GROUP BY c.cause ORDER BY count(*) DESC, c.cause", (host, since))
+            out.append({"host": host, "incidents": int(count), "last": float(last),
                         "causes": {c: int(n) for c, n in causes}})
         return out
 
