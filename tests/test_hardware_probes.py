@@ -185,3 +185,26 @@ def test_probes_import_no_torch() -> None:
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_roce_v2_gid_index_for_nccl(tmp_path: Path) -> None:
+    port = tmp_path / "sys/class/infiniband/mlx5_1/ports/1"
+    for rel, text in {"state": "4: ACTIVE", "phys_state": "5: LinkUp", "rate": "100 Gb/sec (4X EDR)",
+                      "link_layer": "Ethernet", "gids/0": "fe80:0000:0000:0000:0a42:a1ff:fe3c:1a2b",
+                      "gid_attrs/types/0": "IB/RoCE v1", "gids/1": "fe80:0000:0000:0000:0a42:a1ff:fe3c:1a2b",
+                      "gid_attrs/types/1": "RoCE v2", "gids/2": "0000:0000:0000:0000:0000:ffff:0a00:0011",
+                      "gid_attrs/types/2": "IB/RoCE v1", "gids/3": "0000:0000:0000:0000:0000:ffff:0a00:0011",
+                      "gid_attrs/types/3": "RoCE v2"}.items():
+        (port / rel).parent.mkdir(parents=True, exist_ok=True)
+        (port / rel).write_text(text + "\n")
+    facts = probe_infiniband(ProbeContext(runner=OfflineRunner(), root=tmp_path)).facts
+    assert facts["roce_v2_ipv4_gid_index"] == 3 and len(facts["roce_v2_gids"]) == 2
+    assert facts["ib_ports_not_active"] == []  # an Ethernet port is not judged as an IB one
+
+
+def test_xid_times_for_the_diagnosis() -> None:
+    from distdoctor.probes.hardware.kernel import when
+
+    assert when("Wed Mar  1 17:38:33 2023") == {"time": "2023-03-01T17:38:33"}
+    assert when(" 8812.334110") == {"uptime_s": 8812.33411}
+    assert when("Mar  3 10:14:02 gpu17 kernel:") == {}  # syslog has no year: no time is made up

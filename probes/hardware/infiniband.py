@@ -133,6 +133,9 @@ def facts_of(ports: list[dict[str, Any]], rising: dict[str, dict[str, int]]) -> 
                for p in ports if any(p.get("counters", {}).values())]
     roce_v2 = [f"{name(p)}: GID {g['index']} {g['gid']}" for p in ports for g in p.get("gids", ())
                if "v2" in g["type"].lower()]
+    # NCCL_IB_GID_INDEX for RoCE: the first RoCE v2 GID that carries an IPv4 address
+    v4 = sorted({g["index"] for p in ports for g in p.get("gids", ())
+                 if "v2" in g["type"].lower() and g["gid"].startswith("0000:0000:0000:0000:0000:ffff:")})
     rates = sorted({p["rate"] for p in ib if p.get("rate") and p.get("state", "").upper() == "ACTIVE"})
     return {
         "ports": [{k: v for k, v in p.items() if not k.startswith("_")} for p in ports],
@@ -143,6 +146,7 @@ def facts_of(ports: list[dict[str, Any]], rising: dict[str, dict[str, int]]) -> 
                                   for port, d in sorted(rising.items())],
         "active_rates": rates,
         "roce_v2_gids": roce_v2,
+        "roce_v2_ipv4_gid_index": v4[0] if v4 else None,
     }
 
 

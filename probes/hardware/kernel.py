@@ -6,6 +6,7 @@ Xids were seen and their class in NVIDIA's catalogue; checks.toml judges them.""
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -44,6 +45,20 @@ def _stamp(line: str) -> tuple[str, str]:
     if inner and inner.group(1).startswith("["):
         rest = rest[inner.end():].strip()
     return match.group(1).strip("[] "), rest
+
+
+def when(stamp: str) -> dict[str, Any]:
+    """A log stamp as a time: ISO 8601 for `dmesg -T` and journal stamps, seconds since boot
+    for plain dmesg; syslog's "Mar  3 10:14:02" has no year and stays text only."""
+    text = stamp.strip()
+    if re.fullmatch(r"\d+\.\d+", text):
+        return {"uptime_s": float(text)}
+    for fmt, value in (("%a %b %d %H:%M:%S %Y", text), ("%Y-%m-%dT%H:%M:%S%z", text.split(" ")[0])):
+        try:
+            return {"time": datetime.strptime(value, fmt).isoformat()}
+        except ValueError:
+            continue
+    return {}
 
 
 def _sources(ctx: ProbeContext) -> tuple[list[Text], list[str]]:
@@ -86,6 +101,8 @@ def parse(texts: list[Text]) -> dict[str, Any]:
                 item = xids.setdefault((code, bus), {"code": code, "bus": bus, "category": category,
                                                      "name": name, "count": 0, "first": stamp,
                                                      "last": stamp, "message": m["rest"][:300]})
+                if not item["count"]:
+                    item.update(when(stamp))
                 item["count"] += 1
                 item["last"] = stamp or item["last"]
                 if "fallen off the bus" in line.lower() and bus not in off_bus:
