@@ -3,12 +3,13 @@ thousand deep raises RecursionError; this one keeps its own stack and never foll
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import Callable, Iterator
 
 
-def walk(top: str | os.PathLike[str]) -> Iterator[tuple[str, list[str], list[str]]]:
+def walk(top: str | os.PathLike[str], onerror: Callable[[OSError], None] | None = None
+         ) -> Iterator[tuple[str, list[str], list[str]]]:
     """(folder, sub-folders, files) top-down, like `os.walk(top)`: the caller may sort or prune
-    the sub-folder list in place. Unreadable folders are skipped, as os.walk does by default."""
+    the sub-folder list in place. An unreadable folder is skipped and given to `onerror`."""
     stack = [os.fspath(top)]
     while stack:
         root = stack.pop()
@@ -25,7 +26,9 @@ def walk(top: str | os.PathLike[str]) -> Iterator[tuple[str, list[str], list[str
                     except OSError:  # a symlink loop, a vanished entry
                         is_dir = False
                     (dirs if is_dir else files).append(entry.name)
-        except OSError:
+        except OSError as exc:
+            if onerror is not None:
+                onerror(exc)
             continue
         yield root, dirs, files
         # reversed: the first sub-folder is walked first, as os.walk does

@@ -28,6 +28,7 @@ MAX_RATIO = 100
 RATIO_FLOOR = 8 << 20
 WAIT_NOTICE_S = 1.5  # how long a silent pipe on stdin waits before we say we are waiting
 GLOB_MAX_ENTRIES = 1_000_000  # directory entries a `**` walk looks at, at most
+GLOB_MAX_DEPTH = 200  # folders a `**` walk descends, at most (each is a Python frame)
 
 
 @dataclass(frozen=True)
@@ -136,20 +137,22 @@ def safe_glob(pattern: str) -> list[str]:
         budget[0] -= len(out)
         return out
 
-    def walk(base: str, i: int) -> None:
+    def walk(base: str, i: int, depth: int = 0) -> None:
+        if depth > GLOB_MAX_DEPTH:
+            return  # a folder nested deeper than any log tree: not followed (no RecursionError)
         if i == len(parts):
             if base:
                 found.setdefault(base, None)
             return
         part = parts[i]
         if part == "**":
-            walk(base, i + 1)  # zero directories
+            walk(base, i + 1, depth + 1)  # zero directories
             for e in entries(base):
                 if e.name.startswith("."):
                     continue
                 path = os.path.join(base, e.name) if base else e.name
                 if e.is_dir(follow_symlinks=False):
-                    walk(path, i)
+                    walk(path, i, depth + 1)
                 elif i == len(parts) - 1:
                     # a trailing ** names the files in base too; a link to a directory is named
                     # (expand() reads it, without following links inside) but never descended
@@ -158,14 +161,14 @@ def safe_glob(pattern: str) -> list[str]:
         if not glob.has_magic(part):
             path = os.path.join(base, part) if base else part
             if os.path.lexists(path):
-                walk(path, i + 1)
+                walk(path, i + 1, depth + 1)
             return
         for e in entries(base):
             if (e.name.startswith(".") and not part.startswith(".")) or not fnmatch.fnmatchcase(e.name, part):
                 continue
             if i < len(parts) - 1 and not e.is_dir():
                 continue
-            walk(os.path.join(base, e.name) if base else e.name, i + 1)
+            walk(os.path.join(base, e.name) if base else e.name, i + 1, depth + 1)
 
     walk(os.sep if absolute else "", 0)
     return list(found)

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from distdoctor.knowledge.i18n import t
+from distdoctor.knowledge.printable import clean_block
 
 from ..errors import UsageError
 from . import common
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         common.print_json(data)
     else:
-        sys.stdout.write(render(data, kb, top=args.top))
+        sys.stdout.write(clean_block(render(data, kb, top=args.top)))  # nothing raw from the logs
     return diagnosis.exit_code
 
 

@@ -7,13 +7,13 @@ from typing import Any
 
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.logs.ranks import span as rank_span
+from distdoctor.knowledge.printable import clean
 
 WIDTH = 120  # when stdout is not a terminal and $COLUMNS is unset
 MIN_WIDTH = 60
 # colour codes and other escape sequences that logs carry; shown raw they would repaint the
 # terminal (or leak into a pipe), so evidence is printed without them
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def width() -> int:
@@ -24,7 +24,9 @@ def width() -> int:
 def printable(text: str) -> str:
     """A log line fit for a terminal: escape sequences dropped, other control characters shown."""
     text = _ESCAPES.sub("", str(text))
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    # the one sanitiser (knowledge/printable.py): a newline in a file name is shown, never
+    # printed, so a file name cannot fake an output line; tabs stay
+    return "\t".join(clean(part) for part in text.split("\t"))
 
 
 def _(message: str, **values: Any) -> str:
