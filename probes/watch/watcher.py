@@ -39,6 +39,8 @@ class WatchConfig:
     fr_dir: str | None = None
     on_tick: Callable[[list[RankView]], None] | None = None
     cancel: threading.Event | None = None
+    kb: Any = None  # the knowledge base (with the site's overlay), loaded before the job starts
+    backend: str | None = None
 
     @property
     def interval_s(self) -> float:
@@ -294,8 +296,9 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
         verdict: dict[str, Any] | None = None
         causes: list[dict[str, Any]] = []
         if outcome != "finished":
-            concluded = conclude(captured or {"kind": outcome})
-            verdict = {"culprit": concluded["culprit"], "summary": concluded["summary"]}
+            concluded = conclude(dict(captured or {"kind": outcome}, backend=config.backend), config.kb)
+            verdict = {"culprit": concluded["culprit"], "summary": concluded["summary"],
+                       "confidence": concluded["confidence"]}
             causes = concluded["causes"]
             (captured or {})["logs_report"] = concluded["logs"]
         if hang is not None:

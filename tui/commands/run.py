@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
                            "--nproc-per-node 2 train.py"))
     if not shutil.which(argv[0]):
         raise UsageError(t("cannot start {cmd}: {why}", cmd=argv[0], why=t("not found, or not executable")))
+    kb = common.knowledge(args)  # a broken overlay is bad usage now, not after the job
     session_id = new_id()
     evidence = watch_view.evidence_dir(args, session_id)
     args.evidence_path = str(evidence)
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(t("cannot start {cmd}: {why}", cmd=argv[0], why=exc.strerror or exc)) from None
     config = WatchConfig(stall_s=stall, evidence=evidence, kill_on_hang=not args.keep_running,
-                         native=not args.no_native, fr_dir=plan.fr_dir,
+                         native=not args.no_native, kb=kb, fr_dir=plan.fr_dir,
                          log_sources=[str(log)] + ([plan.log_dir] if plan.log_dir else []))
     try:
         outcome = watch_job(Launched(tree), config)

@@ -87,13 +87,14 @@ def run(args: argparse.Namespace) -> int:
         if not find():
             pids = [r.pid for r in ranks]
             find = by_pids(pids)
+    kb = common.knowledge(args)  # a broken overlay is bad usage now, not after the job
     session_id = new_id()
     evidence = watch_view.evidence_dir(args, session_id)
     args.evidence_path = str(evidence)
     stall = args.stall or default_stall()
     watch_view.say(t("watching the job (stall {stall}s), evidence in {dir}", stall=f"{stall:g}", dir=evidence))
     config = WatchConfig(stall_s=stall, evidence=evidence, kill_on_hang=args.kill_on_hang,
-                         native=not args.no_native, log_sources=list(args.logs))
+                         native=not args.no_native, kb=kb, log_sources=list(args.logs))
     outcome = watch_job(Running(find), config)
     watch_view.save(args, outcome, session_id, KIND)
     if args.json:

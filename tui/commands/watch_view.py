@@ -113,6 +113,8 @@ def render(outcome: Any) -> str:
                        role=t(str(culprit.get("role") or "")), why=culprit.get("why", "")))
     elif outcome.outcome != "finished":
         lines.append(t("culprit: none named by the evidence"))
+    if (outcome.verdict or {}).get("confidence"):
+        lines.append(t("confidence: {level}", level=t(outcome.verdict["confidence"])))
     summary = (outcome.verdict or {}).get("summary")
     if summary:
         lines.append(t("summary: {text}", text=summary))
