@@ -35,7 +35,7 @@ examples:
   distdoctor history --node node-17           incidents that involved node-17
   distdoctor history --nodes --days 30        which hosts were culprits, how often
   distdoctor history --cause nic-selection    incidents with that cause
-  distdoctor history --signature 7c59aee77b96 the same failure, every time it happened
+  distdoctor history --signature 34d02b746036 the same failure, every time it happened
   distdoctor history --signature 42           the same failure as incident 42
   distdoctor history resolve 42 "drained node-17: Xid 79"
   distdoctor history export -o team-a.jsonl   every incident as JSON Lines

@@ -3,8 +3,6 @@ failure, the same node) with what fixed it. None of these raises to its caller: 
 cannot be used costs one line on stderr (or through `on_error`), never the command's result."""
 from __future__ import annotations
 
-import shlex
-import shutil
 import os
 import sys
 import time
@@ -225,6 +223,8 @@ def repeat_offender(host: str | None, **options: Any) -> dict[str, Any] | None:
 
 def detect_scheduler() -> str | None:
     """"slurm" or "kubernetes" from the environment or the tools on PATH; None when neither."""
+    import shutil
+
     if any(k.startswith("SLURM_") for k in os.environ) or shutil.which("scontrol"):
         return "slurm"
     if os.environ.get("KUBERNETES_SERVICE_HOST") or shutil.which("kubectl"):
@@ -235,6 +235,8 @@ def detect_scheduler() -> str | None:
 def drain_commands(host: str, count: int, days: int = REPEAT_DAYS, scheduler: str | None = None) -> list[str]:
     """The commands that take `host` out of service for the scheduler in use (both when it
     cannot be told). Printed for a person to run, never run here."""
+    import shlex
+
     scheduler = scheduler or detect_scheduler()
     reason = f"distdoctor: culprit in {count} incidents in {days} days"
     slurm = f"scontrol update nodename={shlex.quote(host)} state=drain reason={shlex.quote(reason)}"
