@@ -57,8 +57,13 @@ def recorded_probes() -> dict[str, Any]:
     from distdoctor.probes.shm import probe_shm
     from distdoctor.probes.topology import probe_topology
 
+    from distdoctor.probes.hardware import HARDWARE_PROBES
+
     nvml = FakePynvml(json.loads(NVML.read_text(encoding="utf-8")))
-    return dict(PROBES, shm=partial(probe_shm, statvfs=docker_shm_statvfs),
+    # the container recording holds no kernel log, nvidia-smi or lspci: the hardware probes
+    # (tests/test_hardware_*.py) would only add "unavailable" rows to every screen
+    base = {name: probe for name, probe in PROBES.items() if name not in HARDWARE_PROBES}
+    return dict(base, shm=partial(probe_shm, statvfs=docker_shm_statvfs),
                 network=partial(probe_network, resolver=resolve_off_host, connections=list),
                 topology=partial(probe_topology, nvml=nvml))
 

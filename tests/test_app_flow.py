@@ -321,7 +321,8 @@ async def test_environment_step_on_the_real_host(tmp_path: Path) -> None:
         await settle(pilot)
         text = screen_text(app)
         check = SessionStore(tmp_path).load("host")["events"][-1]["data"]
-        assert list(check["probes"]) == ["versions", "shm", "launch", "switches", "network", "topology"]
+        assert list(check["probes"]) == ["versions", "shm", "launch", "switches", "network", "topology",
+                                         "kernel", "gpu_health", "pcie", "infiniband", "limits"]
         for name, probe in check["probes"].items():
             word = {"ok": "OK", "warn": "WARN", "fail": "FAIL", "unavailable": "N/A", "error": "ERROR"}
             assert f" {name} " in f" {text} " and word[probe["status"]] in text
