@@ -300,3 +300,39 @@ def test_a_locked_store_costs_one_line(db: Path, monkeypatch: pytest.MonkeyPatch
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_a_diagnosis_dict_from_the_engine_is_recorded(db: Path) -> None:
+    """The shape of knowledge/diagnosis.py's Diagnosis.to_dict(): confidence in words, causes
+    with scores, the culprit's ranks, ranks with their host; the first line given beside it."""
+    data = {"confidence": "likely", "culprit": {"ranks": ["1"], "role": "crashed", "why": "rank 1 lost eth7"},
+            "summary": "Rank 1 could not find its interface.", "cause": "nic-selection", "failed": True,
+            "causes": [{"id": "nic-selection", "score": 3.0, "basis": "evidence"},
+                       {"id": "rank-crash-deadlock", "score": 1.0, "basis": "evidence"}],
+            "ranks": {"0": {"host": "node-8"}, "1": {"host": "node-9"}}, "seen_before": []}
+    line = "[default1]:RuntimeError: [enforce fail at device.cc:84] ifa != nullptr. Unable to find address for: eth7"
+    new_id = record_diagnosis(data, first_line=line)
+    with open_store(db) as store:
+        inc = store.get(new_id)
+    assert (inc.culprit_host, inc.outcome, inc.cause_ids) == ("node-9", "likely", ["nic-selection", "rank-crash-deadlock"])
+    assert inc.confidence == 0.75 and inc.signature
+    assert recall(data, first_line=line)["seen_before"][0]["id"] == new_id
+
+
+def test_the_apps_conclusion_is_recorded_through_the_session_writer(db: Path) -> None:
+    from distdoctor.tui.record.session import SessionStore, SessionWriter
+
+    errors: list[str] = []
+    writer = SessionWriter(SessionStore(), errors.append)
+    writer.append("app-1", "logs", diagnosis("10-drill-wrong-nic"))
+    writer.append("app-1", "conclusion", {"causes": [{"id": "nic-selection", "score": 2.5, "basis": "evidence"}],
+                                          "culprit": {"ranks": ["1"], "role": "crashed"}})
+    assert writer.flush(timeout=30) and errors == []
+    with open_store(db) as store:
+        (inc,) = store.query(session="app-1")
+    assert inc.source == "conclusion" and inc.cause_ids == ["nic-selection"] and inc.first_line
+
+
+def test_recall_of_a_diagnosis_of_another_shape_is_empty(db: Path) -> None:
+    lines: list[str] = []
+    assert recall({"causes": "not a list"}, on_error=lines.append)["seen_before"] == []

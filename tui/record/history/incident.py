@@ -110,11 +110,13 @@ def from_diagnosis(diagnosis: Mapping[str, Any], *, session_id: str | None = Non
                    hosts: Iterable[str] | Mapping[str, str] | None = None,
                    versions: Mapping[str, Any] | None = None, job: str | None = None,
                    source: str = "diagnosis", culprit_host: str | None = None,
-                   now: float | None = None) -> Incident:
+                   first_line: str | None = None, now: float | None = None) -> Incident:
     """An incident from a diagnosis dict: `distdoctor logs --json` (verdict, causes,
     first_failure, ranks, timeline, facts), the app's conclusion ({causes, culprit}) or a
-    Diagnosis dict ({culprit, confidence, causes, summary, first_failure}). `hosts` is a list
-    of the job's hosts or a mapping rank -> host; hosts the logs name are added."""
+    Diagnosis dict ({culprit, confidence, causes, summary, ranks}). `hosts` is a list of the
+    job's hosts or a mapping rank -> host; hosts the logs name are added. `first_line` is the
+    first failure line when the dict has no `first_failure` (a Diagnosis). A confidence in words
+    ("likely") is kept as the outcome; the stored confidence is the top cause's share."""
     verdict = diagnosis.get("verdict") if isinstance(diagnosis.get("verdict"), Mapping) else {}
     culprit = verdict.get("culprit") or diagnosis.get("culprit") or {}
     culprit = culprit if isinstance(culprit, Mapping) else {}
@@ -130,9 +132,10 @@ def from_diagnosis(diagnosis: Mapping[str, Any], *, session_id: str | None = Non
                        | ({host} if host else set()))
     causes = _causes(diagnosis, verdict)
     first = diagnosis.get("first_failure") if isinstance(diagnosis.get("first_failure"), Mapping) else {}
-    line = str(first.get("text") or "") or None
+    line = first_line or str(first.get("text") or "") or None
     sig, sig_text = signature(line, causes[0]["id"] if causes else None, all_hosts)
     confidence = diagnosis.get("confidence")
+    said = confidence if isinstance(confidence, str) else None  # "confirmed", "likely", ...
     if not isinstance(confidence, (int, float)) or isinstance(confidence, bool):
         confidence = causes[0]["confidence"] if causes else None
     failed = verdict.get("failed", diagnosis.get("failed"))
@@ -140,7 +143,7 @@ def from_diagnosis(diagnosis: Mapping[str, Any], *, session_id: str | None = Non
     return Incident(
         time=now or time.time(), uid=new_uid(now), session=session_id, job=job, source=source,
         hosts=all_hosts, ranks=ranks, culprit_ranks=culprit_ranks, culprit_host=host,
-        role=culprit.get("role"), outcome=diagnosis.get("outcome") or
+        role=culprit.get("role"), outcome=diagnosis.get("outcome") or said or
         ("failed" if failed else "no failure" if failed is False else None),
         causes=causes, confidence=round(float(confidence), 3) if confidence is not None else None,
         summary=str(summary)[:MAX_TEXT] if summary else None, first_line=line[:MAX_TEXT] if line else None,
@@ -149,13 +152,15 @@ def from_diagnosis(diagnosis: Mapping[str, Any], *, session_id: str | None = Non
 
 
 def _rank_hosts(diagnosis: Mapping[str, Any], hosts: Any) -> dict[str, str]:
-    """rank -> host: the caller's mapping first, then a rank whose lines name exactly one host."""
+    """rank -> host: a rank whose lines name exactly one host (the logs' timeline, a Diagnosis's
+    ranks), then the caller's mapping over them."""
     out: dict[str, str] = {}
-    timeline = diagnosis.get("timeline") if isinstance(diagnosis.get("timeline"), Mapping) else {}
-    for rank, line in timeline.items():
-        named = line.get("hosts") if isinstance(line, Mapping) else None
-        if isinstance(named, list) and len(set(named)) == 1:
-            out[str(rank)] = str(named[0])
+    for table in (diagnosis.get("ranks"), diagnosis.get("timeline")):
+        for rank, line in (table.items() if isinstance(table, Mapping) else ()):
+            named = line.get("hosts") or ([line["host"]] if line.get("host") else None) \
+                if isinstance(line, Mapping) else None
+            if isinstance(named, list) and len(set(named)) == 1:
+                out[str(rank)] = str(named[0])
     if isinstance(hosts, Mapping):
         out.update({str(r): str(h) for r, h in hosts.items() if h})
     return out

@@ -55,16 +55,16 @@ def open_store(db: str | Path | None = None, *, import_sessions: bool = True) ->
 def record_diagnosis(diagnosis: Mapping[str, Any], *, session_id: str | None = None,
                      hosts: Iterable[str] | Mapping[str, str] | None = None,
                      versions: Mapping[str, Any] | None = None, job: str | None = None,
-                     culprit_host: str | None = None, source: str = "diagnosis",
-                     db: str | Path | None = None, on_error: OnError | None = None,
-                     now: float | None = None) -> int | None:
+                     culprit_host: str | None = None, first_line: str | None = None,
+                     source: str = "diagnosis", db: str | Path | None = None,
+                     on_error: OnError | None = None, now: float | None = None) -> int | None:
     """Store a diagnosis (`logs --json`'s dict, the app's conclusion, or a Diagnosis dict) and
     return the incident's id; with a session id, the session's incident is updated instead of
     a new one added. None, and one line through `on_error` (stderr by default), when the
     store cannot take it."""
     try:
         inc = from_diagnosis(diagnosis, session_id=session_id, hosts=hosts, versions=versions, job=job,
-                             source=source, culprit_host=culprit_host, now=now)
+                             source=source, culprit_host=culprit_host, first_line=first_line, now=now)
         with open_store(db) as store:
             return store.merge_session(inc, keep=_KEEP) if session_id else store.add(inc)
     except Exception as exc:  # the caller's result matters more than the history: reported, not raised
@@ -250,11 +250,16 @@ def drain_commands(host: str, count: int, days: int = REPEAT_DAYS, scheduler: st
 
 
 def recall(diagnosis: Mapping[str, Any], *, hosts: Iterable[str] | Mapping[str, str] | None = None,
-           session_id: str | None = None, db: str | Path | None = None,
+           session_id: str | None = None, first_line: str | None = None, db: str | Path | None = None,
            on_error: OnError | None = None) -> dict[str, Any]:
-    """For a renderer holding a diagnosis (`logs --json`'s dict or a Diagnosis dict):
-    {"seen_before": [...], "repeat_offender": {...} | None, "signature": id}. Reads only."""
-    inc = from_diagnosis(diagnosis, hosts=hosts, session_id=session_id)
+    """For a renderer holding a diagnosis (`logs --json`'s dict, or a Diagnosis dict with the
+    logs' `first_line`): {"seen_before": [...], "repeat_offender": {...} | None, "signature": id}.
+    Reads only; never raises."""
+    try:
+        inc = from_diagnosis(diagnosis, hosts=hosts, session_id=session_id, first_line=first_line)
+    except Exception as exc:  # a diagnosis of an unexpected shape: no memory, one line
+        _fail(on_error, exc)
+        return {"signature": None, "seen_before": [], "repeat_offender": None}
     seen = seen_before(inc.signature, inc.culprit_host, inc.cause_ids, session_id=session_id, db=db,
                        on_error=on_error)
     return {"signature": inc.signature, "seen_before": seen,
