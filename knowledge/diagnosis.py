@@ -150,10 +150,11 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     ranks = _ranks(timeline, who)
     backend = ev.backend or (((logs or {}).get("facts") or {}).get("job") or {}).get("backend")
     ranked, left_out = _applicable(kb, ranked, backend, logs)
-    ranked = _against_culprit(kb, ranked, who, left_out)
+    ranked, contradicted = _against_culprit(kb, ranked, who, left_out)
+    ranked = _explanation_first(kb, ranked, who, logs)
     failed = bool((logs or {}).get("verdict", {}).get("failed")) if logs else False
     failed = failed or any(r.strong and r.basis == "evidence" for r in ranked)
-    confidence = _confidence(kb, ranked, who, logs, ev)
+    confidence = _confidence(kb, [r for r in ranked if r.id not in contradicted], who, logs, ev)
     if not failed and confidence != "unknown":
         confidence = "unknown"
     summary = str(((logs or {}).get("verdict") or {}).get("summary") or (who or {}).get("why") or "")
@@ -215,13 +216,14 @@ def _gpu_seen(logs: Mapping[str, Any] | None) -> bool:
 
 
 def _against_culprit(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None,
-                     left: list[dict[str, str]]) -> list[Ranked]:
+                     left: list[dict[str, str]]) -> tuple[list[Ranked], set[str]]:
     """A cause whose premise the culprit contradicts is argued against in words and can no longer
     come first: "no crashed rank in sight" beside a crashed culprit, "a rank died" beside a rank
-    the waiters name as never arriving."""
+    the waiters name as never arriving. Returns the ranking and the ids argued against (no rival
+    to the answer)."""
     role = (who or {}).get("role")
     if not role:
-        return ranked
+        return ranked, set()
     out, demoted = [], []
     for r in ranked:
         premise = getattr(kb.causes.get(r.id), "premise", "")
@@ -236,7 +238,37 @@ def _against_culprit(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | Non
                                   False, (*r.against, why)))
         else:
             out.append(r)
-    return out + demoted
+    return out + demoted, {r.id for r in demoted}
+
+
+def _explanation_first(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None,
+                       logs: Mapping[str, Any] | None) -> list[Ranked]:
+    """A consequence never outranks its explanation. When the top cause is "a rank died and the
+    others wait" and another cause with this incident's evidence explains why the rank died, that
+    cause comes first (see `_explains`)."""
+    if not ranked or getattr(kb.causes.get(ranked[0].id), "premise", "") != "crash":
+        return ranked
+    for n, r in enumerate(ranked[1:], 1):
+        if _explains(kb, r, who, logs):
+            return [r, *ranked[:n], *ranked[n + 1:]]
+    return ranked
+
+
+def _explains(kb: Any, r: Ranked, who: Mapping[str, Any] | None, logs: Mapping[str, Any] | None) -> bool:
+    """Whether a cause explains the crash: it rests on this incident's evidence, can kill a rank
+    (causes.toml `explains_crash`), and, when the culprit's own failure line is shown, cites that
+    very line; when the crash is only inferred (a peer's lost connection, a launcher's exit code),
+    it is a set-up cause (`setup`) with evidence of its own."""
+    cause = kb.causes.get(r.id)
+    if not (r.basis == "evidence" and r.strong and getattr(cause, "explains_crash", False)):
+        return False
+    ff = (logs or {}).get("first_failure") or {}
+    blamed = [str(x) for x in (who or {}).get("ranks") or []]
+    if (who or {}).get("role") == "crashed" and str(ff.get("rank")) in blamed:
+        cites = next((c.get("evidence") or [] for c in (logs or {}).get("causes") or []
+                      if isinstance(c, Mapping) and c.get("id") == r.id), [])
+        return (ff.get("file"), ff.get("line")) in {(e.get("file"), e.get("line")) for e in cites}
+    return bool(getattr(cause, "setup", False))
 
 
 def _confidence(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, logs: Mapping[str, Any] | None,
@@ -249,7 +281,10 @@ def _confidence(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, lo
         return "unknown"
     if "waiters" in needs and not _waiters(logs):
         return "unknown"
-    rivals = [r.score for r in ranked[1:] if r.basis != "prior"]
+    # the deadlock a crash leaves behind is no rival of the cause that explains the crash
+    compatible = _explains(kb, top, who, logs)
+    rivals = [r.score for r in ranked[1:] if r.basis != "prior"
+              and not (compatible and getattr(kb.causes.get(r.id), "premise", "") == "crash")]
     share = max(rivals, default=0.0) / top.score if top.score > 0 else 1.0
     if share >= ALIKE:
         return "unknown"

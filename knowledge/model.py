@@ -48,6 +48,13 @@ class Cause:
     # "culprit" (a timeout shows only that some rank was late, which every hang shows: the rank
     # must be named), "waiters" (a rank that died deadlocks the job only if others are seen waiting)
     answer_needs: tuple[str, ...] = ()
+    # a rank that died of this cause is explained by it: it, not "a rank died and the others
+    # wait" (the consequence), is the answer
+    explains_crash: bool = False
+    # a set-up cause (launchers, interface, rank variables, checkpoints, versions): with evidence
+    # of its own it outranks a crash that is only inferred from a peer's lost connection or a
+    # launcher's exit code
+    setup: bool = False
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,10 @@ class Collector:
                 self.epoch_sizes[who.rank] = (int(m.group("n")), self._hit("x-epoch-size", line, text, who))
         if "terminated with" in text:
             self._spawn(line, text, who)
+        if '", line ' in text:
+            frame = x.user_frame(text)
+            if frame is not None:
+                f.user_frame[key] = (frame, line)
         if "monitoredBarrier" in text:
             m = x.NAMED_LATE.search(text)
             for r in m.group("ranks").replace(" ", "").split(",") if m else ():
@@ -304,8 +308,13 @@ class Collector:
                 f.logged.pop()  # the chain goes on: one span from its first header
             f.logged.append((f.logged_open, line))
             f.logged_open = None
+        frame = ""
+        if tb:  # the innermost frame of the user's own code since that traceback's header
+            seen = f.user_frame.get(key) or f.user_frame.get("?")
+            if seen is not None and after is not None and seen[1] > after:
+                frame = seen[0]
         self.exceptions.append(Exc(kind, msg, self._hit("x-exception", line, text, who),
-                                   bool(x.PEER_LOSS.search(msg)), kind in x.LAUNCHER_EXC, tb))
+                                   bool(x.PEER_LOSS.search(msg)), kind in x.LAUNCHER_EXC, tb, frame))
 
     def _timeout(self, line: int, text: str, who: x.Who) -> None:
         f = self.file

@@ -24,6 +24,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("x-elastic-one", r"local_rank: \d+ \(pid"),
     ("x-announce", r"distributed init \(rank|GLOBAL_RANK: \d|to store for rank: \d"),
     ("x-frame", r'distributed_c10d\.py", line'),
+    ("x-user-frame", r'File "[^"]+", line \d+, in '),
     ("x-backward", r"in _engine_run_backward"),
     ("x-call", r"torch\.distributed\.\w+\("),
     ("x-traceback", r"Traceback \(most recent call last\)"),

@@ -42,7 +42,10 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         if waiters:
             why += tr("; rank {ranks} was left waiting" if len(waiters) == 1 else "; rank {ranks} were left waiting",
                      ranks=_names(waiters))
-        return {"ranks": [first.rank], "role": "crashed", "why": why}
+        found = {"ranks": [first.rank], "role": "crashed", "why": why}
+        if first.end.exc is not None and first.end.exc.frame:
+            found["location"] = first.end.exc.frame  # the culprit's own code
+        return found
     if uneven:
         return uneven
     named = _named_late(view, lines)

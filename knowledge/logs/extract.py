@@ -196,7 +196,7 @@ CHAIN_GAP = 4  # "During handling of the above exception..." between two traceba
 PEER_LOSS = re.compile(
     r"Connection closed by peer|Connection reset by peer|remote worker crash|remote process exited"
     r"|ncclRemoteError|Broken pipe|[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)"
-    r"|wait timeout|clients joined|failed to pass monitoredBarrier"
+    r"|wait timeout|clients joined|failed to pass monitoredBarrier|successfully reached monitoredBarrier"
     r"|NCCL communicator was aborted|ProcessGroup\w* is aborted|peer .*(?:closed|reset)")
 # Exceptions the launcher raises in its own process when a worker fails or it is told to stop.
 TIMED_OUT = re.compile(r"[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)|timeout|monitoredBarrier")
@@ -204,6 +204,21 @@ TIMED_OUT = re.compile(r"[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\
 # ("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms", "Ranks 1, 2 failed to pass
 # monitoredBarrier in 120000 ms" with wait_all_ranks). The rank that raises it is a waiter.
 NAMED_LATE = re.compile(r"Ranks? (?P<ranks>\d+(?:, ?\d+)*) failed to pass monitoredBarrier")
+# A traceback frame ('  File "train.py", line 25, in main'); the user's own code is any file
+# outside the interpreter, site-packages and torch itself
+FRAME_ANY = re.compile(r'File "(?P<path>[^"]{1,400})", line (?P<line>\d+), in (?P<fn>[\w<>.]{1,80})')
+LIBRARY = ("site-packages", "dist-packages", "/lib/python", "<frozen", "lib\\python", "/torch/")
+
+
+def user_frame(text: str) -> str | None:
+    """'train.py:25 in main' for a frame of the user's own code, else None."""
+    m = FRAME_ANY.search(text)
+    if m is None or any(p in m.group("path") for p in LIBRARY):
+        return None
+    name = re.split(r"[/\\]", m.group("path"))[-1]
+    return f"{name}:{m.group('line')} in {m.group('fn')}"
+
+
 # A pasted excerpt quoted in Markdown or e-mail ("> [rank1]: ...")
 QUOTE = re.compile(r"^(?:> ?)+")
 LAUNCHER_EXC = frozenset({"ChildFailedError", "SignalException", "ProcessRaisedException",

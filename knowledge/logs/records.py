@@ -29,6 +29,7 @@ class Exc:
     peer_loss: bool  # it reports a lost peer or a timeout: the raiser waited for someone else
     launcher: bool  # raised by the launcher's own process (ChildFailedError, SignalException)
     traceback: bool  # a `Traceback (most recent call last)` header came before it
+    frame: str = ""  # the innermost frame of the user's own code in that traceback (train.py:25 in main)
 
 
 @dataclass
@@ -47,3 +48,4 @@ class FileState:
     warning: tuple[str, int] | None = None  # (who, line) of the last logging record at WARNING level
     logged_open: int | None = None  # the header line of a traceback a WARNING record printed
     logged: list[tuple[int, int]] = field(default_factory=list)  # (header, exception line) spans
+    user_frame: dict[str, tuple[str, int]] = field(default_factory=dict)  # who -> (frame, line) last seen

@@ -27,6 +27,7 @@ _COMM_ID = re.compile(rb"(comm(?:Id)? 0x)[0-9a-f]+(?= )")
 _EVENT_WORDS = ("Error", "Exception", "Interrupt", "Failure", "Traceback", "Watchdog", "WorkNCCL(",
                 "last enqueued", "local_rank", "exitcode", "terminated with", "distributed",
                 "default_pg", "ids", "indices", "RANK", "_engine_run_backward", "monitoredBarrier",
+                '", line ',  # a traceback frame: the user's own code in it is the culprit's location
                 "NVIDIA ", "Tesla ", "Quadro ", "TITAN ",  # GPU listings: one line a GPU
                 "WARNING")  # a logging record that may print the traceback after it
 _FACT_WORDS = ("NCCL version", "cudaDriverVersion", ": Using ", "Using network", "NET/IB : No device found",

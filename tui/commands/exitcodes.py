@@ -3,7 +3,9 @@
 - OK (0): nothing wrong was found. This includes "could not look": a probe or a command whose
   source is unavailable on this node (no NVIDIA driver, no GPU) prints one `unavailable: ...`
   line and exits 0, because a missing tool is neither a problem in the job nor bad usage.
-- PROBLEM (1): a problem was found: a failed check, a cause in the logs, a failing repro, a
+- A diagnosis that cannot name a cause ("unknown": not enough evidence, what to collect next is
+  said) is no answer: OK, even when the logs show a failure.
+- PROBLEM (1): a problem was found: a failed check, a cause in the logs (confirmed or likely), a failing repro, a
   bisection whose baseline failed (whether or not a switch then fixed it), missing P2P, a node
   that differs from the fleet, a lint finding.
 - USAGE (2): bad usage or unreadable input (garbage, binary, truncated or missing files); raised
