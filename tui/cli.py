@@ -1,6 +1,8 @@
 """The `distdoctor` command line: the app with no arguments, headless subcommands otherwise."""
 from __future__ import annotations
 
+from . import startup  # first: Ctrl-C during the imports below is one line, not a traceback
+
 import argparse
 import importlib
 import re
@@ -208,6 +210,15 @@ def _lang_in(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        startup.ready()
+        return _main(argv)
+    except KeyboardInterrupt:  # while the parser is built: one line, as during a command
+        print(t("distdoctor: interrupted"), file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     i18n.set_lang(_lang_in(argv))  # every command and the app read it through i18n.resolve()
     # Building every command's parser costs ~60 ms; the app's first screen should not pay it.

@@ -127,15 +127,18 @@ def _on_stop(previous: dict[int, object]):
 
 @contextlib.contextmanager
 def _workers_die_with_us() -> Iterator[None]:
-    """While a scan runs in the main thread: SIGTERM and SIGHUP kill its workers first (SIGINT
-    reaches them from the terminal already, and unwinds the pool as KeyboardInterrupt)."""
+    """While a scan runs in the main thread: SIGTERM and SIGHUP kill its workers first (the
+    workers themselves block them, and SIGINT: see _quiet_spawn). A signal this process ignores
+    (SIGHUP under nohup) stays ignored: nothing is installed for it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous: dict[int, object] = {}
     try:
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            previous[sig] = signal.getsignal(sig)
+            before = signal.getsignal(sig)
+            if before is not signal.SIG_IGN:
+                previous[sig] = before
         handler = _on_stop(previous)
         for sig in previous:
             signal.signal(sig, handler)
@@ -147,6 +150,40 @@ def _workers_die_with_us() -> Iterator[None]:
         for sig, before in previous.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(sig, before)
+
+
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+@contextlib.contextmanager
+def _quiet_spawn() -> Iterator[None]:
+    """While the pool and its workers start: SIGINT, SIGTERM and SIGHUP blocked in this thread,
+    a mask the workers inherit through exec (a worker still importing never prints
+    KeyboardInterrupt: this process ends them, or PR_SET_PDEATHSIG does; a signal that arrives
+    meanwhile is delivered here when the mask is lifted), and file descriptor 2 on /dev/null, which
+    the workers and the resource tracker keep (a worker whose parent dies while it starts
+    prints no EOFError, the tracker no "leaked semaphore" warning; a worker's own errors come
+    back through its future)."""
+    old_mask = None
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    saved = -1
+    try:
+        with contextlib.suppress(OSError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                saved = os.dup(2)
+                os.dup2(null, 2)
+            finally:
+                os.close(null)
+        yield
+    finally:
+        if saved >= 0:
+            with contextlib.suppress(OSError):
+                os.dup2(saved, 2)
+            os.close(saved)
+        if old_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
 def _start_resource_tracker() -> None:
@@ -186,22 +223,36 @@ def scan_all(key: tuple, sources: list[Source], tasks: list[tuple[int, int, int]
             size = 0
         batches[-1].append(task)
         size += task[2] - task[1]
-    _start_resource_tracker()
     ctx = multiprocessing.get_context("spawn")
-    with _workers_die_with_us(), ProcessPoolExecutor(
-            max_workers=workers, mp_context=ctx, initializer=start_worker,
-            initargs=(os.getpid(), resolve())) as pool:
-        finished = False
-        try:
+    with _workers_die_with_us():
+        with _quiet_spawn():
+            _start_resource_tracker()
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=start_worker,
+                                       initargs=(os.getpid(), resolve()))
+            # the first submits start the workers (spawn starts them on demand)
             futures = [(batch, pool.submit(scan_batch, key,
                                            [(sources[i].path, a, b) for i, a, b in batch]))
                        for batch in batches if batch]
             _LIVE.update(getattr(pool, "_processes", {}).values())
+        yield from _results(pool, key, sources, futures)
+
+
+def _results(pool, key: tuple, sources: list[Source], futures: list
+             ) -> Iterator[tuple[int, int, RangeResult | BaseException]]:
+    """Each batch's results in order; a batch whose worker died (killed, out of memory: the
+    pool is broken) is scanned here instead, so no signal or lost worker ends in a traceback."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    with pool:
+        finished = False
+        try:
             for batch, fut in futures:
                 try:
                     results: list = fut.result()
                 except READ_ERRORS as exc:
                     results = [exc] * len(batch)
+                except BrokenProcessPool:
+                    results = scan_batch(key, [(sources[i].path, a, b) for i, a, b in batch])
                 for (i, a, _b), res in zip(batch, results):
                     yield i, a, res
             finished = True
