@@ -16,7 +16,7 @@ import pytest
 from distdoctor.tui.record.history import (HistoryError, IncidentStore, open_store, recall, record_diagnosis,
                                            record_event, repeat_offenders, seen_before)
 from distdoctor.tui.record.history.incident import Incident
-from distdoctor.tui.record.history.recall import drain_commands
+from distdoctor.tui.record.history.memory import drain_commands
 from distdoctor.tui.record.history.schema import MIGRATIONS, VERSION, migrate, version_of
 
 RECORDED = Path(__file__).parent / "fixtures" / "recorded"
@@ -336,3 +336,12 @@ def test_the_apps_conclusion_is_recorded_through_the_session_writer(db: Path) ->
 def test_recall_of_a_diagnosis_of_another_shape_is_empty(db: Path) -> None:
     lines: list[str] = []
     assert recall({"causes": "not a list"}, on_error=lines.append)["seen_before"] == []
+
+
+def test_a_command_that_concludes_nothing_pays_nothing_for_the_history() -> None:
+    code = ("import sys; from distdoctor.tui.record.history import record_event; "
+            "assert record_event('s', 'check', {'findings': []}) is None; "
+            "print(sorted(m for m in ('sqlite3', 'distdoctor.tui.record.redact', "
+            "'distdoctor.tui.record.history.memory') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

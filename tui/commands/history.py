@@ -182,7 +182,7 @@ def _fit(text: str, width: int) -> str:
 def _nodes(store: Any, args: argparse.Namespace) -> int:
     """Culprit hosts over --days (at most --limit of them), and every repeat offender: a host
     culprit in REPEAT_COUNT incidents in REPEAT_DAYS, whatever --days and --limit show."""
-    from ..record.history.recall import REPEAT_COUNT, REPEAT_DAYS, drain_commands
+    from ..record.history.memory import REPEAT_COUNT, REPEAT_DAYS, drain_commands
 
     days = args.days or REPEAT_DAYS
     now = time.time()

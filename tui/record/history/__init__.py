@@ -1,10 +1,35 @@
-"""Incident memory: an SQLite store of concluded diagnoses, "seen before" and repeat offenders."""
+"""Incident memory: an SQLite store of concluded diagnoses, "seen before" and repeat offenders.
+
+Importing the package costs nothing: `record_event`, the hook every session write calls, returns
+at once for an event that concludes nothing, and the rest loads on first use."""
 from __future__ import annotations
 
-from .recall import (HOST_CAUSES, drain_commands, import_session_files, open_store, recall,
-                     record_diagnosis, record_event, repeat_offender, repeat_offenders, seen_before)
-from .store import MAX_INCIDENTS, HistoryError, IncidentStore, default_path
+import importlib
+from typing import Any
 
-__all__ = ["HOST_CAUSES", "MAX_INCIDENTS", "HistoryError", "IncidentStore", "default_path", "drain_commands",
-           "import_session_files", "open_store", "recall", "record_diagnosis", "record_event",
-           "repeat_offender", "repeat_offenders", "seen_before"]
+# Session events that conclude something worth remembering.
+CONCLUDING = ("logs", "conclusion", "diagnosis", "bisect", "repro")
+
+_WHERE = {"record_diagnosis": "memory", "seen_before": "memory", "recall": "memory", "repeat_offenders": "memory",
+          "repeat_offender": "memory", "drain_commands": "memory", "open_store": "memory",
+          "import_session_files": "memory", "HOST_CAUSES": "memory", "IncidentStore": "store",
+          "HistoryError": "store", "MAX_INCIDENTS": "store", "default_path": "store", "Incident": "incident"}
+
+
+def record_event(session_id: str | None, kind: str, data: Any, **options: Any) -> int | None:
+    """The session hook (memory.record_event); an event of any other kind than CONCLUDING
+    returns None before anything is imported. Never raises."""
+    if kind not in CONCLUDING:
+        return None
+    from .memory import record_event as record
+
+    return record(session_id, kind, data, **options)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+
+
+__all__ = ["CONCLUDING", "record_event", *_WHERE]

@@ -11,7 +11,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from distdoctor.knowledge.i18n import t
 
-from .incident import Incident, from_diagnosis, iso, new_uid
+from . import CONCLUDING
+from .incident import Incident, from_diagnosis, iso
 from .store import HistoryError, IncidentStore
 
 # Causes that live in a node's hardware or network: the same culprit host with one of these is
@@ -22,8 +23,6 @@ HOST_CAUSES = frozenset({"network-unreachable", "nic-selection", "p2p-unsupporte
 REPEAT_COUNT = 3  # a host culprit in this many incidents ...
 REPEAT_DAYS = 30  # ... within this many days is a repeat offender
 SEEN_LIMIT = 5
-# Session events that conclude something worth remembering, and the source they are stored as.
-CONCLUDING = ("logs", "conclusion", "diagnosis", "bisect", "repro")
 SESSIONS_IMPORTED = "sessions_imported"
 
 OnError = Callable[[str], None]
@@ -267,4 +266,4 @@ def recall(diagnosis: Mapping[str, Any], *, hosts: Iterable[str] | Mapping[str, 
 
 
 __all__ = ["record_diagnosis", "record_event", "seen_before", "repeat_offenders", "repeat_offender", "recall",
-           "drain_commands", "open_store", "import_session_files", "new_uid"]
+           "drain_commands", "open_store", "import_session_files", "session_uid"]
