@@ -345,3 +345,14 @@ def test_a_command_that_concludes_nothing_pays_nothing_for_the_history() -> None
             "'distdoctor.tui.record.history.memory') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_what_fixed_it_comes_first_however_many_came_after(db: Path) -> None:
+    data = diagnosis("incident-crash")
+    fixed = record_diagnosis(data, now=1_700_000_000)
+    with open_store(db) as store:
+        store.resolve(fixed, "bad shard removed from the manifest")
+    later = [record_diagnosis(data, now=1_700_000_100 + n) for n in range(12)]
+    found = seen_before(recall(data)["signature"], limit=3)
+    assert [f["id"] for f in found] == [fixed, later[-1], later[-2]]
+    assert found[0]["resolution"] == "bad shard removed from the manifest"

@@ -3,11 +3,12 @@ failure, the same node) with what fixed it. None of these raises to its caller: 
 cannot be used costs one line on stderr (or through `on_error`), never the command's result."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from distdoctor.knowledge.i18n import t
 
@@ -165,52 +166,69 @@ def import_session_files(store: IncidentStore, directory: Path | None = None) ->
 
 def seen_before(signature: str | None, culprit_host: str | None = None, causes: Iterable[Any] = (), *,
                 session_id: str | None = None, exclude: Iterable[int] = (), limit: int = SEEN_LIMIT,
-                db: str | Path | None = None, on_error: OnError | None = None) -> list[dict[str, Any]]:
+                db: str | Path | IncidentStore | None = None,
+                on_error: OnError | None = None) -> list[dict[str, Any]]:
     """Past incidents like this one, resolved ones first, then newest: the same failure
     signature, or the same culprit host when one of `causes` (ids or {"id"} dicts) is a
-    hardware or network cause. [{"id", "time", "resolution", "why"}]; [] on any error (one
+    hardware or network cause. [{"id", "time", "resolution", "why", ...}]; [] on any error (one
     line through `on_error`). Incidents of `session_id` itself are left out."""
     cause_ids = [str(c.get("id") if isinstance(c, Mapping) else c) for c in causes or ()]
     host_causes = [c for c in cause_ids if c in HOST_CAUSES]
     skip = set(exclude)
+    found: dict[int, tuple[Incident, str]] = {}
+
+    def take(rows: list[Incident], why: str, host: bool = False) -> None:
+        for inc in rows:
+            if inc.id in found or inc.id in skip or (session_id and inc.session == session_id):
+                continue
+            if (host and inc.culprit_host != culprit_host) or (not host and len(signature or "") >= 12
+                                                                and inc.signature != signature):
+                continue
+            found[int(inc.id or 0)] = (inc, why)
+
     try:
-        with open_store(db) as store:
-            found: dict[int, tuple[Incident, str]] = {}
-            if signature:
-                for inc in store.query(signature=signature, limit=50):
-                    if len(signature) >= 12 and inc.signature != signature:
-                        continue
-                    found[int(inc.id or 0)] = (inc, t("same failure signature {signature}", signature=inc.signature))
-            if culprit_host and host_causes:
-                for inc in store.query(node=culprit_host, limit=50):
-                    if inc.culprit_host == culprit_host and int(inc.id or 0) not in found:
-                        found[int(inc.id or 0)] = (inc, t("same culprit host {host} with a hardware or network "
-                                                          "cause ({causes})", host=culprit_host,
-                                                          causes=", ".join(host_causes)))
+        with _opened(db) as store:
+            # what fixed it matters most: resolved ones first, however old, then the newest
+            for resolved in (True, None):
+                if signature:
+                    take(store.query(signature=signature, resolved=resolved, limit=limit + len(skip) + 5),
+                         t("same failure signature {signature}", signature=signature))
+                if culprit_host and host_causes:
+                    take(store.query(node=culprit_host, resolved=resolved, limit=limit + len(skip) + 5),
+                         t("same culprit host {host} with a hardware or network cause ({causes})",
+                           host=culprit_host, causes=", ".join(host_causes)), host=True)
     except Exception as exc:  # recall is a bonus: never the reason a verdict is lost
         _fail(on_error, exc)
         return []
-    rows = [(inc, why) for i, (inc, why) in found.items()
-            if i not in skip and not (session_id and inc.session == session_id)]
-    rows.sort(key=lambda r: (r[0].resolution is None, -r[0].time))
+    rows = sorted(found.values(), key=lambda r: (r[0].resolution is None, -r[0].time))
     return [{"id": inc.id, "time": iso(inc.time), "resolution": inc.resolution, "why": why,
              "culprit_host": inc.culprit_host, "fix_switch": inc.fix_switch} for inc, why in rows[:limit]]
 
 
-def repeat_offenders(*, days: int = REPEAT_DAYS, threshold: int = REPEAT_COUNT, db: str | Path | None = None,
-                     scheduler: str | None = None, now: float | None = None,
-                     on_error: OnError | None = None) -> list[dict[str, Any]]:
+def repeat_offenders(*, days: int = REPEAT_DAYS, threshold: int = REPEAT_COUNT,
+                     db: str | Path | IncidentStore | None = None, scheduler: str | None = None,
+                     now: float | None = None, on_error: OnError | None = None) -> list[dict[str, Any]]:
     """Hosts that were the culprit in `threshold` or more incidents in the last `days`, most
     first, each with the command that takes it out of the scheduler (printed, never run)."""
     try:
-        with open_store(db) as store:
+        with _opened(db) as store:
             rows = store.culprit_counts((now or time.time()) - days * 86400, at_least=threshold)
     except Exception as exc:  # see seen_before
         _fail(on_error, exc)
         return []
     return [{**row, "last": iso(row["last"]), "commands": drain_commands(row["host"], row["incidents"], days,
                                                                          scheduler)}
-            for row in rows if row["incidents"] >= threshold]
+            for row in rows]
+
+
+@contextlib.contextmanager
+def _opened(db: str | Path | IncidentStore | None) -> Iterator[IncidentStore]:
+    """The store `db` names (opened and closed here), or `db` itself when it is an open one."""
+    if isinstance(db, IncidentStore):
+        yield db
+        return
+    with open_store(db) as store:
+        yield store
 
 
 def repeat_offender(host: str | None, **options: Any) -> dict[str, Any] | None:
@@ -249,20 +267,25 @@ def drain_commands(host: str, count: int, days: int = REPEAT_DAYS, scheduler: st
 
 
 def recall(diagnosis: Mapping[str, Any], *, hosts: Iterable[str] | Mapping[str, str] | None = None,
-           session_id: str | None = None, first_line: str | None = None, db: str | Path | None = None,
-           on_error: OnError | None = None) -> dict[str, Any]:
+           session_id: str | None = None, first_line: str | None = None,
+           db: str | Path | IncidentStore | None = None, on_error: OnError | None = None) -> dict[str, Any]:
     """For a renderer holding a diagnosis (`logs --json`'s dict, or a Diagnosis dict with the
     logs' `first_line`): {"seen_before": [...], "repeat_offender": {...} | None, "signature": id}.
     Reads only; never raises."""
     try:
         inc = from_diagnosis(diagnosis, hosts=hosts, session_id=session_id, first_line=first_line)
-    except Exception as exc:  # a diagnosis of an unexpected shape: no memory, one line
+        store = db if isinstance(db, IncidentStore) else open_store(db)
+    except Exception as exc:  # a diagnosis of an unexpected shape, a store that cannot open: one line
         _fail(on_error, exc)
         return {"signature": None, "seen_before": [], "repeat_offender": None}
-    seen = seen_before(inc.signature, inc.culprit_host, inc.cause_ids, session_id=session_id, db=db,
-                       on_error=on_error)
-    return {"signature": inc.signature, "seen_before": seen,
-            "repeat_offender": repeat_offender(inc.culprit_host, db=db, on_error=lambda _line: None)}
+    try:
+        seen = seen_before(inc.signature, inc.culprit_host, inc.cause_ids, session_id=session_id, db=store,
+                           on_error=on_error)
+        return {"signature": inc.signature, "seen_before": seen,
+                "repeat_offender": repeat_offender(inc.culprit_host, db=store, on_error=on_error)}
+    finally:
+        if store is not db:
+            store.close()
 
 
 __all__ = ["record_diagnosis", "record_event", "seen_before", "repeat_offenders", "repeat_offender", "recall",

@@ -205,7 +205,8 @@ class IncidentStore:
         return _incident(row[0]) if row else None
 
     def query(self, *, node: str | None = None, cause: str | None = None, signature: str | None = None,
-              since: float | None = None, limit: int | None = 20, session: str | None = None) -> list[Incident]:
+              since: float | None = None, limit: int | None = 20, session: str | None = None,
+              resolved: bool | None = None) -> list[Incident]:
         """Newest first, filtered; each filter uses an index."""
         filters = [("id IN (SELECT incident_id FROM incident_hosts WHERE host = ?)", node),
                    ("id IN (SELECT incident_id FROM incident_causes WHERE cause = ?)", cause),
@@ -213,6 +214,8 @@ class IncidentStore:
                    ("time >= ?", since), ("session = ?", session)]
         where = [sql for sql, value in filters if value is not None and value != ""]
         params = [value for _, value in filters if value is not None and value != ""]
+        if resolved is not None:
+            where += ["resolution IS NOT NULL" if resolved else "resolution IS NULL"]
         sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY time DESC, id DESC" + (" LIMIT ?" if limit else "")
         return [_incident(r) for r in self._read(sql, (*params, *([limit] if limit else [])))]
