@@ -30,6 +30,8 @@ RECURRENCE = ("will-recur", "may-pass", "exclude-node")
 ALIKE = 0.75
 # below this share the top cause stands alone (a confirmed answer needs no close rival)
 ALONE = 0.5
+# signatures.toml's weight for "strong" (4 is "decisive on its own")
+STRONG = 3.0
 # what a cause's premise says about the culprit (causes.toml `premise`); the roles that contradict it
 CONTRADICTS: Mapping[str, tuple[str, ...]] = {"crash": ("stuck", "slow"), "no-crash": ("crashed",)}
 # how each rank's own lines end (the timeline) in the one status word JSON and text share
@@ -289,7 +291,27 @@ def _confidence(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, lo
     if share >= ALIKE:
         return "unknown"
     chain = top.id in ev.bisect or _chain(top, who, logs)
-    return "confirmed" if chain and share < ALONE else "likely"
+    if chain and share < ALONE:
+        return "confirmed"
+    # with no rank named, the line itself must be strong: one weak or moderate signature fits
+    # several causes (a reset connection, a catch-all NCCL code)
+    if not (who or {}).get("ranks") and not _other_source(top) and _weight(top, logs) < STRONG:
+        return "unknown"
+    return "likely"
+
+
+def _weight(top: Ranked, logs: Mapping[str, Any] | None) -> float:
+    """The weight of the top cause's strongest failure signature in the logs (0: none)."""
+    cause = next((c for c in (logs or {}).get("causes") or [] if isinstance(c, Mapping) and c.get("id") == top.id), {})
+    try:
+        return float(cause.get("weight") or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _other_source(top: Ranked) -> bool:
+    """Whether evidence beyond the logs backs the cause (a check, the fleet, a switch, a live capture)."""
+    return any(not r.startswith(("logs", "symptom")) for r in top.reasons)
 
 
 def _waiters(logs: Mapping[str, Any] | None) -> bool:

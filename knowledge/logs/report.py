@@ -41,11 +41,14 @@ class CauseScore:
     # interfaces, launchers); prior: only the symptom points here
     basis: str = "evidence"
     against: list[str] = field(default_factory=list)
+    # the weight of its strongest failure signature (0: structural rules only); signatures.toml's
+    # scale: 1 a weak hint, 2 moderate, 3 strong, 4 decisive on its own
+    weight: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "score": round(self.score, 2), "basis": self.basis,
                 "evidence": [e.to_dict() for e in self.evidence], "reasons": list(self.reasons),
-                "against": list(self.against), "lead": self.lead}
+                "against": list(self.against), "lead": self.lead, "weight": self.weight}
 
 
 @dataclass

@@ -58,7 +58,7 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
                 ev.append(Evidence(h.file, h.line, h.text, view.rank(h), h.sig))
         basis = s.basis.get(cid, "prior")
         out.append(CauseScore(cid, round(val, 3), ev, s.reasons[cid], lead=basis != "evidence",
-                              basis=basis, against=s.against.get(cid, [])))
+                              basis=basis, against=s.against.get(cid, []), weight=s.decisive.get(cid, 0.0)))
     out.sort(key=lambda c: (BASES.index(c.basis) if c.basis == "prior" else 0, -c.score, -s.best[c.id],
                             order.get(c.id, len(order)), c.id))
     return out
@@ -86,6 +86,7 @@ def _signatures(view: View, s: Scores) -> None:
             per_cause[sig.cause].append((sig.weight, sid))
             if "context" not in sig.tags and not all(handled(view, h) for h in hits):
                 failing.add(sig.cause)
+                s.decisive[sig.cause] = max(s.decisive.get(sig.cause, 0.0), sig.weight)
     for cause, ws in per_cause.items():
         ws.sort(reverse=True)
         s.best[cause] = ws[0][0]

@@ -16,6 +16,8 @@ class Scores:
         self.reasons: dict[str, list[str]] = defaultdict(list)
         self.evidence: dict[str, list[Hit]] = defaultdict(list)
         self.best: dict[str, float] = defaultdict(float)  # strongest single signature (tie-break)
+        # the weight of its strongest failure signature (signatures.toml: 3 strong, 4 decisive)
+        self.decisive: dict[str, float] = {}
         self.basis: dict[str, str] = {}
         self.against: dict[str, list[str]] = defaultdict(list)
 
