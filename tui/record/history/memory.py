@@ -37,8 +37,9 @@ def _say(line: str) -> None:
 
 
 def _fail(on_error: OnError | None, exc: BaseException) -> None:
-    why = str(exc) if isinstance(exc, HistoryError) else f"{type(exc).__name__}: {exc}"
-    (on_error or _say)(t("distdoctor: incident history not updated: {why}", why=why.splitlines()[0] if why else ""))
+    # a HistoryError says "incident history PATH: why" already
+    why = str(exc) if isinstance(exc, HistoryError) else t("incident history: {why}", why=f"{type(exc).__name__}: {exc}")
+    (on_error or _say)(t("distdoctor: {why}", why=why.splitlines()[0] if why else ""))
 
 
 def open_store(db: str | Path | None = None, *, import_sessions: bool = True) -> IncidentStore:
