@@ -89,8 +89,27 @@ class Outcome:
 
 def _cpu_self() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # py-spy's dumps are the watcher's cost too
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return own.ru_utime + own.ru_stime
+
+
+def _cpu_children() -> float:
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
+class _ChildCost:
+    """py-spy's CPU, the watcher's cost too: the children's usage grows only while the launcher
+    is not reaped, so a delta across a round of dumps is the dumps' alone."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+
+    def __enter__(self) -> "_ChildCost":
+        self._before = _cpu_children()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.total += max(0.0, _cpu_children() - self._before)
 
 
 class _Loop:
@@ -110,6 +129,7 @@ class _Loop:
         self.rank_logs: dict[str, list[str]] = {}
         self.shared_logs: list[str] = []
         self.holding = False
+        self.child_cost = _ChildCost()
         self.watch = DeathWatch(self._died)
 
     # --- the death thread -----------------------------------------------------------------------
@@ -165,8 +185,9 @@ class _Loop:
 
         live = [r for r in self.procs.values() if self.progress.ranks[r.rank].dead_at is None]
         try:
-            dumped = stacks.dump_all(live, self.progress.host, timeout=self.config.dump_timeout_s,
-                                     rerun="distdoctor watch")
+            with self.child_cost:
+                dumped = stacks.dump_all(live, self.progress.host, timeout=self.config.dump_timeout_s,
+                                         rerun="distdoctor watch")
         except stacks.NoPySpy as exc:
             if str(exc) not in self.notes:
                 self.notes.append(str(exc))
@@ -208,9 +229,10 @@ class _Loop:
         alive_ranks = [r for r in self.procs.values() if alive(r.pid)]
         result: dict[str, Any] = {"kind": kind, "at": time.monotonic(), "paths": {}, "extra": []}
         if alive_ranks:
-            doc, paths = cap.take_stacks(alive_ranks, evidence, expected=self.target.expected(list(self.procs.values())),
-                                         timeout=self.config.dump_timeout_s, native=self.config.native,
-                                         notes=notes)
+            with self.child_cost:
+                doc, paths = cap.take_stacks(alive_ranks, evidence, expected=self.target.expected(list(self.procs.values())),
+                                             timeout=self.config.dump_timeout_s, native=self.config.native,
+                                             notes=notes)
             result["stacks"] = doc
             result["paths"].update(paths)
         for rank in dead:
@@ -315,6 +337,6 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
                   rows=rows, capture=captured or {}, notes=loop.notes + list((captured or {}).get("notes") or []))
     out.exit_code = target.exit_code()
     out.survivors = target.survivors() if (target.launched or config.kill_on_hang) else []
-    out.watcher_cpu_s = round(_cpu_self() - cpu0, 3)
+    out.watcher_cpu_s = round(_cpu_self() - cpu0 + loop.child_cost.total, 3)
     out.watched_s = round(time.monotonic() - loop.start, 1)
     return out

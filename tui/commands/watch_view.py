@@ -71,7 +71,14 @@ def save(args: argparse.Namespace, outcome: Any, session_id: str, kind: str) -> 
     capture = outcome.capture or {}
     symptom = {"hang": "hang", "failed": "error"}.get(outcome.outcome)
     data = {**outcome.to_json(), "ranks": [r.to_dict() for r in outcome.rows], "notes": outcome.notes,
-            "command": kind}
+            "command": kind, "watcher_cpu_s": outcome.watcher_cpu_s, "watched_s": outcome.watched_s}
+    try:  # the whole outcome beside the evidence, whatever happens to the session
+        import json
+
+        (Path(args.evidence_path) / "watch.json").write_text(json.dumps(data, indent=1, default=str),
+                                                             encoding="utf-8")
+    except OSError as exc:
+        common._NOTES.append(t("distdoctor: the report was not written: {why}", why=exc))
     try:
         store = SessionStore()
         if args.session:
