@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -148,7 +149,8 @@ def test_repro_manual_commands_and_bisect_line_paste_safely(tmp_path: Path) -> N
     argv = (bin_dir / "python.argv").read_text().splitlines()
     assert argv[:2] == ["-m", "torch.distributed.run"] and str(script) in argv
     scp = (bin_dir / "scp.argv").read_text().splitlines()
-    assert scp == [str(script), f"NODE1:{script}"]
+    # the remote half is quoted for the remote shell too (legacy scp hands it to one)
+    assert scp == [str(script), f"NODE1:{shlex.quote(str(script))}"]
     bisect = (bin_dir / "distdoctor.argv").read_text().splitlines()
     assert "NCCL_SOCKET_IFNAME=$(touch PWNED1)" in bisect  # passed on as data, never run
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from distdoctor.knowledge.i18n import t
 
 from ..runner import CommandResult, Runner, SubprocessRunner
-from .hosts import safe_name
+from .hosts import safe_name, ssh_destination
 from .schema import NUMBER_HOOKS, SCHEMA_ID, bounds_problem, json_cut_short, validate_snapshot
 
 VIAS = ("srun", "ssh", "pdsh", "kubectl", "local")
@@ -77,8 +77,8 @@ def collect_command(opts: FanoutOptions) -> list[str]:
 
 def ssh_argv(host: str, opts: FanoutOptions) -> list[str]:
     """ssh never prompts (BatchMode) and gives up connecting after connect_timeout seconds."""
-    return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={opts.connect_timeout}", host,
-            shlex.join(collect_command(opts))]
+    return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={opts.connect_timeout}",
+            *ssh_destination(host), shlex.join(collect_command(opts))]
 
 
 def parse_output(text: str) -> tuple[dict[str, Any] | None, str]:

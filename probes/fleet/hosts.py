@@ -36,6 +36,23 @@ def host_problem(host: str) -> str:
     return ""
 
 
+_WITH_PORT = re.compile(r"^(?P<name>(?:[^@\s]+@)?(?:\[[0-9A-Fa-f:.]+\]|[^:\[\]\s]+)):(?P<port>\d{1,5})$")
+
+
+def ssh_destination(host: str) -> list[str]:
+    """ssh's arguments for a host as written in a host list or a snapshot: `node9:22` and
+    `[fe80::1]:2222` as `-p PORT NAME` (ssh takes no port in its destination), an IPv6 address
+    in brackets without them, anything else as it is."""
+    m = _WITH_PORT.match(host)
+    if m:
+        name = m.group("name")
+        user, at, addr = name.rpartition("@")
+        if addr.startswith("[") and addr.endswith("]"):
+            name = user + at + addr[1:-1]
+        return ["-p", m.group("port"), name]
+    return [host]
+
+
 class HostListError(ValueError):
     """A host list that cannot be read; the message is one line."""
 

@@ -44,7 +44,7 @@ def snapshot_files(paths: Iterable[str | os.PathLike[str]],
             try:
                 with os.scandir(path) as it:
                     # not is_dir(): a FIFO or dangling link named *.json is listed with its reason
-                    names = sorted(e.name for e in it if e.name.endswith(".json") and not e.is_dir())
+                    names = sorted(e.name for e in it if e.name.endswith(".json") and not _is_dir(e))
             except OSError as exc:
                 skipped.append({"file": path, "reason": t("cannot list: {why}", why=exc.strerror or exc)})
                 continue
@@ -55,6 +55,15 @@ def snapshot_files(paths: Iterable[str | os.PathLike[str]],
                     yield os.path.join(path, name)
         elif _readable(path, skipped):
             yield path
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    """A symlink loop (or a vanished entry) is not a folder: listed, and skipped with its reason
+    when read, instead of hiding every other snapshot of the folder."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _readable(path: str, skipped: list[dict[str, str]]) -> bool:

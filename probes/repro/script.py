@@ -99,6 +99,14 @@ def routable_address(timeout: float = 1.0) -> str:
     return address
 
 
+def _remote(path: str) -> str:
+    """The remote half of an scp line: legacy scp hands it to the remote shell, so a path that
+    needs quoting is quoted for that shell too (quoted once, `$(...)` in a run folder's name
+    would run there). SFTP-mode scp takes it literally: such a path then fails, harmlessly."""
+    once = shlex.quote(path)
+    return once if once == path else shlex.quote(once)
+
+
 def manual_commands(opts: ReproOptions, script: Path | str | None = None,
                     master_addr: str | None = None) -> str:
     """Shell lines to run the same script by hand on two nodes (or opts.nnodes, if more)."""
@@ -111,7 +119,7 @@ def manual_commands(opts: ReproOptions, script: Path | str | None = None,
     python = opts.target_python()
     # the scp command on a line of its own: inside a comment it could not be pasted as is
     lines = ["# 1. copy the script to the same path on every node, e.g.:",
-             f"scp {shlex.quote(path)} NODE1:{shlex.quote(path)}",  # an absolute path: never an option
+             f"scp {shlex.quote(path)} NODE1:{_remote(path)}",  # an absolute path: never an option
              f"# 2. run one line per node (node 0 is this one, {addr}); open port {MANUAL_PORT} "
              "between the nodes"]
     for rank in range(nodes):

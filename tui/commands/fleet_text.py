@@ -7,6 +7,7 @@ from typing import Any
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t
 from distdoctor.probes.fleet.compare import label, show
+from distdoctor.probes.fleet.hosts import ssh_destination
 
 from .common import wrap
 from .logs_text import printable, width
@@ -139,7 +140,9 @@ def _next(result: dict[str, Any]) -> list[str]:
                                   reason=bad[node]["reason"]))
             continue
         host = node.split(" (")[0]
-        out.append(f"  ssh -- {shlex.quote(host)} distdoctor check   # {t('everything else on this node')}")
+        *port, name = ssh_destination(host)  # node9:22 is `ssh -p 22 -- node9`: ssh takes no port there
+        out.append(f"  ssh {shlex.join(port) + ' ' if port else ''}-- {shlex.quote(name)} distdoctor check   "
+                   f"# {t('everything else on this node')}")
     for cause in causes:
         out.append(f"  distdoctor knowledge show {shlex.quote(cause)}   # {t('why it matters, how to fix')}")
     if any(d["field"].startswith("switch:") for d in result["disagreements"]):
