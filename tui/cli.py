@@ -12,6 +12,7 @@ from typing import Any, Iterator, Sequence
 
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t
+from distdoctor.knowledge.printable import clean
 
 from .errors import UsageError
 
@@ -242,7 +243,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
             from .commands.common import flush_notes
             flush_notes()  # e.g. "not saved to session ...": after the result, whatever happened
     except UsageError as exc:
-        print(t("distdoctor: error: {error}", error=exc), file=sys.stderr)
+        # one line, whatever a file name in it holds (the one sanitiser: knowledge/printable.py)
+        print(t("distdoctor: error: {error}", error=clean(str(exc), 4000)), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(t("distdoctor: interrupted"), file=sys.stderr)
