@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import textwrap
 import unicodedata
 from pathlib import Path
@@ -102,11 +101,9 @@ def t(message: str, lang: str | None = None, **values: Any) -> str:
 
 
 def _tomllib() -> Any:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    return tomllib
+    """The one TOML parser (knowledge/tomlload.py), imported only when a catalogue is read."""
+    from . import tomlload
+    return tomlload
 
 
 # --- the knowledge base's per-language files ---------------------------------------------------

@@ -4,18 +4,12 @@ from __future__ import annotations
 import math
 import os
 import re
-import sys
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-from . import i18n, regex_guard
+from . import i18n, regex_guard, tomlload
 from .errors import KnowledgeError
 from .model import (
     STATUSES, Cause, Check, Fix, Harmless, KnowledgeBase, Signature, Step, Switch, Symptom,
@@ -86,10 +80,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         if size > MAX_FILE_BYTES:
             raise KnowledgeError(str(path), "-", f"too big for a knowledge file ({size} bytes; at most "
                                  f"{MAX_FILE_BYTES >> 20} MiB)")
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = tomlload.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise KnowledgeError(str(path), "-", f"unreadable: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except tomlload.TOMLDecodeError as exc:
         raise KnowledgeError(str(path), "-", f"invalid TOML: {exc}") from None
     except RecursionError:
         raise KnowledgeError(str(path), "-", "invalid TOML: nested deeper than the parser's stack "

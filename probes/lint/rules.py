@@ -1,11 +1,12 @@
 """The lint rule table (rules.toml, shipped as package data) and the Finding every rule returns."""
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+
+from distdoctor.knowledge import tomlload
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def rules() -> dict[str, Rule]:
     """Every rule by id, loaded once from rules.toml."""
     text = resources.files("distdoctor.probes.lint").joinpath("rules.toml").read_text(encoding="utf-8")
     table: dict[str, Rule] = {}
-    for entry in tomllib.loads(text)["rule"]:
+    for entry in tomlload.loads(text)["rule"]:
         rule = Rule(entry["id"], entry["name"], entry["cause"], entry["message"].strip(),
                     entry["fix"].strip("\n"))
         if rule.id in table:
