@@ -340,7 +340,7 @@ def test_recall_of_a_diagnosis_of_another_shape_is_empty(db: Path) -> None:
 
 def test_a_command_that_concludes_nothing_pays_nothing_for_the_history() -> None:
     code = ("import sys; from distdoctor.tui.record.history import record_event; "
-            "assert record_event('s', 'check', {'findings': []}) is None; "
+            "assert record_event('s', 'topo', {'p2p': 'ok'}) is None; "
             "print(sorted(m for m in ('sqlite3', 'distdoctor.tui.record.redact', "
             "'distdoctor.tui.record.history.memory') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
@@ -356,3 +356,29 @@ def test_what_fixed_it_comes_first_however_many_came_after(db: Path) -> None:
     found = seen_before(recall(data)["signature"], limit=3)
     assert [f["id"] for f in found] == [fixed, later[-1], later[-2]]
     assert found[0]["resolution"] == "bad shard removed from the manifest"
+
+
+CHECK = {"findings": [], "facts": {"versions": {
+    "torch": {"present": True, "version": "2.13.0+cu124", "cuda": "12.4"},
+    "nccl": {"loaded": "2.21.5", "versions": ["2.21.5"]}, "driver": {"source": "nvml", "version": "550.54.15"}}}}
+VERSIONS = {"torch": "2.13.0+cu124", "cuda": "12.4", "nccl": "2.21.5", "driver": "550.54.15"}
+
+
+@pytest.mark.parametrize("check_first", [True, False])
+def test_the_sessions_check_gives_the_incident_its_versions(db: Path, check_first: bool) -> None:
+    from distdoctor.tui.record.session import SessionStore
+
+    sessions = SessionStore()
+    steps = [("check", CHECK), ("logs", diagnosis("10-drill-wrong-nic"))]
+    for kind, data in steps if check_first else reversed(steps):
+        saved = sessions.append("v-1", kind, data)
+        record_event("v-1", kind, data, record=saved)
+    with open_store(db) as store:
+        (inc,) = store.query(session="v-1")
+    assert inc.versions == VERSIONS
+
+
+def test_a_check_alone_is_no_incident(db: Path) -> None:
+    assert record_event("v-2", "check", CHECK) is None
+    with open_store(db) as store:
+        assert store.count() == 0

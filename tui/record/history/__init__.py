@@ -7,8 +7,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# Session events that conclude something worth remembering.
+# Session events that conclude something worth remembering, and those that add to it (a check
+# gives the session's incident its versions).
 CONCLUDING = ("logs", "conclusion", "diagnosis", "bisect", "repro")
+ENRICHING = ("check",)
 
 _WHERE = {"record_diagnosis": "memory", "seen_before": "memory", "recall": "memory", "repeat_offenders": "memory",
           "repeat_offender": "memory", "drain_commands": "memory", "open_store": "memory",
@@ -17,9 +19,9 @@ _WHERE = {"record_diagnosis": "memory", "seen_before": "memory", "recall": "memo
 
 
 def record_event(session_id: str | None, kind: str, data: Any, **options: Any) -> int | None:
-    """The session hook (memory.record_event); an event of any other kind than CONCLUDING
-    returns None before anything is imported. Never raises."""
-    if kind not in CONCLUDING:
+    """The session hook (memory.record_event); an event of another kind than CONCLUDING and
+    ENRICHING returns None before anything is imported. Never raises."""
+    if kind not in CONCLUDING and kind not in ENRICHING:
         return None
     from .memory import record_event as record
 
@@ -32,4 +34,4 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
 
 
-__all__ = ["CONCLUDING", "record_event", *_WHERE]
+__all__ = ["CONCLUDING", "ENRICHING", "record_event", *_WHERE]

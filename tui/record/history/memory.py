@@ -121,19 +121,52 @@ def record_event(session_id: str | None, kind: str, data: Any, *, record: Mappin
                  db: str | Path | None = None, on_error: OnError | None = None,
                  now: float | None = None) -> int | None:
     """The session hook: a command's or the app's event that concludes something updates the
-    session's incident (one per session). `record` is the session as saved (its creation time
-    makes the incident's uid). Never raises; returns the incident id or None."""
+    session's incident (one per session); a `check` gives the incident its versions. `record`
+    is the session as saved: its creation time makes the incident's uid, its latest check the
+    versions. Never raises; returns the incident id or None."""
     try:
+        if kind == "check":
+            versions = check_versions(data)
+            if not session_id or not versions:
+                return None
+            with open_store(db) as store:
+                return store.set_versions(session_id, versions)
         inc = incident_from_event(kind, data, session_id, now)
         if inc is None:
             return None
         if session_id:
             inc.uid = session_uid(session_id, record)
+            inc.versions.update(session_versions(record))
         with open_store(db) as store:
             return store.merge_session(inc, keep=_KEEP if kind != "logs" else ())
     except Exception as exc:  # see record_diagnosis
         _fail(on_error, exc)
         return None
+
+
+def check_versions(data: Any) -> dict[str, str]:
+    """torch, its CUDA, the NCCL loaded and the driver from a `check` result's version facts."""
+    facts = data.get("facts") if isinstance(data, Mapping) else None
+    found = facts.get("versions") if isinstance(facts, Mapping) else None
+    if not isinstance(found, Mapping):
+        return {}
+    torch = found.get("torch") if isinstance(found.get("torch"), Mapping) else {}
+    nccl = found.get("nccl") if isinstance(found.get("nccl"), Mapping) else {}
+    driver = found.get("driver") if isinstance(found.get("driver"), Mapping) else {}
+    nccl_versions = nccl.get("versions") if isinstance(nccl.get("versions"), list) else []
+    out = {"torch": torch.get("version"), "cuda": torch.get("cuda"),
+           "nccl": nccl.get("loaded") or (nccl_versions[0] if nccl_versions else None),
+           "driver": driver.get("version") or driver.get("driver")}
+    return {k: str(v) for k, v in out.items() if v and isinstance(v, (str, int, float))}
+
+
+def session_versions(record: Mapping[str, Any] | None) -> dict[str, str]:
+    """The versions of the session's latest `check`, if it ran one."""
+    events = record.get("events") if record else None
+    for event in reversed(events if isinstance(events, list) else []):
+        if isinstance(event, Mapping) and event.get("kind") == "check":
+            return check_versions(event.get("data"))
+    return {}
 
 
 def import_session_files(store: IncidentStore, directory: Path | None = None) -> int:
@@ -157,6 +190,7 @@ def import_session_files(store: IncidentStore, directory: Path | None = None) ->
                                       float(stamp) if isinstance(stamp, (int, float)) else None)
             if inc is not None:
                 inc.uid = session_uid(session_id, record)  # as when recorded live
+                inc.versions.update(session_versions(record))
                 store.merge_session(inc, keep=_KEEP if event.get("kind") != "logs" else ())
                 got = True
         found += got

@@ -150,6 +150,17 @@ class IncidentStore:
             self._index(conn, int(old.id or 0), inc)
             return int(old.id or 0)
 
+    def set_versions(self, session: str, versions: dict[str, str]) -> int | None:
+        """Add `versions` to the session's incident, if it has one; its id, else None."""
+        with self._tx() as conn:
+            row = conn.execute("SELECT id, versions FROM incidents WHERE session = ? ORDER BY id DESC LIMIT 1",
+                               (session,)).fetchone()
+            if row is None:
+                return None
+            merged = {**_load(row[1], {}), **versions}
+            conn.execute("UPDATE incidents SET versions = ? WHERE id = ?", (json.dumps(merged, sort_keys=True), row[0]))
+            return int(row[0])
+
     def resolve(self, incident_id: int, text: str, now: float | None = None) -> bool:
         """Set what fixed it; False when there is no such incident."""
         from ..redact import redact_text
