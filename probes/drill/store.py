@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from distdoctor.knowledge.statedir import state_dir
+
 
 def path(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "distdoctor" / "drills.json"
+    """The file of passed drills."""
+    return state_dir("drills.json", env=env)
 
 
 def _load() -> dict[str, Any]:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from distdoctor.knowledge import statedir
 from distdoctor.knowledge.i18n import t
 
 try:
@@ -33,8 +34,8 @@ class SessionError(Exception):
 
 
 def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "distdoctor" / "sessions"
+    """The sessions folder, in distdoctor's state folder (knowledge/statedir.py)."""
+    return statedir.state_dir("sessions")
 
 
 def new_id() -> str:
