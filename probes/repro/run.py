@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from distdoctor.knowledge.i18n import t
+from distdoctor.knowledge.statedir import state_dir
 
 from ...knowledge.model import KnowledgeBase
 from ..secret_names import mask_env
@@ -26,9 +27,7 @@ MAX_ANALYSE_BYTES = 8 << 20
 
 def runs_root(env: Mapping[str, str] | None = None) -> Path:
     """Where runs are kept: $XDG_STATE_HOME/distdoctor/runs (~/.local/state by default)."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "distdoctor" / "runs"
+    return state_dir("runs", env=env)
 
 
 def new_run_dir(kind: str = "repro") -> Path:
