@@ -43,8 +43,9 @@ class Finding:
                 "fix": self.fix}
 
 
-def lookup(facts: Mapping[str, Any], path: str) -> Any:
-    """The fact at a dotted path ('torch.version'), or _MISSING; list items by index ('gpus.0')."""
+def lookup(facts: Any, path: str, default: Any = _MISSING) -> Any:
+    """The fact at a dotted path ('torch.version'), or `default` (_MISSING unless given); list
+    items by index ('gpus.0'). The one dotted lookup: checks and `fleet compare` both use it."""
     value: Any = facts
     for part in path.split("."):
         if isinstance(value, Mapping) and part in value:
@@ -52,7 +53,7 @@ def lookup(facts: Mapping[str, Any], path: str) -> Any:
         elif isinstance(value, (list, tuple)) and part.isdigit() and int(part) < len(value):
             value = value[int(part)]
         else:
-            return _MISSING
+            return default
     return value
 
 

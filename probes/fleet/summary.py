@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import PurePath
 from typing import Any, Iterable, Mapping
 
+from ...knowledge.evaluate import lookup
 from ..base import ProbeResult
 from .schema import SUMMARY_FIELDS
 
@@ -32,16 +33,6 @@ CANDIDATES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 GPU_LISTS = (("topology", "gpus"), ("versions", "gpus"), ("gpu_health", "gpus"))
 GPU_NAME_KEYS = ("name", "model", "product", "product_name")
-
-
-def dig(facts: Any, path: str) -> Any:
-    """The value at a dotted path in nested mappings, or None."""
-    node = facts
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def version_text(value: Any) -> str | None:
@@ -73,7 +64,7 @@ def _facts(results: Mapping[str, ProbeResult | Mapping[str, Any]], probe: str) -
 
 def _first(results: Mapping[str, Any], candidates: Iterable[tuple[str, str]]) -> Any:
     for probe, path in candidates:
-        value = dig(_facts(results, probe), path)
+        value = lookup(_facts(results, probe), path, None)
         if value is not None:
             return value
     return None
@@ -83,7 +74,7 @@ def gpu_models(results: Mapping[str, Any]) -> list[str | None] | None:
     """One model name per GPU (None where the source does not name it, as `topo -m` does not),
     from the first probe that lists GPUs; None when none does."""
     for probe, path in GPU_LISTS:
-        gpus = dig(_facts(results, probe), path)
+        gpus = lookup(_facts(results, probe), path, None)
         if isinstance(gpus, Mapping):  # keyed by bus id or index
             gpus = list(gpus.values())
         if not isinstance(gpus, (list, tuple)):
