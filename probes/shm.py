@@ -5,6 +5,7 @@ import os
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from ..knowledge.units import human_size as human
 from .base import OK, ProbeContext, ProbeResult, unavailable
 from .procenv import EnvUnreadable, target_env
 
@@ -24,16 +25,6 @@ FIXES = {
 }
 _CGROUP_MARKERS = (("kubepods", "kubernetes"), ("libpod", "podman"), ("docker", "docker"),
                    ("containerd", "containerd"), ("cri-o", "containerd"), ("crio", "containerd"))
-
-
-def human(n: int) -> str:
-    """1073741824 -> '1.0 GiB'."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def detect_container(ctx: ProbeContext, env: Mapping[str, str]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping
 
+from ...knowledge.units import human_size
 from . import health
 from .hosts import host_problem
 from .load import record_of
@@ -160,16 +161,8 @@ def show(field: str, value: Any) -> str:
     if value is None:
         return "unset" if field.startswith(SWITCH) else "unknown"
     if field == "shm_bytes" and isinstance(value, int):
-        return _size(value)
+        return human_size(value)
     return str(value)
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n = n / 1024  # type: ignore[assignment]
-    return str(n)
 
 
 def outlier_line(outlier: Mapping[str, Any]) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.logs.ranks import span as rank_span
 from distdoctor.knowledge.printable import clean
+from distdoctor.knowledge.units import human_size
 
 WIDTH = 120  # when stdout is not a terminal and $COLUMNS is unset
 MIN_WIDTH = 60
@@ -43,14 +44,6 @@ def _wrap(text: str, cols: int, first: str, rest: str) -> list[str]:
     """Prose wrapped to the width (never a command: those stay on one line to copy and paste);
     Chinese breaks between characters, counted in display cells."""
     return i18n.wrap(printable(text), cols, first, rest)
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
 
 
 def _who(rank: Any) -> str:
@@ -103,7 +96,7 @@ def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None)
     cols = cols or width()
     lines: list[str] = []
     skipped = data.get("skipped") or []
-    lines.append(_("Read {n} file(s), {size}", n=data['files_read'], size=_size(data['bytes_read']))
+    lines.append(_("Read {n} file(s), {size}", n=data['files_read'], size=human_size(data['bytes_read']))
                  + (_("; skipped {n}", n=len(skipped)) if skipped else "") + _("."))
     for s in skipped[:20]:
         lines.append("  " + _("skipped {path}: {reason}", path=printable(s['path']),
