@@ -1,8 +1,9 @@
 """Cost of the incident history: `python tests/bench_history.py [N]` (N incidents, default 100,000).
 
 1. Recording: what `logs --session` pays for the history, measured in a fresh interpreter that
-   has imported what `logs` imports (then: the import of the store's modules, opening the store,
-   the insert, its commit and the close) on an empty store and on one holding N incidents. Reference: the same command's own wall time
+   has imported what `logs` imports: the first record_event (the import of the store's modules,
+   opening the store, the insert, its commit and the close), and a second one (the store's work
+   alone), on an empty store and on one holding N incidents. Reference: the same command's own wall time
    (`distdoctor logs tests/fixtures/recorded/01-drill-crash/logs --session S --json`). Goal: under 20 ms.
 2. Answering: `distdoctor history ...` on N incidents, wall time of the whole process.
    Reference: `distdoctor sessions --json` on an empty state folder, the cheapest listing command
@@ -29,17 +30,17 @@ CAUSES = ["rank-crash-deadlock", "nic-selection", "collective-timeout", "master-
 
 RECORD = r"""
 import json, sys, time
-# what `logs --session` has imported by the time it records: the history's import is what it adds
+# what `logs --session` has imported by the time it records: the history's cost is what it adds
 import distdoctor.tui.commands.logs, distdoctor.knowledge.logs, distdoctor.tui.record.session
-t0 = time.perf_counter()
-from distdoctor.tui.record.history import record_event
-t1 = time.perf_counter()
 data = json.load(open(sys.argv[1]))
+from distdoctor.tui.record.history import record_event
+t0 = time.perf_counter()
+first = record_event(sys.argv[2], "logs", data, record={"created": time.time()})
+t1 = time.perf_counter()
+second = record_event(sys.argv[2] + "-again", "logs", data, record={"created": time.time()})
 t2 = time.perf_counter()
-new_id = record_event(sys.argv[2], "logs", data, record={"created": time.time()})
-t3 = time.perf_counter()
-assert new_id is not None
-print(json.dumps({"import_ms": (t1 - t0) * 1e3, "record_ms": (t3 - t2) * 1e3}))
+assert first is not None and second is not None
+print(json.dumps({"first_ms": (t1 - t0) * 1e3, "store_ms": (t2 - t1) * 1e3}))
 """
 
 
@@ -94,7 +95,7 @@ def main(argv: list[str]) -> int:
         logs_json.write_text(proc.stdout)
 
         # 1. recording
-        print("recording (fresh interpreter each; median of 7):")
+        print("recording (a fresh interpreter each; median of 9):")
         for label, n in (("empty store", 0), (f"{count:,} incidents", count)):
             db = tmp_path / f"record-{n}.db"
             fill(db, n)
@@ -102,16 +103,15 @@ def main(argv: list[str]) -> int:
                            env={**env, "DISTDOCTOR_DB": str(db)}, capture_output=True)  # sessions imported
             rows = [json.loads(subprocess.run([sys.executable, "-c", RECORD, str(logs_json), f"s{i}"], check=True,
                                               env={**env, "DISTDOCTOR_DB": str(db)}, capture_output=True,
-                                              text=True).stdout) for i in range(7)]
-            imp = statistics.median(r["import_ms"] for r in rows)
-            rec = statistics.median(r["record_ms"] for r in rows)
-            low = min(r["record_ms"] for r in rows)
-            print(f"  {label:<20} import {imp:5.1f} ms + record {rec:5.1f} ms (fastest {low:.1f}) "
-                  f"= {imp + rec:5.1f} ms (goal 20)")
+                                              text=True).stdout) for i in range(9)]
+            first = statistics.median(r["first_ms"] for r in rows)
+            again = statistics.median(r["store_ms"] for r in rows)
+            print(f"  {label:<20} what a command pays {first:5.1f} ms (fastest {min(r['first_ms'] for r in rows):.1f};"
+                  f" goal 20), of which the store's work {again:4.1f} ms (the modules' import is the rest)")
         command = [sys.executable, "-m", "distdoctor.tui.cli", "logs", str(LOGS), "--session", "bench", "--json"]
         cmd_s = statistics.median(run(command, {**env, "DISTDOCTOR_DB": str(tmp_path / "cmd.db")}) for _ in range(5))
         print(f"  reference: `logs --session` itself {cmd_s * 1e3:.0f} ms; recording is "
-              f"{(imp + rec) / (cmd_s * 1e3):.1%} of it")
+              f"{first / (cmd_s * 1e3):.1%} of it")
 
         # 2. answering on `count` incidents
         db = tmp_path / "big.db"

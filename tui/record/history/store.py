@@ -75,6 +75,9 @@ class IncidentStore:
             if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL: a killed process loses nothing
+            if hasattr(conn, "setconfig"):  # Python 3.12+: the WAL is checkpointed as it grows, not at
+                # every close, so a command's record costs no fsync (a power cut may lose the last few)
+                conn.setconfig(sqlite3.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, True)
             conn.execute("PRAGMA foreign_keys = ON")
             migrate(conn)
         except NewerSchema as exc:
