@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PreflightError", "crash_guard", "hardened_env", "preflight"]
+__all__ = ["PreflightError", "crash_guard", "debug_server", "hardened_env", "preflight"]
 
 
 def __getattr__(name: str) -> Any:
@@ -16,6 +16,9 @@ def __getattr__(name: str) -> Any:
     if name in ("preflight", "PreflightError"):
         from . import startup
         return getattr(startup, name)
+    if name == "debug_server":
+        from .debug import debug_server
+        return debug_server
     if name == "hardened_env":
         from .env import hardened_env
         return hardened_env

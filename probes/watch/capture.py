@@ -111,3 +111,30 @@ def log_files(folders: Sequence[str]) -> list[str]:
         elif os.path.isfile(item):
             out.append(item)
     return sorted(set(out))
+
+
+def from_debug_server(url: str | None, evidence: Path, *, timeout: float, need_stacks: bool,
+                      expected: Sequence[str], notes: list[str], explicit: bool) -> dict[str, Any]:
+    """Stacks (when py-spy could not take them) and the live Flight Recorder from the job's
+    debug server; {} when it does not answer (a note only when the user named it)."""
+    from .. import debugserver
+
+    if not url:
+        return {}
+    out: dict[str, Any] = {}
+    try:
+        if need_stacks:
+            from .. import stacks
+
+            doc = stacks.analyse(debugserver.stacks(url, timeout), expected)
+            doc["evidence"] = stacks.as_evidence(doc)
+            doc["source"] = "debug-server"
+            out["stacks"] = doc
+            out["stacks_path"] = _write(evidence / "stacks.json", doc)
+        paths = debugserver.flight_recorder(url, evidence / "fr-live", timeout)
+        if paths:
+            out["fr_dir"] = str(evidence / "fr-live")
+    except debugserver.DebugServerError as exc:
+        if explicit:
+            notes.append(t("debug server: {why}", why=exc))
+    return out

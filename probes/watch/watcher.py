@@ -40,6 +40,8 @@ class WatchConfig:
     on_tick: Callable[[list[RankView]], None] | None = None
     cancel: threading.Event | None = None
     kb: Any = None  # the knowledge base (with the site's overlay), loaded before the job starts
+    debug_server: str | None = None  # torch's debug server (start_debug_server), tried at capture
+    debug_server_given: bool = False
     backend: str | None = None
 
     @property
@@ -235,6 +237,14 @@ class _Loop:
                                              notes=notes)
             result["stacks"] = doc
             result["paths"].update(paths)
+        dumped = bool(result.get("stacks") and any(r["frames"] for r in result["stacks"]["ranks"]))
+        live = cap.from_debug_server(self.config.debug_server, evidence, timeout=min(30.0, self.config.dump_timeout_s),
+                                     need_stacks=not dumped, expected=self.target.expected(list(self.procs.values())),
+                                     notes=notes, explicit=self.config.debug_server_given)
+        if live.get("stacks"):
+            result["stacks"] = live["stacks"]
+            result["paths"]["stacks"] = live["stacks_path"]
+        result["fr_live"] = live.get("fr_dir")
         for rank in dead:
             code = self.progress.ranks[rank].exit_code
             result["extra"].append({
@@ -248,6 +258,8 @@ class _Loop:
         evidence = self.config.evidence
         notes = result.setdefault("notes", [])
         result["fr"], fr_path = cap.flight_recorder(self.config.fr_dir, evidence, notes)
+        if result["fr"] is None and result.get("fr_live"):
+            result["fr"], fr_path = cap.flight_recorder(result["fr_live"], evidence, notes)
         if fr_path:
             result["paths"]["flight_recorder"] = fr_path
         result["ras"], ras_path = cap.ras(evidence, None, notes)

@@ -94,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     stall = args.stall or default_stall()
     watch_view.say(t("watching the job (stall {stall}s), evidence in {dir}", stall=f"{stall:g}", dir=evidence))
     config = WatchConfig(stall_s=stall, evidence=evidence, kill_on_hang=args.kill_on_hang,
-                         native=not args.no_native, kb=kb, log_sources=list(args.logs))
+                         native=not args.no_native, kb=kb,
+                         debug_server=watch_view.debug_server(args)[0],
+                         debug_server_given=watch_view.debug_server(args)[1], log_sources=list(args.logs))
     outcome = watch_job(Running(find), config)
     watch_view.save(args, outcome, session_id, KIND)
     if args.json:

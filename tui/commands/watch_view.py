@@ -37,7 +37,18 @@ def add_watch_options(parser: argparse.ArgumentParser) -> None:
                                "distdoctor's state folder, named after the session)"))
     parser.add_argument("--no-native", action="store_true",
                         help=t("skip the native (C/C++) stacks at capture (they take a second per rank)"))
+    parser.add_argument("--debug-server", metavar="URL",
+                        help=t("the job's PyTorch debug server (start_debug_server), read for every rank's "
+                               "stacks and Flight Recorder at capture (default: tried at {url})",
+                               url="http://127.0.0.1:25999"))
     common.add_common(parser)
+
+
+def debug_server(args: argparse.Namespace) -> tuple[str, bool]:
+    """(the debug server's address to try, whether the user named it)."""
+    from distdoctor.probes.debugserver import DEFAULT_URL
+
+    return (args.debug_server, True) if args.debug_server else (DEFAULT_URL, False)
 
 
 def evidence_dir(args: argparse.Namespace, session_id: str) -> Path:
