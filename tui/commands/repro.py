@@ -101,6 +101,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help=t("only these switches (id or variable, optionally =VALUE)"))
     bisect.add_argument("--all", action="store_true",
                         help=t("keep going after a verdict or a passing baseline"))
+    from .bisect_nodes import add_arguments as add_node_arguments
+
+    add_node_arguments(bisect)
     bisect.set_defaults(func=run_bisect_command)
 
 
@@ -305,6 +308,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_bisect_command(args: argparse.Namespace) -> int:
+    if getattr(args, "nodes", None):  # which node, not which switch: bisect_nodes.py
+        from .bisect_nodes import run_nodes
+
+        return run_nodes(args)
     from .repro_view import render_bisect
 
     kb = knowledge(args)
