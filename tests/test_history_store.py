@@ -141,7 +141,22 @@ def test_one_incident_per_session_and_the_bisection_adds_its_switch(db: Path) ->
         (inc,) = store.query(session="inc-42")
     assert inc.fix_switch == "NCCL_SOCKET_IFNAME=eth0"
     assert inc.first_line and inc.signature  # kept from the logs step
-    assert inc.source == "bisect"
+    assert inc.source == "conclusion" and inc.cause_ids == ["nic-selection"]  # a bisection only adds
+
+
+def test_a_repro_adds_to_the_jobs_diagnosis_and_never_replaces_it(db: Path) -> None:
+    record_event("inc-43", "logs", diagnosis("01-drill-crash"))
+    record_event("inc-43", "repro", {"outcome": "hang", "first_error": "RuntimeError: Timed out after 30 s",
+                                     "causes": [{"id": "collective-timeout", "score": 1.0}]})
+    with open_store(db) as store:
+        (inc,) = store.query(session="inc-43")
+    assert inc.source == "logs" and inc.cause_ids == ["rank-crash-deadlock"] and "shard" in inc.first_line
+    # a repro alone is an incident of its own
+    record_event("inc-44", "repro", {"outcome": "hang", "first_error": "RuntimeError: Timed out after 30 s",
+                                     "causes": [{"id": "collective-timeout", "score": 1.0}]})
+    with open_store(db) as store:
+        (inc,) = store.query(session="inc-44")
+    assert inc.source == "repro" and inc.cause_ids == ["collective-timeout"] and inc.outcome == "repro hang"
 
 
 def test_events_that_conclude_nothing_are_not_recorded(db: Path) -> None:

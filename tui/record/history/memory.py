@@ -20,7 +20,7 @@ from .store import HistoryError, IncidentStore
 # "seen before" even when the failure line differs. (The knowledge base has no such category
 # yet; when causes.toml gets one, read it from there.)
 HOST_CAUSES = frozenset({"network-unreachable", "nic-selection", "p2p-unsupported", "ib-rdma-failure",
-                         "shm-insufficient", "cuda-oom"})
+                         "shm-insufficient"})
 REPEAT_COUNT = 3  # a host culprit in this many incidents ...
 REPEAT_DAYS = 30  # ... within this many days is a repeat offender
 SEEN_LIMIT = 5
@@ -46,8 +46,12 @@ def open_store(db: str | Path | None = None, *, import_sessions: bool = True) ->
     """The store at `db` (else $DISTDOCTOR_DB, else the state folder); the first open of a store
     imports the saved session files into it, once."""
     store = IncidentStore.open(db)
-    if import_sessions and store.meta(SESSIONS_IMPORTED) is None:
-        import_session_files(store)
+    try:
+        if import_sessions and store.meta(SESSIONS_IMPORTED) is None:
+            import_session_files(store)
+    except BaseException:
+        store.close()
+        raise
     return store
 
 
@@ -76,7 +80,13 @@ def record_diagnosis(diagnosis: Mapping[str, Any], *, session_id: str | None = N
 # What a later step in a session (the app's conclusion, a bisection) does not know and the
 # session's incident keeps from the logs step.
 _KEEP = ("first_line", "signature", "signature_text", "hosts", "ranks", "culprit_host", "culprit_ranks",
-         "role", "versions", "summary")
+         "role", "versions", "summary", "causes", "confidence")
+
+
+def _merge(store: IncidentStore, inc: Incident, kind: str) -> int:
+    """The session's incident updated by an event of `kind`: the logs replace it, the app's
+    conclusion fills it, a repro or a bisection only adds to it."""
+    return store.merge_session(inc, keep=_KEEP if kind != "logs" else (), only_adds=kind in ("repro", "bisect"))
 
 
 def incident_from_event(kind: str, data: Any, session_id: str | None, now: float | None = None) -> Incident | None:
@@ -138,7 +148,7 @@ def record_event(session_id: str | None, kind: str, data: Any, *, record: Mappin
             inc.uid = session_uid(session_id, record)
             inc.versions.update(session_versions(record))
         with open_store(db) as store:
-            return store.merge_session(inc, keep=_KEEP if kind != "logs" else ())
+            return _merge(store, inc, kind)
     except Exception as exc:  # see record_diagnosis
         _fail(on_error, exc)
         return None
@@ -191,7 +201,7 @@ def import_session_files(store: IncidentStore, directory: Path | None = None) ->
             if inc is not None:
                 inc.uid = session_uid(session_id, record)  # as when recorded live
                 inc.versions.update(session_versions(record))
-                store.merge_session(inc, keep=_KEEP if event.get("kind") != "logs" else ())
+                _merge(store, inc, str(event.get("kind")))
                 got = True
         found += got
     return found

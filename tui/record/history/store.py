@@ -132,9 +132,11 @@ class IncidentStore:
         hosts = set(inc.hosts) | ({inc.culprit_host} if inc.culprit_host else set())
         conn.executemany("INSERT INTO incident_hosts VALUES (?, ?)", [(incident_id, h) for h in sorted(hosts)])
 
-    def merge_session(self, incident: Incident, *, keep: Iterable[str] = ()) -> int:
+    def merge_session(self, incident: Incident, *, keep: Iterable[str] = (), only_adds: bool = False) -> int:
         """One incident per session: update the session's incident with what `incident` knows
-        (fields in `keep` are kept from the stored one when the new one has none), or add it."""
+        (fields in `keep` are kept from the stored one when the new one has none; with
+        `only_adds`, every field the stored one has is kept: a repro or a bisection adds to the
+        job's own diagnosis, never replaces it), or add it."""
         if not incident.session:
             return self.add(incident)
         inc = incident.redacted()
@@ -145,9 +147,11 @@ class IncidentStore:
                 return self._insert(conn, inc)
             old = _incident(row)
             inc.id, inc.uid, inc.time = old.id, old.uid, old.time
-            for name in set(keep) | {"resolution", "resolved_at", "fix_switch", "job"}:
-                if getattr(inc, name) in (None, "", [], {}):
+            for name in (_COLUMNS if only_adds else set(keep) | {"resolution", "resolved_at", "fix_switch", "job"}):
+                if getattr(inc, name) in (None, "", [], {}) or (only_adds and getattr(old, name) not in
+                                                                 (None, "", [], {}) and name != "fix_switch"):
                     setattr(inc, name, getattr(old, name))
+            inc.versions = {**old.versions, **inc.versions}
             conn.execute(f"UPDATE incidents SET {', '.join(f'{c} = ?' for c in _COLUMNS)} WHERE id = ?",
                          (*_row(inc), old.id))
             self._index(conn, int(old.id or 0), inc)
