@@ -187,23 +187,39 @@ def test_a_rare_root_that_is_not_rare_falls_back_to_searching() -> None:
     assert found == want and len(want) == len(range(0, 20000, 7))
 
 
-def test_every_word_the_extractors_test_is_classified() -> None:
-    """scan.fact_only drops a repeated line only when Collector._extract can do nothing new with
-    it: each word _extract tests (`"..." in text`) must be known to scan.py as an event (a line
-    with it is always kept) or as a fact decided once. A new extractor branch fails this test
-    until it is put in one list."""
-    import ast
-    import inspect
-    import textwrap
+# One line per fact extractor, written from NCCL's INFO formats (init.cc, net.cc, transport.cc)
+# and a per-rank epoch line; a new fact extractor fails the test below until it has one here.
+FACT_SAMPLES = {
+    "x-epoch-size": "[rank1]: 10 batches per epoch",
+    "x-nccl-version": "node0:900:900 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+    "x-cuda-driver": "node0:900:900 [0] NCCL INFO cudaDriverVersion 12040",
+    "x-using": "node0:900:900 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.1<0>",
+    "x-network": "node0:900:900 [0] NCCL INFO Using network Socket",
+    "x-no-ib": "node0:900:900 [0] NCCL INFO NET/IB : No device found.",
+    "x-channel": "node0:900:900 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+    "x-comm-rank": "node0:900:900 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 busId 7000 - Init COMPLETE",
+    "x-nnodes": "node0:900:900 [0] NCCL INFO comm 0x55d0 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0",
+    "x-env": "node0:900:900 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
+}
 
-    tree = ast.parse(textwrap.dedent(inspect.getsource(Collector._extract)))
-    words = {node.left.value for node in ast.walk(tree)
-             if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant)
-             and isinstance(node.left.value, str) and isinstance(node.ops[0], ast.In)
-             and isinstance(node.comparators[0], ast.Name) and node.comparators[0].id == "text"}
-    assert len(words) > 15
-    # a word holding an event word is an event (its lines are kept); a fact word must be listed as
-    # such exactly; "rank" and "RANK" lead to ANNOUNCE, which fact_only runs itself
-    unclassified = sorted(w for w in words if not any(k in w for k in scan._EVENT_WORDS)
-                          and w not in scan._FACT_WORDS + ("rank",))
-    assert not unclassified, f"classify these in scan._EVENT_WORDS or scan._FACT_WORDS: {unclassified}"
+
+def test_a_fact_extractor_s_repeated_line_changes_nothing() -> None:
+    """The scan drops a repeat of a line only fact extractors read (extractors.TABLE declares
+    which are facts): fed again, such a line leaves the collector as it was."""
+    from distdoctor.knowledge.logs.extractors import FACT, TABLE, event
+
+    facts = [e for e in TABLE if e.repeats == FACT]
+    assert {e.id for e in facts} == set(FACT_SAMPLES)
+    comp = compile_kb(KB)
+    for e in facts:
+        line = FACT_SAMPLES[e.id]
+        assert any(w in line for w in e.words) and not event(line), e.id
+        col = Collector(comp)
+        col.begin("rank0.log")
+        col.feed(1, line)
+        before = _state(col)
+        col.feed(7, line)
+        assert _state(col) == before, e.id
+        empty = Collector(comp)
+        empty.begin("rank0.log")
+        assert before != _state(empty), e.id  # the line did record something

@@ -5,10 +5,10 @@ from collections import Counter, defaultdict
 
 from . import extract as x
 from .compiled import Compiled, Sig
+from .extractors import MAX_HITS, TABLE
 from .records import Exc, FileState, Hit
 from .sources import TAIL
 
-MAX_HITS = 40  # evidence lines kept per signature (the count is kept in full)
 TEXT_CAP = 500  # characters of a line kept for display
 TAIL_LINES = 3  # "tail" signatures count among this many last non-blank lines of a file
 TRACEBACK_SPAN = 400  # an exception line this close after a traceback header ends that traceback
@@ -140,7 +140,7 @@ class Collector:
             self.seen[key].add(f.name)
         return x.Who(rank, w.proc, w.host)
 
-    def _hit(self, sig_id: str, line: int, text: str, who: x.Who) -> Hit:
+    def hit(self, sig_id: str, line: int, text: str, who: x.Who) -> Hit:
         f = self.file
         assert f is not None
         shown = text.strip()
@@ -152,129 +152,25 @@ class Collector:
         self.counts[sig.id] += 1
         kept = self.hits[sig.id]
         if len(kept) < MAX_HITS:
-            kept.append(self._hit(sig.id, line, text, who))
+            kept.append(self.hit(sig.id, line, text, who))
         if "end" in sig.tags and self.file is not None:
             self.file.ends.append(line)
         if "resume" in sig.tags and who.rank is not None:
             m = x.RESUME_STEP.search(text)
             if m:
-                self.resume.setdefault(who.rank, (int(m.group("n")), self._hit(sig.id, line, text, who)))
+                self.resume.setdefault(who.rank, (int(m.group("n")), self.hit(sig.id, line, text, who)))
 
     # ---------------------------------------------------------------- extractors
     def _extract(self, line: int, text: str, who: x.Who) -> None:
-        f = self.file
-        assert f is not None
+        """Every extractor of the table (extractors.TABLE) whose word is in the line, in order."""
         key = who.rank or who.proc or "?"
-        if "ids" in text or "indices" in text:
-            m = x.SAMPLE_IDS.search(text)
-            if m and who.rank is not None and m.group("ids").count(",") >= 1:
-                ids = " ".join(m.group("ids").split())
-                if len(self.sample_ids) < MAX_HITS * 4:
-                    self.sample_ids[ids].setdefault(who.rank, self._hit("x-sample-ids", line, text, who))
-        if " batches" in text and who.rank is not None and who.rank not in self.epoch_sizes:
-            m = x.EPOCH_SIZE.search(text)
-            if m:
-                self.epoch_sizes[who.rank] = (int(m.group("n")), self._hit("x-epoch-size", line, text, who))
-        if "terminated with" in text:
-            self._spawn(line, text, who)
-        if '", line ' in text:
-            frame = x.user_frame(text)
-            if frame is not None:
-                f.user_frame[key] = (frame, line)
-        if "monitoredBarrier" in text:
-            m = x.NAMED_LATE.search(text)
-            for r in m.group("ranks").replace(" ", "").split(",") if m else ():
-                self.named_late.setdefault(r, self._hit("x-named-late", line, text, who))
-        if "WARNING" in text and x.LOG_WARNING.search(text):
-            f.warning = (key, line)
-        if x.TRACEBACK in text:
-            f.tracebacks[key] = line
-            # an unprefixed header belongs to whoever wrote the record before it
-            printed = f.warning is not None and f.warning[1] == line - 1 and key in (f.warning[0], "?")
-            if printed:
-                f.logged_open = line
-            elif f.logged and line - f.logged[-1][1] <= x.CHAIN_GAP:
-                f.logged_open = f.logged[-1][0]
-        elif "Error" in text or "Exception" in text or "Interrupt" in text or "Failure" in text:
-            self._exception(line, text, who, key)
-        if "Watchdog caught" in text:
-            self._timeout(line, text, who)
-        elif f.pending_watchdog and "WorkNCCL(" in text and line - f.pending_watchdog[1] <= 3:
-            t_key = f.pending_watchdog[0]
-            m = x.WORK.search(text)
-            for k, t in self.timeouts.items():
-                if k[0] == t_key and t.line == f.pending_watchdog[1] and t.file == f.name and m:
-                    t.op = t.op or m.group("op")
-                    t.seq = t.seq if t.seq is not None else _int(m.group("seq"))
-            f.pending_watchdog = None
-        if "last enqueued NCCL work" in text:
-            m = x.WORK_STATUS.search(text)
-            if m and key != "?":
-                self.work_status[key] = (int(m.group("enq")), int(m.group("done")))
-        if "NCCL version" in text:
-            m = x.NCCL_VERSION.search(text)
-            if m:
-                self._fact(key, "nccl_version", m.group("v"), line, text, who)
-                if m.group("cuda"):
-                    self._fact(key, "nccl_cuda", m.group("cuda"), line, text, who)
-        if "NVIDIA " in text or "Tesla " in text or "Quadro " in text or "TITAN " in text:
-            self._gpu(line, text, who)
-        if "cudaDriverVersion" in text:
-            m = x.CUDA_DRIVER.search(text)
-            if m:
-                self._fact(key, "cuda_driver", m.group("d"), line, text, who)
-        if ": Using " in text:
-            self._using(key, line, text, who)
-        if "Using network" in text:
-            m = x.NET_NAME.search(text)
-            if m:
-                self._fact(key, "network", m.group("net").strip(), line, text, who)
-        if "NET/IB : No device found" in text:
-            self._fact(key, "ib", "none", line, text, who)
-        if " via " in text:
-            m = x.CHANNEL.search(text)
-            if m:
-                self.channels[key].add(x.channel_kind(m))
-        if "anks " in text:
-            m = x.COMM_RANK.search(text)
-            if m and who.proc:
-                n, r = int(m.group("n")), m.group("rank")
-                if n > self.proc_rank.get(who.proc, (0, ""))[0]:  # the first of the widest comm
-                    self.proc_rank[who.proc] = (n, r)
-                self.world = max(self.world, n)
-        if "nNodes" in text:
-            m = x.NNODES.search(text)
-            if m:
-                self.nodes = max(self.nodes, int(m.group("n")))
-        if "set by environment to" in text:
-            m = x.ENV_SET.search(text)
-            if m:
-                self._fact(key, "env:" + m.group("k"), m.group("v"), line, text, who)
-        if "local_rank" in text:
-            self._elastic(line, text)
-        if "exitcode" in text:
-            m = x.ELASTIC_EXIT.search(text)
-            if m and who.rank is not None:
-                self.elastic_exits.setdefault(who.rank, (int(m.group("code")),
-                                                         self._hit("x-exit", line, text, who)))
-        if "rank" in text or "RANK" in text:
-            m = x.ANNOUNCE.search(text)
-            if m:
-                r = m.group("a") or m.group("b") or m.group("c")
-                self.announce[r].append(self._hit("x-announce", line, text, who))
-                if m.group("w"):
-                    self.world = max(self.world, int(m.group("w")))
-        if "in _engine_run_backward" in text and len(self.ops["ddp-backward"]) < MAX_HITS:
-            # a traceback through autograd's engine waits in DDP's gradient all-reduce: a
-            # collective of its own, which an explicit all_reduce on another rank cannot pair with
-            self.ops["ddp-backward"].append(self._hit("x-collective", line, text, who))
-        if "distributed" in text or "default_pg" in text:
-            for m in list(x.FRAME.finditer(text)) + list(x.CALL.finditer(text)):
-                op = x.collective_op(m.group("op"))
-                if op and len(self.ops[op]) < MAX_HITS:
-                    self.ops[op].append(self._hit("x-collective", line, text, who))
+        for e in TABLE:
+            for word in e.words:
+                if word in text:
+                    e.handle(self, line, text, who, key)
+                    break
 
-    def _spawn(self, line: int, text: str, who: x.Who) -> None:
+    def spawn(self, line: int, text: str, who: x.Who) -> None:
         f = self.file
         assert f is not None
         m = x.SPAWN_ERROR.search(text)
@@ -286,9 +182,9 @@ class Collector:
             code = int(m2.group("code")) if m2.group("code") else x.SIGNAL_CODES.get(m2.group("sig"), -1)
             i = m2.group("i")
             self.seen[i].add(f.name)
-            self.elastic_exits.setdefault(i, (code, self._hit("x-exit", line, text, x.Who(i, None, None))))
+            self.elastic_exits.setdefault(i, (code, self.hit("x-exit", line, text, x.Who(i, None, None))))
 
-    def _exception(self, line: int, text: str, who: x.Who, key: str) -> None:
+    def exception(self, line: int, text: str, who: x.Who, key: str) -> None:
         f = self.file
         assert f is not None
         exc = x.exception(text)
@@ -313,10 +209,10 @@ class Collector:
             seen = f.user_frame.get(key) or f.user_frame.get("?")
             if seen is not None and after is not None and seen[1] > after:
                 frame = seen[0]
-        self.exceptions.append(Exc(kind, msg, self._hit("x-exception", line, text, who),
+        self.exceptions.append(Exc(kind, msg, self.hit("x-exception", line, text, who),
                                    bool(x.PEER_LOSS.search(msg)), kind in x.LAUNCHER_EXC, tb, frame))
 
-    def _timeout(self, line: int, text: str, who: x.Who) -> None:
+    def timeout(self, line: int, text: str, who: x.Who) -> None:
         f = self.file
         assert f is not None
         m = x.WORK.search(text)
@@ -333,37 +229,12 @@ class Collector:
         if m is None:
             f.pending_watchdog = (key or "", line)
 
-    def _using(self, key: str, line: int, text: str, who: x.Who) -> None:
-        m = x.USING.search(text)
-        if not m:
-            return
-        what, rest = m.group("what"), m.group("rest")
-        if what == "NET/IB":
-            devs = x.IB_DEV.findall(rest)
-            if devs:
-                self._fact(key, "ib", ",".join(f"{d}/{k}" for d, k in devs), line, text, who)
-            return
-        ifs = x.interfaces(rest)
-        if not ifs:
-            return
-        name, addr = ifs[0]
-        fact = "bootstrap_if" if what == "Bootstrap" else "net_if"
-        self._fact(key, fact, f"{name}:{addr}", line, text, who)
-
-    def _gpu(self, line: int, text: str, who: x.Who) -> None:
-        m = x.GPU_MODEL.search(text)
-        if m and len(self.gpus[m.group("m")]) < MAX_HITS:
-            self.gpus[m.group("m")].append(self._hit("x-gpu-model", line, text, who))
-        t = x.NCCL_TESTS_RANK.match(text)
-        if t:
-            self.rank_hosts[t.group("r")] = t.group("host")
-
-    def _fact(self, key: str, fact: str, value: str, line: int, text: str, who: x.Who) -> None:
+    def fact(self, key: str, fact: str, value: str, line: int, text: str, who: x.Who) -> None:
         if fact not in self.facts[key]:
             self.facts[key][fact] = value
-            self.fact_lines[(key, fact)] = self._hit("x-fact", line, text, who)
+            self.fact_lines[(key, fact)] = self.hit("x-fact", line, text, who)
 
-    def _elastic(self, line: int, text: str) -> None:
+    def elastic(self, line: int, text: str) -> None:
         f = self.file
         assert f is not None
         m = x.ELASTIC_RANK.search(text)
@@ -374,7 +245,7 @@ class Collector:
         if m2:
             who = x.Who(m2.group("local"), None, None)
             self.elastic_exits.setdefault(m2.group("local"), (int(m2.group("code")),
-                                                             self._hit("x-exit", line, text, who)))
+                                                             self.hit("x-exit", line, text, who)))
 
     def _progress_tail(self, numbered: list[tuple[int, str]]) -> None:
         """Each rank's last step/iteration/batch counter (and losses) in the file's last lines.
@@ -400,7 +271,7 @@ class Collector:
                 rank = w.rank or (self.file.rank if self.file else None)
                 if rank is not None and rank not in seen_phase:
                     seen_phase.add(rank)
-                    self.phases.setdefault(rank, (ph, self._hit("x-phase", n, t, x.Who(rank, w.proc, w.host))))
+                    self.phases.setdefault(rank, (ph, self.hit("x-phase", n, t, x.Who(rank, w.proc, w.host))))
             low = t.lower()
             if "step" not in low and "iter" not in low and "batch" not in low:
                 continue
@@ -425,7 +296,7 @@ class Collector:
                 quiet = 0
         for (rank, kind), (num, n, t, who) in found.items():
             if kind not in self.progress[rank]:
-                self.progress[rank][kind] = (num, self._hit("x-progress", n, t, who))
+                self.progress[rank][kind] = (num, self.hit("x-progress", n, t, who))
 
 
 def _int(s: str | None) -> int | None:

@@ -6,35 +6,13 @@ import re
 from dataclasses import dataclass
 
 from ..model import KnowledgeBase
+from .extractors import TRIGGERS as TRIGGER_PATTERNS
 from .prefilter import Plan, build_items, literal_alternatives, plan, trie_regex
 
-# Lines the extractors need even though no signature matches them (NCCL INFO facts, watchdog
-# details on the next line, torchelastic summaries, rank announcements, traceback frames).
-# Channel lines (" via ") are not here: there are too many; scan.py samples them per file.
-TRIGGERS: tuple[tuple[str, str], ...] = (
-    ("x-workncl", r"WorkNCCL\("),
-    ("x-nccl-version", r"NCCL version \d"),
-    ("x-cuda-driver", r"cudaDriverVersion \d"),
-    ("x-using", r"(?:Bootstrap|NET/Socket|NET/IB|NET) ?: Using "),
-    ("x-network", r"Using network \w"),
-    ("x-no-ib", r"NET/IB : No device found"),
-    ("x-comm-rank", r"rank \d+ nr?[Rr]anks \d+"),
-    ("x-env", r"set by environment to"),
-    ("x-elastic-rank", r"\(local_rank: \d"),
-    ("x-elastic-one", r"local_rank: \d+ \(pid"),
-    ("x-announce", r"distributed init \(rank|GLOBAL_RANK: \d|to store for rank: \d"),
-    ("x-frame", r'distributed_c10d\.py", line'),
-    ("x-user-frame", r'File "[^"]+", line \d+, in '),
-    ("x-backward", r"in _engine_run_backward"),
-    ("x-call", r"torch\.distributed\.\w+\("),
-    ("x-traceback", r"Traceback \(most recent call last\)"),
-    ("x-log-warning", r"WARNING"),
-    ("x-exception", r"Error: |Exception: |KeyboardInterrupt|Failure: "),
-    ("x-epoch-size", r"\d batches"),
-    ("x-spawn-exit", r"terminated with (?:the following error|exit code|signal)"),
-    ("x-gpu-model", r"NVIDIA [A-Z]|Tesla [A-Z]\d|Quadro |TITAN "),
-    ("x-sample-ids", r"ids \[|ids: \[|ids=\[|indices \[|indices: \[|indices=\["),
-)
+# Lines the extractors need even though no signature matches them: each extractor declares its
+# own prefilter pattern (extractors.TABLE). Channel lines (" via ") are not among them: there are
+# too many; scan.py samples them per file.
+TRIGGERS = TRIGGER_PATTERNS
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from . import extract as x
+from . import extractors
 from .collect import ELASTIC_SPAN
 from .compiled import Compiled
 from .sources import Block
@@ -19,19 +19,10 @@ NCCL_INFO = b" NCCL INFO "
 # TP and PP groups: hundreds), differing only in the communicator's address and id. The facts
 # they carry are decided by their first line (Collector: first wins), so a repeat is dropped here.
 _COMM_ID = re.compile(rb"(comm(?:Id)? 0x)[0-9a-f]+(?= )")
-# Words of Collector._extract's branches whose effect depends on the line's position or count
-# (exceptions, tracebacks, watchdog records, launcher exits, announcements, collectives in
-# frames, sample ids): a line with one of them is never dropped. The other branches decide a
-# fact once (first wins) or keep a maximum: _FACT_WORDS. tests/test_logs_repeats.py checks that
-# every word _extract tests is in one list or the other.
-_EVENT_WORDS = ("Error", "Exception", "Interrupt", "Failure", "Traceback", "Watchdog", "WorkNCCL(",
-                "last enqueued", "local_rank", "exitcode", "terminated with", "distributed",
-                "default_pg", "ids", "indices", "RANK", "_engine_run_backward", "monitoredBarrier",
-                '", line ',  # a traceback frame: the user's own code in it is the culprit's location
-                "NVIDIA ", "Tesla ", "Quadro ", "TITAN ",  # GPU listings: one line a GPU
-                "WARNING")  # a logging record that may print the traceback after it
-_FACT_WORDS = ("NCCL version", "cudaDriverVersion", ": Using ", "Using network", "NET/IB : No device found",
-               " via ", "anks ", "nNodes", "set by environment to", " batches")
+# Whether a repeated line can change what the extractors record is declared with each one
+# (extractors.TABLE): a line with an event word (exceptions, tracebacks, watchdog records, launcher
+# exits, announcements, collectives in frames, sample ids) is never dropped; a fact word's line is
+# decided once (first wins) or keeps a maximum, so its repeats are.
 
 
 def candidates(comp: Compiled, blk: Block, channel_budget: int) -> tuple[list[int], set[int], int]:
@@ -162,7 +153,7 @@ def _drop_repeats(comp: Compiled, data: bytes, end: int, starts: set[int]) -> se
 def fact_only(comp: Compiled, text: str) -> bool:
     """True when feeding `text` to a Collector can only set facts (first wins), channels, the
     process's rank and the world and node counts: a repeat of it changes nothing."""
-    if any(w in text for w in _EVENT_WORDS) or "rank" in text and x.ANNOUNCE.search(text):
+    if extractors.event(text):
         return False
     return not any(sig.match(part) for part in text.split("\r") for sig in comp.sigs)
 

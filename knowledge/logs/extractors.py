@@ -1,0 +1,279 @@
+"""The log fact extractors, each declared once: the words that gate it, whether a repeated line can
+change what it records (an event) or not (a fact decided once), the prefilter pattern that brings
+its lines when no signature does, and what it records in the Collector.
+
+The Collector runs the table in order on every candidate line; the prefilter's triggers
+(compiled.TRIGGERS) and the scan's repeat test (scan.fact_only) are read off it, so adding an
+extractor is one entry here and its handler.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import extract as x
+
+# A handler's first argument is the Collector (collect.py), which imports this table: it is not
+# imported back (no two modules import each other), so it is typed by this name only.
+Collector = Any
+
+MAX_HITS = 40  # lines kept per signature or kind (the count is kept in full)
+EVENT, FACT = "event", "fact"
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """One extractor: it runs on a line holding one of `words`."""
+
+    id: str
+    words: tuple[str, ...]
+    # "event": what it records depends on the line's position or count (exceptions, exits,
+    # announcements): a repeated line is always read. "fact": decided once (first wins) or a
+    # maximum: a repeat changes nothing and the scan may drop it.
+    repeats: str
+    handle: Callable[[Collector, int, str, x.Who, str], None]
+    # the prefilter pattern for lines no signature brings ("" when another extractor's or the
+    # signatures' patterns already bring them)
+    trigger: str = ""
+    # an event only when this matches too (a word as common as "rank")
+    event_if: re.Pattern[str] | None = None
+
+    def event(self, text: str) -> bool:
+        """Whether this line is an event for this extractor (its repeats must be read)."""
+        return self.repeats == EVENT and any(w in text for w in self.words) and (
+            self.event_if is None or self.event_if.search(text) is not None)
+
+
+def _sample_ids(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.SAMPLE_IDS.search(text)
+    if m and who.rank is not None and m.group("ids").count(",") >= 1:
+        ids = " ".join(m.group("ids").split())
+        if len(col.sample_ids) < MAX_HITS * 4:
+            col.sample_ids[ids].setdefault(who.rank, col.hit("x-sample-ids", line, text, who))
+
+
+def _epoch_size(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    if who.rank is not None and who.rank not in col.epoch_sizes:
+        m = x.EPOCH_SIZE.search(text)
+        if m:
+            col.epoch_sizes[who.rank] = (int(m.group("n")), col.hit("x-epoch-size", line, text, who))
+
+
+def _spawned(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    col.spawn(line, text, who)
+
+
+def _user_frame(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    frame = x.user_frame(text)
+    if frame is not None and col.file is not None:
+        col.file.user_frame[key] = (frame, line)
+
+
+def _named_late(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.NAMED_LATE.search(text)
+    for r in m.group("ranks").replace(" ", "").split(",") if m else ():
+        col.named_late.setdefault(r, col.hit("x-named-late", line, text, who))
+
+
+def _warning(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    if x.LOG_WARNING.search(text) and col.file is not None:
+        col.file.warning = (key, line)
+
+
+def _traceback_or_exception(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    f = col.file
+    assert f is not None
+    if x.TRACEBACK in text:
+        f.tracebacks[key] = line
+        # an unprefixed header belongs to whoever wrote the record before it
+        printed = f.warning is not None and f.warning[1] == line - 1 and key in (f.warning[0], "?")
+        if printed:
+            f.logged_open = line
+        elif f.logged and line - f.logged[-1][1] <= x.CHAIN_GAP:
+            f.logged_open = f.logged[-1][0]
+    else:
+        col.exception(line, text, who, key)
+
+
+def _watchdog(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    f = col.file
+    assert f is not None
+    if "Watchdog caught" in text:
+        col.timeout(line, text, who)
+    elif f.pending_watchdog and "WorkNCCL(" in text and line - f.pending_watchdog[1] <= 3:
+        t_key = f.pending_watchdog[0]
+        m = x.WORK.search(text)
+        for k, t in col.timeouts.items():
+            if k[0] == t_key and t.line == f.pending_watchdog[1] and t.file == f.name and m:
+                t.op = t.op or m.group("op")
+                t.seq = t.seq if t.seq is not None else _int(m.group("seq"))
+        f.pending_watchdog = None
+
+
+def _work_status(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.WORK_STATUS.search(text)
+    if m and key != "?":
+        col.work_status[key] = (int(m.group("enq")), int(m.group("done")))
+
+
+def _nccl_version(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.NCCL_VERSION.search(text)
+    if m:
+        col.fact(key, "nccl_version", m.group("v"), line, text, who)
+        if m.group("cuda"):
+            col.fact(key, "nccl_cuda", m.group("cuda"), line, text, who)
+
+
+def _gpu(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.GPU_MODEL.search(text)
+    if m and len(col.gpus[m.group("m")]) < MAX_HITS:
+        col.gpus[m.group("m")].append(col.hit("x-gpu-model", line, text, who))
+    t = x.NCCL_TESTS_RANK.match(text)
+    if t:
+        col.rank_hosts[t.group("r")] = t.group("host")
+
+
+def _cuda_driver(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.CUDA_DRIVER.search(text)
+    if m:
+        col.fact(key, "cuda_driver", m.group("d"), line, text, who)
+
+
+def _using(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.USING.search(text)
+    if not m:
+        return
+    what, rest = m.group("what"), m.group("rest")
+    if what == "NET/IB":
+        devs = x.IB_DEV.findall(rest)
+        if devs:
+            col.fact(key, "ib", ",".join(f"{d}/{k}" for d, k in devs), line, text, who)
+        return
+    ifs = x.interfaces(rest)
+    if ifs:
+        name, addr = ifs[0]
+        col.fact(key, "bootstrap_if" if what == "Bootstrap" else "net_if", f"{name}:{addr}", line, text, who)
+
+
+def _network(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.NET_NAME.search(text)
+    if m:
+        col.fact(key, "network", m.group("net").strip(), line, text, who)
+
+
+def _no_ib(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    col.fact(key, "ib", "none", line, text, who)
+
+
+def _channel(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.CHANNEL.search(text)
+    if m:
+        col.channels[key].add(x.channel_kind(m))
+
+
+def _comm_rank(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.COMM_RANK.search(text)
+    if m and who.proc:
+        n, r = int(m.group("n")), m.group("rank")
+        if n > col.proc_rank.get(who.proc, (0, ""))[0]:  # the first of the widest comm
+            col.proc_rank[who.proc] = (n, r)
+        col.world = max(col.world, n)
+
+
+def _nodes(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.NNODES.search(text)
+    if m:
+        col.nodes = max(col.nodes, int(m.group("n")))
+
+
+def _env(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.ENV_SET.search(text)
+    if m:
+        col.fact(key, "env:" + m.group("k"), m.group("v"), line, text, who)
+
+
+def _elastic(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    col.elastic(line, text)
+
+
+def _elastic_exit(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.ELASTIC_EXIT.search(text)
+    if m and who.rank is not None:
+        col.elastic_exits.setdefault(who.rank, (int(m.group("code")), col.hit("x-exit", line, text, who)))
+
+
+def _announce(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.ANNOUNCE.search(text)
+    if m:
+        r = m.group("a") or m.group("b") or m.group("c")
+        col.announce[r].append(col.hit("x-announce", line, text, who))
+        if m.group("w"):
+            col.world = max(col.world, int(m.group("w")))
+
+
+def _backward(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    # a traceback through autograd's engine waits in DDP's gradient all-reduce: a collective of
+    # its own, which an explicit all_reduce on another rank cannot pair with
+    if len(col.ops["ddp-backward"]) < MAX_HITS:
+        col.ops["ddp-backward"].append(col.hit("x-collective", line, text, who))
+
+
+def _collective(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    for m in list(x.FRAME.finditer(text)) + list(x.CALL.finditer(text)):
+        op = x.collective_op(m.group("op"))
+        if op and len(col.ops[op]) < MAX_HITS:
+            col.ops[op].append(col.hit("x-collective", line, text, who))
+
+
+def _int(s: str | None) -> int | None:
+    return int(s) if s is not None else None
+
+
+# In the order they run on a line (the warning before the traceback test that reads it).
+TABLE: tuple[Extractor, ...] = (
+    Extractor("x-sample-ids", ("ids", "indices"), EVENT, _sample_ids,
+              r"ids \[|ids: \[|ids=\[|indices \[|indices: \[|indices=\["),
+    Extractor("x-epoch-size", (" batches",), FACT, _epoch_size, r"\d batches"),
+    Extractor("x-spawn-exit", ("terminated with",), EVENT, _spawned,
+              r"terminated with (?:the following error|exit code|signal)"),
+    # a traceback frame: the user's own code in it is the culprit's location
+    Extractor("x-user-frame", ('", line ',), EVENT, _user_frame, r'File "[^"]+", line \d+, in '),
+    Extractor("x-named-late", ("monitoredBarrier",), EVENT, _named_late),
+    # a logging record at WARNING level may print the traceback after it (logged, not raised)
+    Extractor("x-log-warning", ("WARNING",), EVENT, _warning, r"WARNING"),
+    Extractor("x-exception", (x.TRACEBACK, "Error", "Exception", "Interrupt", "Failure"), EVENT,
+              _traceback_or_exception,
+              r"Error: |Exception: |KeyboardInterrupt|Failure: |Traceback \(most recent call last\)"),
+    Extractor("x-workncl", ("Watchdog caught", "WorkNCCL("), EVENT, _watchdog, r"WorkNCCL\("),
+    Extractor("x-work-status", ("last enqueued NCCL work",), EVENT, _work_status),
+    Extractor("x-nccl-version", ("NCCL version",), FACT, _nccl_version, r"NCCL version \d"),
+    # GPU listings: one line a GPU
+    Extractor("x-gpu-model", ("NVIDIA ", "Tesla ", "Quadro ", "TITAN "), EVENT, _gpu,
+              r"NVIDIA [A-Z]|Tesla [A-Z]\d|Quadro |TITAN "),
+    Extractor("x-cuda-driver", ("cudaDriverVersion",), FACT, _cuda_driver, r"cudaDriverVersion \d"),
+    Extractor("x-using", (": Using ",), FACT, _using, r"(?:Bootstrap|NET/Socket|NET/IB|NET) ?: Using "),
+    Extractor("x-network", ("Using network",), FACT, _network, r"Using network \w"),
+    Extractor("x-no-ib", ("NET/IB : No device found",), FACT, _no_ib, r"NET/IB : No device found"),
+    Extractor("x-channel", (" via ",), FACT, _channel),  # brought by scan's channel sampling
+    Extractor("x-comm-rank", ("anks ",), FACT, _comm_rank, r"rank \d+ nr?[Rr]anks \d+"),
+    Extractor("x-nnodes", ("nNodes",), FACT, _nodes),
+    Extractor("x-env", ("set by environment to",), FACT, _env, r"set by environment to"),
+    Extractor("x-elastic-rank", ("local_rank",), EVENT, _elastic, r"\(local_rank: \d|local_rank: \d+ \(pid"),
+    Extractor("x-exit", ("exitcode",), EVENT, _elastic_exit),
+    Extractor("x-announce", ("rank", "RANK"), EVENT, _announce,
+              r"distributed init \(rank|GLOBAL_RANK: \d|to store for rank: \d", x.ANNOUNCE),
+    Extractor("x-backward", ("in _engine_run_backward",), EVENT, _backward, r"in _engine_run_backward"),
+    Extractor("x-collective", ("distributed", "default_pg"), EVENT, _collective,
+              r'distributed_c10d\.py", line|torch\.distributed\.\w+\('),
+)
+
+EVENTS: tuple[Extractor, ...] = tuple(e for e in TABLE if e.repeats == EVENT)
+FACT_WORDS: tuple[str, ...] = tuple(w for e in TABLE if e.repeats == FACT for w in e.words)
+
+
+def event(text: str) -> bool:
+    """Whether an extractor records something a repeat of this line would change."""
+    return any(e.event(text) for e in EVENTS)
+# the prefilter's patterns for lines that no signature brings
+TRIGGERS: tuple[tuple[str, str], ...] = tuple((e.id, e.trigger) for e in TABLE if e.trigger)
