@@ -208,3 +208,21 @@ def test_xid_times_for_the_diagnosis() -> None:
     assert when("Wed Mar  1 17:38:33 2023") == {"time": "2023-03-01T17:38:33"}
     assert when(" 8812.334110") == {"uptime_s": 8812.33411}
     assert when("Mar  3 10:14:02 gpu17 kernel:") == {}  # syslog has no year: no time is made up
+
+
+def test_this_boots_log_wins_over_syslog_files(tmp_path: Path) -> None:
+    """kern.log keeps earlier boots: an Xid 79 repaired weeks ago must not flag the node when
+    this boot's dmesg is there (and is clean)."""
+    shutil_tree = tmp_path / "root"
+    (shutil_tree / "sos_commands/kernel").mkdir(parents=True)
+    (shutil_tree / "sos_commands/kernel/dmesg").write_text("[    0.000000] Linux version 5.15.0\n")
+    (shutil_tree / "var/log").mkdir(parents=True)
+    (shutil_tree / "var/log/kern.log").write_text(
+        (HERE / "kernel-xid79-off-bus/root/var/log/kern.log").read_text())
+    facts = probe_kernel(ProbeContext(runner=OfflineRunner(), root=shutil_tree)).facts
+    assert facts["sources"] == ["sos_commands/kernel/dmesg"] and facts["xid_hardware"] == []
+    assert facts["earlier_boots_possible"] is False
+    (shutil_tree / "sos_commands/kernel/dmesg").unlink()
+    facts = probe_kernel(ProbeContext(runner=OfflineRunner(), root=shutil_tree)).facts
+    assert facts["sources"] == ["var/log/kern.log"] and facts["earlier_boots_possible"] is True
+    assert facts["xid_hardware"]

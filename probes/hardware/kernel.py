@@ -15,11 +15,13 @@ from .source import Text, bus_id, glob_files, is_recorded, read_file, run
 from .xid import APPLICATION, HARDWARE, classify
 
 NAME = "kernel"
-FILES = ("sos_commands/kernel/dmesg", "sos_commands/kernel/dmesg_-T",
-         "sos_commands/logs/journalctl_--no-pager_--boot",
-         "sos_commands/logs/journalctl_--no-pager_--catalog_--boot",
-         "sos_commands/logs/journalctl_--no-pager_-k",
-         "var/log/kern.log", "var/log/syslog", "var/log/messages", "var/log/dmesg")
+# this boot's kernel messages, as sos records them
+BOOT_FILES = ("sos_commands/kernel/dmesg", "sos_commands/kernel/dmesg_-T",
+              "sos_commands/logs/journalctl_--no-pager_--boot",
+              "sos_commands/logs/journalctl_--no-pager_--catalog_--boot",
+              "sos_commands/logs/journalctl_--no-pager_-k")
+# syslog files also hold earlier boots: read only when nothing of this boot can be had
+LOG_FILES = ("var/log/kern.log", "var/log/syslog", "var/log/messages", "var/log/dmesg")
 COMMANDS = (("dmesg",), ("journalctl", "-k", "-b", "--no-pager"))
 MAX_EVENTS = 200  # per kind: a flapping GPU can log thousands of the same line
 
@@ -62,18 +64,22 @@ def when(stamp: str) -> dict[str, Any]:
 
 
 def _sources(ctx: ProbeContext) -> tuple[list[Text], list[str]]:
-    texts = [found for f in FILES if (found := read_file(ctx, f)) is not None]
-    texts += [found for f in glob_files(ctx, "var/log/kern.log.[0-9]")
-              if (found := read_file(ctx, f)) is not None]
+    """This boot's log (sos's dmesg and journal; live: `dmesg`, `journalctl -k -b`); else the
+    syslog files, which may reach back to earlier boots (and faults already repaired)."""
+    texts = [found for f in BOOT_FILES if (found := read_file(ctx, f)) is not None]
     if texts:
         return texts, []
     reasons: list[str] = []
-    for argv in COMMANDS:
-        found, why = run(ctx, argv)
-        if found is not None and found.text.strip():
-            return [found], []
-        reasons.append(why or f"{' '.join(argv)}: no output")
-    return [], reasons
+    if not is_recorded(ctx):
+        for argv in COMMANDS:
+            found, why = run(ctx, argv)
+            if found is not None and found.text.strip():
+                return [found], []
+            reasons.append(why or f"{' '.join(argv)}: no output")
+    texts = [found for f in LOG_FILES if (found := read_file(ctx, f)) is not None]
+    texts += [found for f in glob_files(ctx, "var/log/kern.log.[0-9]")
+              if (found := read_file(ctx, f)) is not None]
+    return texts, reasons
 
 
 def parse(texts: list[Text]) -> dict[str, Any]:
@@ -163,4 +169,6 @@ def probe_kernel(ctx: ProbeContext) -> ProbeResult:
                                                        or "no dmesg, journal or kern.log"))
     facts = parse(texts)
     facts["sources"] = [t.origin for t in texts]
+    facts["earlier_boots_possible"] = all(t.origin in LOG_FILES or t.origin.startswith("var/log/")
+                                          for t in texts)
     return ProbeResult(NAME, OK, MappingProxyType(facts))
