@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="+", metavar="DIR",
                         help=t("folder(s) of dumps, dump files, or the dump prefix "
-                             "(TORCH_FR_DUMP_TEMP_FILE's value), one file per rank"))
+                             "(TORCH_FR_DUMP_TEMP_FILE's value), one file per rank; or a running "
+                             "job's debug server (http://HOST:25999, start_debug_server)"))
     parser.add_argument("--stacks", metavar="FILE",
                         help=t("output of `distdoctor stacks --json` to cross-check the culprit with"))
     parser.add_argument("--logs", metavar="FILE",
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
     stacks, logs = _evidence_from(args)
     try:
-        result = read_and_analyse(args.paths)
+        result = read_and_analyse(_live(args.paths))
     except DumpError as exc:
         raise UsageError(str(exc)) from None
     data = to_json(result)
@@ -114,6 +115,30 @@ def run(args: argparse.Namespace) -> int:
         # names and paths come from the dumps: no control code reaches the terminal
         sys.stdout.write(clean_block(render(result, args.paths, checks)))
     return problem_if(any(g.first_mismatch or g.stalled for g in result.groups))
+
+
+def _live(paths: list[str]) -> list[str]:
+    """A debug server's address (http://...) read into a folder of per-rank JSON dumps."""
+    if not any(p.startswith(("http://", "https://")) for p in paths):
+        return paths
+    import tempfile
+    from pathlib import Path
+
+    from distdoctor.probes.debugserver import DebugServerError, flight_recorder
+
+    out = []
+    for p in paths:
+        if not p.startswith(("http://", "https://")):
+            out.append(p)
+            continue
+        folder = Path(tempfile.mkdtemp(prefix="distdoctor-fr-"))
+        try:
+            if not flight_recorder(p, folder):
+                raise UsageError(t("{url}: no rank answered with a Flight Recorder", url=p))
+        except DebugServerError as exc:
+            raise UsageError(str(exc)) from None
+        out.append(str(folder))
+    return out
 
 
 def _seq(op: str | None, seq: int | None) -> str:
