@@ -397,3 +397,19 @@ def test_a_check_alone_is_no_incident(db: Path) -> None:
     assert record_event("v-2", "check", CHECK) is None
     with open_store(db) as store:
         assert store.count() == 0
+
+
+def test_another_teams_session_of_the_same_name_stays_its_own_incident(db: Path) -> None:
+    theirs = Incident(time=1_700_000_000, uid="session-inc-42-1690000000", session="inc-42", source="logs",
+                      causes=[{"id": "ib-rdma-failure", "confidence": 1.0}], resolution="their fix")
+    with open_store(db) as store:
+        store.import_incidents([theirs])
+    from distdoctor.tui.record.session import SessionStore
+
+    data = diagnosis("01-drill-crash")
+    saved = SessionStore().append("inc-42", "logs", data)
+    record_event("inc-42", "logs", data, record=saved)
+    with open_store(db) as store:
+        rows = {i.uid: i for i in store.query(session="inc-42")}
+    assert len(rows) == 2 and rows[theirs.uid].resolution == "their fix"
+    assert rows[theirs.uid].cause_ids == ["ib-rdma-failure"]

@@ -70,6 +70,8 @@ def record_diagnosis(diagnosis: Mapping[str, Any], *, session_id: str | None = N
     try:
         inc = from_diagnosis(diagnosis, session_id=session_id, hosts=hosts, versions=versions, job=job,
                              source=source, culprit_host=culprit_host, first_line=first_line, now=now)
+        if session_id:
+            inc.uid = session_uid(session_id, _saved_session(session_id))
         with open_store(db) as store:
             return store.merge_session(inc, keep=_KEEP) if session_id else store.add(inc)
     except Exception as exc:  # the caller's result matters more than the history: reported, not raised
@@ -118,6 +120,16 @@ def incident_from_event(kind: str, data: Any, session_id: str | None, now: float
     return inc
 
 
+def _saved_session(session_id: str) -> Mapping[str, Any] | None:
+    """The saved session of that id, for its creation time; None when there is none to read."""
+    from ..session import SessionError, SessionStore
+
+    try:
+        return SessionStore().load(session_id)
+    except SessionError:
+        return None
+
+
 def session_uid(session_id: str, record: Mapping[str, Any] | None = None) -> str:
     """The uid of a session's incident, the same whether it was recorded live or imported from
     the session file later (in this store or another): the session's id and creation time."""
@@ -140,7 +152,7 @@ def record_event(session_id: str | None, kind: str, data: Any, *, record: Mappin
             if not session_id or not versions:
                 return None
             with open_store(db) as store:
-                return store.set_versions(session_id, versions)
+                return store.set_versions(session_uid(session_id, record), versions)
         inc = incident_from_event(kind, data, session_id, now)
         if inc is None:
             return None

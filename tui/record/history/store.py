@@ -141,8 +141,9 @@ class IncidentStore:
             return self.add(incident)
         inc = incident.redacted()
         with self._tx() as conn:
-            row = conn.execute(_SELECT + " WHERE session = ? ORDER BY id DESC LIMIT 1",
-                               (inc.session,)).fetchone()
+            # by uid (the session's id and creation time): another team's session of the same
+            # name, imported here, is another incident
+            row = conn.execute(_SELECT + " WHERE uid = ?", (inc.uid,)).fetchone()
             if row is None:
                 return self._insert(conn, inc)
             old = _incident(row)
@@ -157,11 +158,10 @@ class IncidentStore:
             self._index(conn, int(old.id or 0), inc)
             return int(old.id or 0)
 
-    def set_versions(self, session: str, versions: dict[str, str]) -> int | None:
-        """Add `versions` to the session's incident, if it has one; its id, else None."""
+    def set_versions(self, uid: str, versions: dict[str, str]) -> int | None:
+        """Add `versions` to the incident `uid` (a session's), if there is one; its id, else None."""
         with self._tx() as conn:
-            row = conn.execute("SELECT id, versions FROM incidents WHERE session = ? ORDER BY id DESC LIMIT 1",
-                               (session,)).fetchone()
+            row = conn.execute("SELECT id, versions FROM incidents WHERE uid = ?", (uid,)).fetchone()
             if row is None:
                 return None
             merged = {**_load(row[1], {}), **versions}
