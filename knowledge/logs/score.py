@@ -7,7 +7,7 @@ from ..diagnosis import symptom_priors
 from ..i18n import t as tr
 from ..model import KnowledgeBase
 from . import extract as x
-from .ranks import rank_key, span
+from ..ranks import rank_key, span
 from .records import Hit
 from .report import CauseScore, Evidence
 from .setup_rules import (

@@ -7,7 +7,8 @@ from collections import defaultdict
 
 from ..i18n import t as tr
 from . import extract as x
-from .ranks import rank_key, span
+from ..ranks import rank_key, span
+from .collect import Collector
 from .records import Hit
 from .tally import Scores
 from .timeline import RankLine
@@ -151,13 +152,29 @@ def launch_rules(view: View, s: Scores) -> None:
               "clients: two processes of the job started as rank 0"), taken[:1] + server[:1])
         s.against["master-addr-port"].append(tr("the port's holder is this job's own store server, not "
                                                 "another job"))
-    dups = {r: hs for r, hs in col.announce.items() if len({(h.file, h.proc, h.line) for h in hs}) > 1}
+    dups = {r: hs for r, hs in col.announce.items() if _started_twice(col, hs)}
     if dups:
         r, hs = next(iter(sorted(dups.items(), key=lambda kv: rank_key(kv[0]))))
         s.add("rank-env-mismatch", 2.0, tr("rank {ranks} started more than once",
                                            ranks=span(sorted(dups, key=rank_key))), hs[:2])
         if launcher or spawn:
             s.add("mixed-launchers", 2.0, tr("duplicate ranks under a launcher"), hs[:2])
+
+
+def _started_twice(col: Collector, hits: list[Hit]) -> bool:
+    """A rank announced twice within one run: in two files, or twice in one file with no end of
+    training between the two (a run that finished, then started again in the same console, is
+    two runs, each announcing its ranks once)."""
+    places = {(h.file, h.proc, h.line) for h in hits}
+    if len(places) < 2:
+        return False
+    if len({h.file for h in hits}) > 1:
+        return True
+    ends = next((f.ends for f in col.files if f.name == hits[0].file), [])
+    runs: dict[int, set[tuple[str | None, int]]] = {}
+    for h in hits:
+        runs.setdefault(sum(1 for e in ends if e < h.line), set()).add((h.proc, h.line))
+    return any(len(v) > 1 for v in runs.values())
 
 
 def hardware_rules(view: View, s: Scores, hang: bool | None) -> None:

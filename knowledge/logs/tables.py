@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ranks import rank_key, span
+from ..ranks import rank_key, span
 from .records import Hit
 from .report import Evidence
 from .score import not_waiting

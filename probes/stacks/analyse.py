@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from typing import Any, Iterable, Sequence
 
 from distdoctor.knowledge.i18n import t
+from distdoctor.knowledge.ranks import rank_key, span
 
 from .classify import CHECKPOINT, EVAL, Place, classify
 from .frames import python_frames
@@ -14,24 +15,9 @@ from .frames import python_frames
 NOT_RUNNING = "not running"
 
 
-def rank_key(rank: str) -> tuple[int, int, str]:
-    """Sort ranks numerically ("2" before "10"); names that are not numbers go last."""
-    return (0, int(rank), "") if rank.isdigit() else (1, 0, rank)
-
-
 def rank_list(ranks: Iterable[str]) -> str:
-    """["0","1","2","5"] -> "0-2,5"."""
-    ordered = sorted(set(ranks), key=rank_key)
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while (j + 1 < len(ordered) and ordered[j + 1].isdigit() and ordered[j].isdigit()
-               and int(ordered[j + 1]) == int(ordered[j]) + 1):
-            j += 1
-        parts.append(ordered[i] if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
+    """["0","1","2","5"] -> "0-2,5": every rank once, every name shown (knowledge/ranks.py)."""
+    return span(sorted(set(ranks), key=rank_key), names=None)
 
 
 def _ranks_words(ranks: Sequence[str]) -> str:

@@ -6,7 +6,7 @@ import shutil
 from typing import Any
 
 from distdoctor.knowledge import i18n
-from distdoctor.knowledge.logs.ranks import span as rank_span
+from distdoctor.knowledge.ranks import span as rank_span
 from distdoctor.knowledge.printable import clean
 from distdoctor.knowledge.units import human_size
 
