@@ -95,3 +95,25 @@ def test_a_crash_with_a_waiter_is_an_answer_without_one_only_a_lead() -> None:
     _rep, both = _d(crash + waiter)
     assert alone.confidence == "unknown" and alone.culprit["ranks"] == ["1"]
     assert both.confident and both.cause == "rank-crash-deadlock" and both.culprit["ranks"] == ["1"]
+
+
+# Lightning's announcements (lightning/fabric/utilities/distributed.py, "Initializing distributed:
+# GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/{world}") and its end of fit ("`Trainer.fit` stopped:
+# `max_epochs={n}` reached.")
+RUN = ("Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2\n"
+       "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2\n"
+       "Epoch 1: 100%|##########| 50/50 [00:05<00:00,  9.91it/s, v_num=0, train_loss=0.301]\n"
+       "`Trainer.fit` stopped: `max_epochs=2` reached.\n")
+
+
+def test_a_run_that_finished_then_started_again_in_one_console_is_two_runs() -> None:
+    resumed = RUN + "Restoring states from the checkpoint path at /home/user/ckpt/last.ckpt\n" + RUN
+    rep, d = _d(resumed, None)
+    assert not d.failed and d.exit_code == 0
+    assert "rank-env-mismatch" not in {c.id for c in rep.causes}
+
+
+def test_silent_twin_every_rank_announced_twice_within_one_run_is_two_launches() -> None:
+    twice = RUN.replace("`Trainer.fit` stopped: `max_epochs=2` reached.\n", "") + RUN
+    rep, _d2 = _d(twice, None)
+    assert rep.causes and rep.causes[0].id == "rank-env-mismatch"
