@@ -7,7 +7,7 @@ import re
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from . import i18n, regex_guard, tomlload
 from .errors import KnowledgeError
@@ -177,6 +177,16 @@ def _string(value: Any) -> str:
     return value
 
 
+def overlay_dir(overlay: str | os.PathLike[str] | None = None,
+                env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """The site overlay folder (the argument, else $DISTDOCTOR_KNOWLEDGE; None when neither) and
+    where it came from (' (set by $DISTDOCTOR_KNOWLEDGE)' or ''). The one place that decides."""
+    if overlay:
+        return os.fspath(overlay), ""
+    chosen = (os.environ if env is None else env).get(OVERLAY_ENV)
+    return (chosen, f" (set by ${OVERLAY_ENV})") if chosen else (None, "")
+
+
 def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
                    base: Path = DATA_DIR, use_env: bool = True, tree: bool = True,
                    patterns: bool = True, lang: str | None = None) -> KnowledgeBase:
@@ -187,9 +197,7 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
     data/<lang>/ and the overlay's <lang>/ over the English ones; ids and code never change."""
     raw = _Raw({k: {} for k in KINDS}, {}, [])
     _read_dir(base, raw)
-    origin = ""
-    if not overlay and use_env and os.environ.get(OVERLAY_ENV):
-        overlay, origin = os.environ[OVERLAY_ENV], f" (set by ${OVERLAY_ENV})"
+    overlay, origin = overlay_dir(overlay, os.environ if use_env else {})
     if overlay:
         _read_dir(Path(overlay), raw, origin)
     lang = i18n.resolve(lang)

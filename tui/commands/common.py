@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import textwrap
 import threading
@@ -49,11 +48,12 @@ def print_json(data: Any) -> None:
 def knowledge(args: argparse.Namespace):
     """Load the knowledge base with the user's overlay; a broken file is a UsageError."""
     from distdoctor.knowledge import KnowledgeError, load_knowledge
+    from distdoctor.knowledge.loader import overlay_dir
 
     overlay = getattr(args, "knowledge", None)
     # the packaged tree is checked by the tests and `knowledge validate`; a command checks it
     # (networkx, ~0.2 s) only when an overlay may have changed it
-    check_tree = bool(overlay or os.environ.get("DISTDOCTOR_KNOWLEDGE"))
+    check_tree = overlay_dir(overlay)[0] is not None
     try:
         return load_knowledge(overlay, tree=check_tree)
     except KnowledgeError as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import os
 import textwrap
 from pathlib import Path
 from typing import Any, Mapping
@@ -169,9 +168,9 @@ def _untranslated(overlay: str | None) -> list[tuple[str, str]]:
 
 def _overlay_path(overlay: str | None) -> str | None:
     """The overlay folder load_knowledge reads: the argument, else $DISTDOCTOR_KNOWLEDGE."""
-    from distdoctor.knowledge.loader import OVERLAY_ENV
+    from distdoctor.knowledge.loader import overlay_dir
 
-    chosen = overlay or os.environ.get(OVERLAY_ENV)
+    chosen = overlay_dir(overlay)[0]
     return str(Path(chosen)) if chosen else None
 
 
