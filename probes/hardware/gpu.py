@@ -73,6 +73,10 @@ def facts_of(queries: list[Text], status: Text | None, errors: Text | None) -> d
            and g.get("pstate") in ("P0", "P1", "P2") and (g.get("utilization_pct") or 0) > 0]
     hw_slow = [f"{_where(g)}: {', '.join(r for r in g['throttle_active'] if r.startswith('HW'))}"
                for g in records if any(r.startswith("HW") for r in g.get("throttle_active") or ())]
+    # an NVSwitch system's GPU takes no work until the fabric manager has trained its fabric
+    fabric = [f"{_where(g)}: {g.get('fabric_state')} / {g.get('fabric_status')}" for g in records
+              if (g.get("fabric_state") or "N/A") not in ("N/A", "Completed")
+              or (g.get("fabric_status") or "N/A") not in ("N/A", "Success")]
     nvl_status = parse_nvlink_status(status.text) if status else {}
     nvl_errors = parse_nvlink_errors(errors.text) if errors else {}
     # a GPU with some links up and some down has a degraded NVLink; all down is a GPU without
@@ -89,6 +93,8 @@ def facts_of(queries: list[Text], status: Text | None, errors: Text | None) -> d
         "gpus": records,
         "ecc_volatile_uncorrectable": over("ecc_volatile_uncorrectable"),
         "ecc_aggregate_uncorrectable": over("ecc_aggregate_uncorrectable"),
+        "sram_threshold_exceeded": flag("sram_threshold_exceeded"),
+        "fabric_not_ready": fabric,
         "retired_pages_pending": flag("retired_pending"),
         "remap_pending": flag("remap_pending"),
         "remap_failed": flag("remap_failure"),

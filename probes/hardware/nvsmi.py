@@ -67,6 +67,19 @@ def _leaves(node: Node, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...
     return out
 
 
+def _items(node: Node) -> list[tuple[str, str]]:
+    """(key, value) of every line below node, sections with a value of their own included
+    ("HW Slowdown : Active" has its own sub-reasons)."""
+    out = []
+    for key, sub in node.items():
+        if key == "":
+            continue
+        if sub.get(""):
+            out.append((key, sub[""]))
+        out.extend(_items(sub))
+    return out
+
+
 def _ecc_sum(node: Node | None, uncorrectable: bool) -> tuple[int | None, int | None]:
     """(total, SRAM part) of the correctable or uncorrectable counters of one ECC scope. Reads
     the Ampere+ form ("SRAM Uncorrectable", "DRAM Uncorrectable") and the older one ("Single
@@ -120,7 +133,8 @@ def gpu_record(bus: str, node: Node) -> dict[str, Any]:
     link = child(child(node, "PCI"), "GPU Link Info")
     gen, width = child(link, "PCIe Generation"), child(link, "Link Width")
     reasons = child(node, "Clocks Event Reasons", "Clocks Throttle Reasons", "Clocks Throttle Reason")
-    active = [path[-1] for path, v in _leaves(reasons or {}) if v.strip().lower() == "active"]
+    active = [key for key, v in _items(reasons or {}) if v.strip().lower() == "active"]
+    fabric = child(node, "Fabric")
     reset = child(node, "GPU Reset Status")
     return {
         "bus": bus,
@@ -138,6 +152,9 @@ def gpu_record(bus: str, node: Node) -> dict[str, Any]:
         "remap_uncorrectable": number(value(remap, "Uncorrectable Error")),
         "remap_pending": _yes(value(remap, "Pending")),
         "remap_failure": _yes(value(remap, "Remapping Failure Occurred")),
+        "sram_threshold_exceeded": _yes(value(aggregate, "SRAM Threshold Exceeded"))
+        or _yes(value(volatile, "SRAM Threshold Exceeded")),
+        "fabric_state": value(fabric, "State"), "fabric_status": value(fabric, "Status"),
         "reset_required": _yes(value(reset, "Reset Required")),
         "drain_and_reset": _yes(value(reset, "Drain and Reset Recommended")),
         "pcie_gen_current": number(value(gen, "Current")),
