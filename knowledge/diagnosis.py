@@ -163,7 +163,8 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     collect = _collect(ev, confidence, ranks, timeline)
     top = ranked[0] if ranked else None
     return Diagnosis(confidence=confidence, culprit=dict(who) if who else None, summary=summary,
-                     causes=tuple(ranked), next_action=_next(kb, top, confidence, backend, collect, failed),
+                     causes=tuple(ranked), next_action=_next(kb, top, confidence, backend, collect, failed,
+                                                            _signatures_of(top, logs)),
                      collect=collect, recurrence=_recurrence(kb, top, who, timeline) if confidence != "unknown" else None,
                      ranks=ranks, left_out=tuple(left_out), hardening=hardening,
                      seen_before=tuple(x for x in ev.seen_before if isinstance(x, Mapping)), failed=failed)
@@ -300,6 +301,14 @@ def _confidence(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, lo
     return "likely"
 
 
+def _signatures_of(top: Ranked | None, logs: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The signature ids of the top cause's log lines, in their order."""
+    cause = next((c for c in (logs or {}).get("causes") or [] if isinstance(c, Mapping)
+                  and top is not None and c.get("id") == top.id), {})
+    return tuple(dict.fromkeys(str(e.get("signature")) for e in cause.get("evidence") or []
+                               if isinstance(e, Mapping) and e.get("signature")))
+
+
 def _weight(top: Ranked, logs: Mapping[str, Any] | None) -> float:
     """The weight of the top cause's strongest failure signature in the logs (0: none)."""
     cause = next((c for c in (logs or {}).get("causes") or [] if isinstance(c, Mapping) and c.get("id") == top.id), {})
@@ -365,13 +374,15 @@ def _missing_ranks(ranks: Mapping[str, Any]) -> list[str]:
 
 
 def _next(kb: Any, top: Ranked | None, confidence: str, backend: str | None, collect: tuple[str, ...],
-          failed: bool) -> dict[str, str]:
+          failed: bool, signatures: tuple[str, ...] = ()) -> dict[str, str]:
     """The next action: the top cause's fix when the tool answers; what to collect when not."""
     if top is not None and confidence != "unknown":
         cause = kb.causes.get(top.id)
-        if cause is None:
-            return {"kind": "fix", "text": tr("Not a guide cause ({cause_id}): see the evidence.", cause_id=top.id),
-                    "command": ""}
+        if cause is None:  # outside the guide's causes (a kill from outside): what its line means
+            said = next((kb.signatures[sid].description for sid in signatures
+                         if sid in kb.signatures and kb.signatures[sid].description), "")
+            return {"kind": "fix", "text": said or tr("Not a guide cause ({cause_id}): see the evidence.",
+                                                       cause_id=top.id), "command": ""}
         fix = fix_for_backend(cause.fixes, backend) if cause.fixes else None
         return {"kind": "fix", "text": cause.fix.strip(), "command": fix.text if fix else ""}
     text = tr("Not enough evidence to name a cause: collect this next.") if failed else \
