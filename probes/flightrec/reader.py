@@ -112,11 +112,17 @@ class _Texts:
 
     def __init__(self) -> None:
         self.memo: dict[int, str] = {}
+        self.short: dict[str, str] = {}  # "0", "gloo:all_reduce", "Float": thousands of times
         self.spent = 0
 
     def __call__(self, raw: Any, cap: int = FIELD_CHARS) -> str:
-        if type(raw) is str and len(raw) <= 64 and raw.isascii() and raw.isprintable():
-            return raw  # the common case: "0", "all_reduce", "completed"
+        if type(raw) is str and len(raw) <= 64:
+            text = self.short.get(raw)
+            if text is None:
+                text = raw if raw.isascii() and raw.isprintable() else clean(raw)
+                if len(self.short) < 4096:
+                    self.short[raw] = text
+            return text
         if self.spent > DUMP_CHARS:
             cap = 32
         text = clean(raw, cap) if isinstance(raw, str) else plain_text(raw, cap, self.memo,
@@ -162,7 +168,7 @@ def _entry(raw: Any, text: _Texts) -> Entry | None:
 def _dtypes(raw: Any, text: _Texts) -> tuple[str, ...]:
     # a list in real dumps; a bare string in the dumps fr_trace's own tests build
     if isinstance(raw, (list, tuple)):
-        return tuple(text(d, 64) for d in raw[:MAX_DTYPES])
+        return tuple(map(text, raw[:MAX_DTYPES]))
     return (text(raw, 64),) if isinstance(raw, str) and raw else ()
 
 
