@@ -1,6 +1,6 @@
 """Limits and system settings probe: the locked-memory limit of the job's processes
-(/proc/PID/limits; ibv_reg_mr fails under a small one) and logind's RemoveIPC (which deletes a
-user's /dev/shm segments when the user's last session ends)."""
+(/proc/PID/limits; ibv_reg_mr fails under a small one), logind's RemoveIPC (which deletes a
+user's /dev/shm segments when the user's last session ends) and the /dev/shm mount."""
 from __future__ import annotations
 
 import re
@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..base import OK, ProbeContext, ProbeResult, unavailable
-from .source import glob_files, is_live, read_file
+from .source import glob_files, is_live, is_recorded, read_file
 
 NAME = "limits"
 LOGIND = ("etc/systemd/logind.conf",)
@@ -74,14 +74,35 @@ def remove_ipc(ctx: ProbeContext) -> dict[str, Any]:
     return {"remove_ipc": value, "remove_ipc_source": source}
 
 
+_SIZE = re.compile(r"(?:^|,)size=(\d+)([kmgKMG%]?)(?:,|$)")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def dev_shm(ctx: ProbeContext) -> dict[str, Any]:
+    """The /dev/shm mount line of proc/mounts and its size= option (a tmpfs without one gets
+    half the RAM). Sized only for a recorded node: live, the shm probe measures it."""
+    found = read_file(ctx, "proc/mounts")
+    for line in (found.text if found else "").splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1] == "/dev/shm":
+            match = _SIZE.search(fields[3])
+            size = None
+            if match and match[2] != "%":
+                size = int(match[1]) * _UNITS[match[2].lower()]
+            return {"dev_shm_mount": " ".join(fields[2:4]),
+                    "recorded_dev_shm_bytes": size if is_recorded(ctx) else None}
+    return {"dev_shm_mount": None, "recorded_dev_shm_bytes": None}
+
+
 def probe_limits(ctx: ProbeContext) -> ProbeResult:
     """memlock of the job's processes and logind's RemoveIPC."""
-    facts: dict[str, Any] = {**memlock(ctx), **remove_ipc(ctx)}
+    facts: dict[str, Any] = {**memlock(ctx), **remove_ipc(ctx), **dev_shm(ctx)}
     rdma = ctx.path("/sys/class/infiniband").is_dir() or \
         read_file(ctx, "sos_commands/infiniband/ibstat") is not None
     facts["rdma_present"] = rdma
     # the limit only matters where RDMA registers memory: judged only there
     facts["rdma_memlock_bytes"] = facts.get("memlock_soft_bytes") if rdma else None
-    if facts.get("memlock_source") is None and facts.get("remove_ipc") is None and not facts.get("memlock_configured"):
+    if facts.get("memlock_source") is None and facts.get("remove_ipc") is None \
+            and not facts.get("memlock_configured") and facts.get("dev_shm_mount") is None:
         return unavailable(NAME, "no proc/<pid>/limits, limits.conf or logind.conf to read")
     return ProbeResult(NAME, OK, MappingProxyType(facts))
