@@ -356,9 +356,10 @@ def _collect(ev: IncidentEvidence, confidence: str, ranks: Mapping[str, Any],
     out = list(ev.collect) if confidence == "unknown" else []
     hang = (ev.symptom or "").startswith("hang") or any(r.get("status") in ("stuck", "timed-out")
                                                          for r in ranks.values())
+    if hang:  # the one thing to do while it still hangs, whatever the logs concluded
+        out.append("distdoctor stacks --job auto   # " + tr("while the job still hangs: where every rank is"))
+        out.append("distdoctor watch --job auto   # " + tr("or watch it: the evidence is taken when the hang is confirmed"))
     if confidence == "unknown":
-        if hang:
-            out.append("distdoctor stacks --job auto   # " + tr("while the job still hangs: where every rank is"))
         out.append("distdoctor run -- torchrun ...   # " + tr("catch the next occurrence with its evidence"))
     missing = _missing_ranks(ranks)
     if missing:

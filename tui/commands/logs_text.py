@@ -153,7 +153,7 @@ def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None)
         lines.append("")
         lines.append(_("Next action:"))
         lines.extend(("  " + ln) if ln else ln for ln in next_action(kb, causes[0]["id"], data, cols))
-    elif verdict.get("collect"):
+    if verdict.get("collect"):
         lines.append("")
         lines.append(_("Collect next (copy-paste):"))
         lines.extend(f"  {printable(c)}" for c in verdict["collect"])
