@@ -226,3 +226,14 @@ def test_this_boots_log_wins_over_syslog_files(tmp_path: Path) -> None:
     facts = probe_kernel(ProbeContext(runner=OfflineRunner(), root=shutil_tree)).facts
     assert facts["sources"] == ["var/log/kern.log"] and facts["earlier_boots_possible"] is True
     assert facts["xid_hardware"]
+
+
+def test_numa_of_gpus_and_rdma_nics(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(HERE / "pcie-acs-off/root", tmp_path / "root")
+    for slot, node in (("0000:04:00.0", "0"), ("0000:05:00.0", "1")):
+        (tmp_path / f"root/sys/bus/pci/devices/{slot}").mkdir(parents=True)
+        (tmp_path / f"root/sys/bus/pci/devices/{slot}/numa_node").write_text(node + "\n")
+    facts = probe_pcie(ProbeContext(runner=OfflineRunner(), root=tmp_path / "root")).facts
+    assert facts["gpu_numa"] == {"0000:04:00.0": 0, "0000:05:00.0": 1} and facts["rdma_nics"] == []

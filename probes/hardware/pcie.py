@@ -62,9 +62,21 @@ def lspci_facts(text: str) -> dict[str, Any]:
         cap, sta = gpu.get("link_cap"), gpu.get("link_sta")
         if cap and sta and sta["width"] < cap["width"]:
             width_down.append(f"{gpu['slot']}: x{sta['width']} of x{cap['width']}")
-    return {"devices": len(devices), "gpus": [g["slot"] for g in gpus],
+    nics = [d["slot"] for d in devices if d["class"].startswith(("Infiniband controller", "Ethernet controller"))
+            and ("Mellanox" in d["desc"] or "[15b3:" in d["desc"])]
+    return {"devices": len(devices), "gpus": [g["slot"] for g in gpus], "rdma_nics": nics,
             "acs_redirect_gpu_path": on_gpu_path, "acs_redirect_elsewhere": elsewhere,
             "gpu_link_width_degraded": width_down}
+
+
+def numa(ctx: ProbeContext, slots: list[str]) -> dict[str, int]:
+    """Each device's NUMA node from /sys/bus/pci/devices/<slot>/numa_node (-1: none reported)."""
+    out = {}
+    for slot in slots:
+        text = ctx.read_text(f"/sys/bus/pci/devices/{slot}/numa_node")
+        if text is not None and text.strip().lstrip("-").isdigit():
+            out[slot] = int(text.strip())
+    return out
 
 
 def probe_pcie(ctx: ProbeContext) -> ProbeResult:
@@ -80,6 +92,9 @@ def probe_pcie(ctx: ProbeContext) -> ProbeResult:
         facts["source"] = found.origin
         # without root, lspci prints no capabilities: the ACS lines are missing, not clear
         facts["capabilities_read"] = "LnkCap" in found.text
+        # NUMA placement of GPUs and RDMA NICs (facts for the topology view; sos keeps none)
+        facts["gpu_numa"] = numa(ctx, facts["gpus"])
+        facts["nic_numa"] = numa(ctx, facts["rdma_nics"])
     else:
         facts["lspci_reason"] = "no lspci output recorded" if is_recorded(ctx) else "; ".join(reasons)
     return ProbeResult(NAME, OK, MappingProxyType(facts))
