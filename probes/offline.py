@@ -2,7 +2,7 @@
 recorded files or says why it cannot."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from distdoctor.knowledge.i18n import t
 

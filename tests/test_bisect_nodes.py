@@ -7,12 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import pytest
 
-from distdoctor.probes.repro.nodes import (Node, NodesInputError, isolate, launch_argv, parse_nodes)
 from distdoctor.probes.fleet.hosts import expand_hosts
+from distdoctor.probes.repro.nodes import Node, NodesInputError, isolate, launch_argv, parse_nodes
 from distdoctor.tui.cli import main
 
 

@@ -7,8 +7,13 @@ from pathlib import Path
 import pytest
 
 from distdoctor.probes.base import ProbeContext
-from distdoctor.probes.hardware import (probe_gpu_health, probe_infiniband, probe_kernel, probe_limits,
-                                        probe_pcie)
+from distdoctor.probes.hardware import (
+    probe_gpu_health,
+    probe_infiniband,
+    probe_kernel,
+    probe_limits,
+    probe_pcie,
+)
 from distdoctor.probes.hardware.kernel import parse
 from distdoctor.probes.hardware.nvsmi import parse_query
 from distdoctor.probes.hardware.source import Text, bus_id

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 FIELD = "hardware"
 HEALTHY = "none"

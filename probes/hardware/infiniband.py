@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any
 
 from ..base import OK, ProbeContext, ProbeResult, unavailable
 from ..offline import OfflineRunner

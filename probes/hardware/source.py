@@ -3,9 +3,9 @@ extracted sos report) first, else the live command, run through the injected run
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from ..base import ProbeContext
 from ..runner import CommandResult

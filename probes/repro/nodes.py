@@ -12,8 +12,9 @@ import re
 import shlex
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ..runner import CommandResult, Runner
 
