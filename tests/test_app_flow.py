@@ -146,7 +146,7 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         assert "export NCCL_SOCKET_IFNAME=eth0" in app.clipboard.splitlines()
         target = tmp_path / "incident.md"
         app.screen.query_one("#export-path").value = str(target)
-        await pilot.press("e")
+        await pilot.press("e", "enter")  # e: the field, in view; Enter writes
         await settle(pilot)
         assert f"OK wrote {target}" in screen_text(app)
         report = target.read_text(encoding="utf-8")
@@ -472,7 +472,7 @@ async def test_export_before_any_evidence_says_why_in_view(tmp_path: Path) -> No
         await pilot.pause()
         assert "No evidence yet: classify the symptom first (1)" in screen_text(app)
         app.screen.query_one("#export-path").value = str(tmp_path / "r.md")
-        await pilot.press("e")
+        await pilot.press("e", "enter")  # e: the field, in view; Enter writes
         await settle(pilot)
         # the status line is below the fold at 80x24: a notification says it in view
         assert [n.message for n in app._notifications] == [

@@ -306,7 +306,7 @@ async def test_export_says_where_the_report_went(tmp_path: Path, monkeypatch) ->
         await pilot.press("enter", "6")
         await pilot.pause()
         app.screen.query_one("#export-path").value = "incident.html"
-        await pilot.press("e")
+        await pilot.press("e", "enter")  # e: the field, in view; Enter writes
         await settle(pilot)
         # "OK wrote incident.html": relative to a working folder the user may not know
         assert f"OK wrote {tmp_path / 'incident.html'}" in screen_text(app)

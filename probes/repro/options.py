@@ -57,6 +57,7 @@ class ReproOptions:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     run_dir: Path | None = None
     base_env: Mapping[str, str] | None = None
+    torch: str = ""  # the target torch's version when known (check_python): picks the env names it reads
 
     def target_python(self) -> str:
         return self.python or default_python()

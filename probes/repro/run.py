@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -88,22 +89,33 @@ class ReproResult:
 FR_DIR = "flight-recorder"  # per-rank Flight Recorder dumps, inside the run folder
 
 
-def flight_recorder_env(run_dir: Path | None) -> dict[str, str]:
-    """Flight Recorder on, under its current and older names, dumping into the run folder on a
-    timeout (NCCL) or a failure (the script dumps for Gloo)."""
+FR_RENAMED = (2, 9)  # torch 2.9 renamed Flight Recorder's variables; the old names still work, with a warning
+
+
+def flight_recorder_env(run_dir: Path | None, torch: str = "") -> dict[str, str]:
+    """Flight Recorder on, dumping into the run folder on a timeout (NCCL) or a failure (the
+    script dumps for Gloo), under the names the target torch reads: the current ones from 2.9,
+    the older ones before; both when the version is not known."""
     if run_dir is None:
         return {}
     prefix = str(run_dir / FR_DIR / "rank_")
-    return {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
-            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_FR_DUMP_TEMP_FILE": prefix,
-            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix}
+    new = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": prefix}
+    old = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix}
+    version = _version(torch)
+    names = new if version and version >= FR_RENAMED else old if version else {**new, **old}
+    return {**names, "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
+
+
+def _version(torch: str) -> tuple[int, int] | None:
+    match = re.match(r"(\d+)\.(\d+)", torch or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def run_env(opts: ReproOptions, run_dir: Path | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """(the full environment of the run, what distdoctor adds on top of the base)."""
     base = dict(os.environ if opts.base_env is None else opts.base_env)
     user = {**base, **dict(opts.env)}
-    fr = {k: v for k, v in flight_recorder_env(run_dir).items() if k not in user}
+    fr = {k: v for k, v in flight_recorder_env(run_dir, opts.torch).items() if k not in user}
     added = {**dict(opts.env), **debug_env(user), **fr}
     added["PYTHONUNBUFFERED"] = "1"  # markers must arrive as they happen, not at exit
     return {**base, **added}, added

@@ -7,11 +7,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.widgets import Input
 
 from .messages import KnowledgeChecked, SessionNotSaved
 from .nextaction import next_action
@@ -86,6 +87,7 @@ class DistDoctorApp(App[int]):
         self.set_reactive(DistDoctorApp.learn, learn)
         self._gc_paused = False  # set while start-up holds garbage collection off
         self.closing = False  # set by exit(): no more screens from then on
+        self.too_small = False  # the window is below tiny.MIN_SIZE: TooSmallScreen covers the steps
         self.run_backend = "auto"  # the backend chosen on one run step (repro, bisect) is the other's
         # the language the app speaks (--lang, $DISTDOCTOR_LANG, the locale); the palette switches it
         self.lang = resolve()
@@ -94,6 +96,53 @@ class DistDoctorApp(App[int]):
         if self.lang != "en":
             localise_bindings(self)
             wrap_between_wide_characters()
+
+    def get_driver_class(self) -> Any:
+        """Textual's driver, except on a Linux terminal: the same one with pastes cleaned and
+        bounded before its parser (tui/app/paste.py)."""
+        driver = super().get_driver_class()
+        from textual.drivers.linux_driver import LinuxDriver
+
+        if driver is LinuxDriver:
+            from .driver import PasteSafeLinuxDriver
+
+            return PasteSafeLinuxDriver
+        return driver
+
+    async def on_event(self, event: events.Event) -> None:
+        """A paste cleaned and bounded whatever delivered it; a field that holds MAX_FIELD
+        characters takes no more keys (a flood of keys must stay linear); while the window is
+        too small only quitting works."""
+        from .paste import MAX_FIELD, clean_paste
+
+        if isinstance(event, events.Paste):
+            event.text = clean_paste(event.text)
+        elif isinstance(event, events.Key):
+            if self.too_small and event.key not in ("q", "ctrl+c", "ctrl+q"):
+                return
+            focused = self.focused
+            if event.is_printable and isinstance(focused, Input) and len(focused.value) >= MAX_FIELD:
+                return
+        await super().on_event(event)
+
+    async def _on_resize(self, event: events.Resize) -> None:
+        """Below tiny.MIN_SIZE the step screens cannot be drawn (a zero-width column crashed
+        Rich): the app's -tiny class hides them behind "make the window larger" until it grows,
+        set before the new size is laid out."""
+        self.set_tiny(event.size.width, event.size.height)
+        # (Textual runs App._on_resize itself after this one: the handlers of every class run)
+
+    def set_tiny(self, width: int, height: int) -> None:
+        from .tiny import too_small
+
+        small = too_small(width, height)
+        if small == self.too_small:
+            return
+        self.too_small = small
+        self.set_class(small, "-tiny")
+        # now, not after the next message: the new size is laid out before a deferred restyle,
+        # and a zero-width column is what crashed
+        self.stylesheet.update(self, animate=False)
 
     def _new_screen(self, step_id: str) -> Screen[Any]:
         screen = _make_screen(step_id)
@@ -108,6 +157,8 @@ class DistDoctorApp(App[int]):
         return screen
 
     def on_load(self) -> None:
+        size = self.size  # the terminal's, from the driver, before the first screen is laid out
+        self.set_tiny(size.width, size.height)
         # No garbage collection until the first screen is painted (as Textual's own
         # PAUSE_GC_ON_SCROLL does for smooth scrolling): building the screen allocates enough to
         # run the collector a few dozen times over the knowledge base (~25 ms of ~170).

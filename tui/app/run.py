@@ -42,7 +42,21 @@ def run_app(args: argparse.Namespace) -> int:
     if not all(stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout)):
         raise UsageError(t(NO_TERMINAL))
     app.run()
+    _say_where_the_session_is(app)
     return app.return_code or 0
+
+
+def _say_where_the_session_is(app: object) -> None:
+    """After quitting: the session's id and the two commands that use it (nothing when the
+    session recorded nothing: there is nothing to resume)."""
+    from distdoctor.knowledge.i18n import t
+
+    flow = getattr(app, "flow", None)
+    if flow is None or not flow.events or getattr(app, "return_code", 0) not in (0, None):
+        return
+    sid = flow.session_id
+    print(t("distdoctor: session {id} saved. Reopen it: distdoctor --resume {id}; "
+            "the incident report: distdoctor report {id} -o report.md", id=sid))
 
 
 def _run_drill_app(name: str, kb: object) -> int:

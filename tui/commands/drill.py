@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +122,10 @@ def run_drill_command(args: argparse.Namespace) -> int:
                 t("drill {name}: running the job with the fault (at most {seconds} s)...", name=args.name,
                   seconds=f"{args.timeout:.0f}"))
         print(line, file=sys.stderr, flush=True)
-    result = _run_guarded(args)
+    live = DrillLive(enabled=not args.json or sys.stderr.isatty())
+    with live:
+        live.begin(args.name)
+        result = _run_guarded(args, live.line)
     data = result.to_dict()
     common.record(args, KIND, data)
     if args.json:
@@ -130,7 +135,65 @@ def run_drill_command(args: argparse.Namespace) -> int:
     return 0 if result.reproduced and result.clean else 1
 
 
-def _run_guarded(args: argparse.Namespace) -> Any:
+def _drill_live() -> type:
+    """Live progress for a drill: each rank's phase (started, data, epoch/step, done) as it
+    happens, on the same clock and status line `repro` shows (repro_view.Live)."""
+    from .repro_view import Live
+
+    class _DrillLive(Live):  # type: ignore[misc, valid-type]
+        def line(self, text: str, label: str | None = None) -> None:
+            for rank, phase in drill_phases(text):
+                with self._lock:
+                    changed = self.ranks.get(rank) != phase
+                    self.ranks[rank] = phase
+                    said = getattr(self, "said", {})
+                    self.said = said
+                    now = time.monotonic()
+                    # every phase; a step at most every STEP_EVERY_S per rank (a step a second would flood)
+                    due = changed and (not phase.startswith(STEP_WORD) or now - said.get(rank, 0.0) >= STEP_EVERY_S)
+                    if due:
+                        said[rank] = now
+                if due:
+                    self.say(f"{self.label}: rank {rank} {phase}")
+            # no error lines, unlike repro: finding the fault in the logs is the exercise
+
+    return _DrillLive
+
+
+STEP_WORD = "step "
+STEP_EVERY_S = 5.0
+_PHASE = re.compile(r"\[rank(\d+)\] (?:(rank=)|(\d+) samples|epoch (\d+) step (\d+)/(\d+)|epoch (\d+) done|"
+                    r"(training complete)|(saved)|(resumed))")
+
+
+def drill_phases(text: str) -> list[tuple[int, str]]:
+    """(rank, phase) for each progress line of the drill job in `text`."""
+    out = []
+    for m in _PHASE.finditer(text):
+        rank = int(m.group(1))
+        if m.group(2):
+            phase = t("started")
+        elif m.group(3):
+            phase = t("data loaded")
+        elif m.group(4):
+            phase = f"{STEP_WORD}{m.group(5)}/{m.group(6)} " + t("(epoch {epoch})", epoch=m.group(4))
+        elif m.group(7):
+            phase = t("epoch {epoch} done", epoch=m.group(7))
+        elif m.group(8):
+            phase = t("finished")
+        elif m.group(9):
+            phase = t("checkpoint saved")
+        else:
+            phase = t("resumed from a checkpoint")
+        out.append((rank, phase))
+    return out
+
+
+def DrillLive(enabled: bool = True) -> Any:  # noqa: N802 - built lazily: repro_view imports the probes
+    return _drill_live()(enabled=enabled)
+
+
+def _run_guarded(args: argparse.Namespace, on_line: Any = None) -> Any:
     """Run in a worker thread; SIGINT/SIGTERM/SIGHUP only set the cancel flag, so the job's
     tree is still killed and checked gone before distdoctor exits."""
     from distdoctor.probes.drill import DrillError, run_drill
@@ -144,7 +207,7 @@ def _run_guarded(args: argparse.Namespace) -> Any:
             box["result"] = run_drill(args.name, nproc=args.nproc, python=args.python or "",
                                       run_dir=Path(args.record) if args.record else None,
                                       timeout=args.timeout, record=bool(args.record),
-                                      fault=not args.healthy, cancel=cancel)
+                                      fault=not args.healthy, cancel=cancel, on_line=on_line)
         except BaseException as exc:  # re-raised in the main thread
             box["error"] = exc
         finally:

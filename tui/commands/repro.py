@@ -42,7 +42,8 @@ explicit timeout, a self-check of every rank, a barrier, an all-reduce whose
 sum is checked, a broadcast, a clean shutdown. NCCL_DEBUG=INFO and
 TORCH_DISTRIBUTED_DEBUG=DETAIL are set so every run leaves evidence; each run's
 output is kept on disk. A hang or an error kills the whole process tree. The
-script and the commands to run it by hand on two nodes are printed."""
+script's path and the commands to run it by hand on two nodes are printed
+(--show-script prints the script too)."""
 
 BISECT_EPILOG = """\
 examples:
@@ -92,6 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                            description=t(REPRO_DESCRIPTION),
                            epilog=t(REPRO_EPILOG), formatter_class=fmt)
     _options(repro)
+    repro.add_argument("--show-script", action="store_true",
+                       help=t("print the generated script after the verdict (its path is always printed)"))
     repro.set_defaults(func=run)
     bisect = sub.add_parser("bisect", help=t("one switch at a time until the repro passes"),
                             description=t(BISECT_DESCRIPTION),
@@ -142,7 +145,7 @@ def _prepare(args: argparse.Namespace, kb: Any) -> tuple[Any, Any]:
         if any(opts.run_dir.iterdir()):  # the earlier run's log would be overwritten unseen
             print(t("distdoctor: --run-dir {path} is not empty: its earlier run's files are replaced",
                     path=opts.run_dir), file=sys.stderr)
-    return replace(opts, python=info.python), info
+    return replace(opts, python=info.python, torch=info.torch), info
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -303,7 +306,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(data)
         else:
-            print(render_repro(result, kb, script_text(opts), _bisect_command(args)))
+            script = script_text(opts) if getattr(args, "show_script", False) else ""
+            print(render_repro(result, kb, script, _bisect_command(args)))
     return problem_if(not result.passed)
 
 

@@ -174,8 +174,11 @@ def render_repro(result: ReproResult, kb: Any, script_text: str,
     if result.outcome != "pass":
         out.append("  " + t("next: {command}", command=f"distdoctor logs {shlex.quote(result.log)}"))
         out.append(f"{_under_next()}{bisect_cmd}   # {t('the same job, one switch at a time')}")
-    out += ["", t("script ({path}):", path=result.script), "", script_text.rstrip(), "",
-            t("run it by hand on two nodes:"), result.manual]
+    if script_text:  # --show-script
+        out += ["", t("script ({path}):", path=result.script), "", script_text.rstrip()]
+    else:
+        out.append("  " + t("script: {path} (--show-script prints it)", path=result.script))
+    out += ["", t("run it by hand on two nodes:"), result.manual]
     return "\n".join(out)
 
 

@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     elif dumped:
-        print(render(result, found))
+        print(render(result, found, native=args.native))
     if not dumped:
         first = next((r["where"] for r in result["ranks"]), "no rank")
         raise UsageError(t("could not dump any rank: {why}", why=first.removeprefix("not dumped: ")))
@@ -191,8 +191,9 @@ def summary(result: dict[str, Any]) -> str:
     return t("; ").join(parts) if parts else t("no rank dumped")
 
 
-def render(result: dict[str, Any], found: str = "") -> str:
-    """The text view: summary, one line per rank, each group's frames, the odd ranks, next steps."""
+def render(result: dict[str, Any], found: str = "", native: bool = False) -> str:
+    """The text view: summary, one line per rank, each group's frames (with `native`, the C/C++
+    ones too, as --native asked), the odd ranks, next steps."""
     from distdoctor.probes.stacks import rank_list
     from distdoctor.probes.stacks.frames import python_frames
 
@@ -211,11 +212,12 @@ def render(result: dict[str, Any], found: str = "") -> str:
         lines.append("")
         label = "rank" if len(group["ranks"]) == 1 else "ranks"
         lines.append(f"{label} {rank_list(group['ranks'])}{t(': ')}{group['where']}")
-        frames = python_frames(group["frames"]) or group["frames"]
-        for frame in frames[:MAX_FRAMES]:
+        frames = group["frames"] if native else (python_frames(group["frames"]) or group["frames"])
+        for frame in frames[:MAX_FRAMES * (3 if native else 1)]:
             lines.append(f"    {_frame_line(frame)}")
-        if len(frames) > MAX_FRAMES:
-            lines.append("    " + t("... {n} more (--json has them all)", n=len(frames) - MAX_FRAMES))
+        shown = MAX_FRAMES * (3 if native else 1)
+        if len(frames) > shown:
+            lines.append("    " + t("... {n} more (--json has them all)", n=len(frames) - shown))
     if result["odd"]:
         lines.append("")
         lines.append(t("odd ranks out:"))

@@ -48,6 +48,9 @@ class StepScreen(Screen[None]):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
+        from ..tiny import TooSmallNote
+
+        yield TooSmallNote()
         yield Header()
         with Horizontal(id="body"):
             yield StepNav(id="nav")
@@ -285,3 +288,14 @@ def highlighted_row(widget: Widget) -> tuple[int, int] | None:
         region = widget._get_row_region(widget.cursor_row)  # noqa: SLF001 - header included in y
         return region.y, region.height
     return None
+
+
+def row_index(event: object) -> int:
+    """The row a DataTable event is about, as the int key rows are added with; -1 when there is
+    none (a cursor left at row -1 by random keys on a tiny or emptied table: row_key is None)."""
+    key = getattr(event, "row_key", None)
+    value = getattr(key, "value", None)
+    try:
+        return int(value) if value is not None else -1
+    except (TypeError, ValueError):
+        return -1

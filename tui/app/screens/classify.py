@@ -43,6 +43,26 @@ def suspects_table(kb: Any, rows: list[dict[str, Any]], pasted: list[dict[str, A
     return table
 
 
+CHOSEN, UNCHOSEN = "(•) ", "( ) "
+
+
+def symptom_for(kb: Any, cause_id: str) -> tuple[str, str] | None:
+    """(kind, sub-symptom) a cause found in a pasted line points to: the symptom that weighs the
+    cause most (a sub-symptom before its parent), or None when no symptom names it."""
+    best: tuple[float, int, str] | None = None
+    for symptom in kb.symptoms.values():
+        weight = float(symptom.causes.get(cause_id, 0) or 0)
+        if weight > 0 and (best is None or (weight, bool(symptom.parent)) > best[:2]):
+            best = (weight, int(bool(symptom.parent)), symptom.id)
+    if best is None:
+        return None
+    sub = kb.symptoms[best[2]]
+    root = sub
+    while root.parent and root.parent in kb.symptoms:
+        root = kb.symptoms[root.parent]
+    return root.id, sub.id
+
+
 class PasteInput(Input):
     """The paste box: a multi-line paste (a whole traceback) is kept whole in `full` and matched
     at once; the field shows its last line, where a traceback names the error, and a count."""
@@ -50,6 +70,9 @@ class PasteInput(Input):
     full = ""
 
     def _on_paste(self, event: events.Paste) -> None:
+        from ..paste import clean_paste
+
+        event.text = clean_paste(event.text)  # posted here directly (tests), not through the app
         lines = [ln for ln in event.text.splitlines() if ln.strip()]
         if len(lines) < 2:  # Input's own handler (Textual runs it next) inserts the one line
             self.full = ""
@@ -75,8 +98,7 @@ class ClassifyScreen(StepScreen):
         kb = self.dd.kb
         tops = [s for s in kb.symptoms.values() if not s.parent]
         yield Plain(t("What do you see?"), classes="heading")
-        yield OptionList(*(Option(Text.assemble((s.title, "bold"), t(": {meaning}", meaning=s.question)), id=s.id)
-                           for s in tops), id="kind")
+        yield OptionList(*(Option(self._kind_prompt(s, False), id=s.id) for s in tops), id="kind")
         yield Plain("", id="sub-label", classes="heading")
         yield OptionList(id="sub")
         yield PasteInput(placeholder=t("or paste an error line (or a whole traceback) here and press Enter"),
@@ -84,6 +106,22 @@ class ClassifyScreen(StepScreen):
         yield Plain("", id="paste-result")
         yield Plain(t("Suspects, most likely first"), classes="heading", id="suspects-heading")
         yield Plain(id="suspects")
+
+    @staticmethod
+    def _kind_prompt(symptom: Any, chosen: bool) -> Text:
+        # the answer by shape, not only by the highlight's colour (which also just follows the keys)
+        return Text.assemble(CHOSEN if chosen else UNCHOSEN, (symptom.title, "bold"),
+                             t(": {meaning}", meaning=symptom.question))
+
+    def _mark_chosen(self) -> None:
+        """(•) before the kind and the place chosen, ( ) before the others."""
+        flow = self.dd.flow
+        kinds = self.query_one("#kind", OptionList)
+        for i in range(kinds.option_count):
+            option = kinds.get_option_at_index(i)
+            symptom = self.dd.kb.symptoms.get(option.id or "")
+            if symptom is not None:
+                kinds.replace_option_prompt_at_index(i, self._kind_prompt(symptom, option.id == flow.kind))
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -108,7 +146,9 @@ class ClassifyScreen(StepScreen):
         label = self.query_one("#sub-label", Static)
         children = [s for s in self.dd.kb.symptoms.values() if kind and s.parent == kind]
         subs.display = label.display = bool(children)
-        subs.set_options(Option(Text.assemble((s.title, "bold"), f"\n{s.question}"), id=s.id)
+        chosen_here = chosen if chosen != kind else None
+        subs.set_options(Option(Text.assemble(CHOSEN if s.id == chosen_here else UNCHOSEN, (s.title, "bold"),
+                                              f"\n{s.question}"), id=s.id)
                          for s in children)
         if children:
             parent = self.dd.kb.symptoms[kind]
@@ -118,6 +158,7 @@ class ClassifyScreen(StepScreen):
 
     def _show_suspects(self) -> None:
         flow = self.dd.flow
+        self._mark_chosen()
         rows = suspects(self.dd.kb, flow.symptom or flow.kind)
         # the answer in words: a list's highlight alone (colour) does not say what was chosen
         chosen = self.dd.kb.symptoms.get(flow.symptom or flow.kind or "")
@@ -154,6 +195,7 @@ class ClassifyScreen(StepScreen):
     def _sub_chosen(self, event: OptionList.OptionSelected) -> None:
         self.dd.flow.symptom = event.option.id
         self._record_classify()
+        self._show_subs(self.dd.flow.kind, self.dd.flow.symptom)
 
     def action_focus_paste(self) -> None:
         self.query_one("#paste", Input).focus()
@@ -189,6 +231,12 @@ class ClassifyScreen(StepScreen):
             causes = [c for c in report.get("causes") or [] if c.get("basis", "evidence") != "prior"]
             flow.paste_causes = [{"id": c["id"], "score": c.get("score", 0), "basis": c.get("basis", "evidence"),
                                   "evidence": c.get("evidence", [])} for c in causes]
+            if causes and not flow.kind:
+                # the pasted line answers the question too: the report and `sessions` name it
+                symptom = symptom_for(self.dd.kb, causes[0]["id"])
+                if symptom is not None:
+                    flow.kind, flow.symptom = symptom
+                    self._show_subs(flow.kind, flow.symptom)
             if causes:
                 titles = ", ".join(self._title(c["id"]) for c in causes[:3])
                 who = (report.get("verdict") or {}).get("culprit")
@@ -197,6 +245,9 @@ class ClassifyScreen(StepScreen):
             else:
                 result.update(t("The line matches no known signature; choose the symptom above."))
         self._record_classify()
+        if isinstance(self.focused, Input):
+            # out of the field: the next action's keys (n) must work, not type into it
+            self.query_one("#kind", OptionList).focus()
 
     def _title(self, cause_id: str) -> str:
         cause = self.dd.kb.causes.get(cause_id)

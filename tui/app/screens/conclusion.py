@@ -19,7 +19,7 @@ from ...record.report_causes import plain_reason
 from ...record.session import SAVE_WAIT_S
 from ..lang import t
 from ..widgets import Plain
-from .base import StepScreen
+from .base import StepScreen, row_index
 
 FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
 
@@ -35,6 +35,18 @@ def fix_text(kb: Any, cause_id: str) -> Text:
         for line in f.copy_lines():
             text.append(f"\n{line}", style="dim" if line.lstrip().startswith("# ") else "")
     return text
+
+
+def write_error(path: str, exc: OSError) -> str:
+    """Why a report could not be written, in words (not "[Errno 2] ...")."""
+    folder = os.path.dirname(path) or "."
+    if isinstance(exc, FileNotFoundError):
+        return t("the folder {folder} does not exist: create it or choose another path", folder=folder)
+    if isinstance(exc, PermissionError):
+        return t("cannot write in {folder}: permission denied", folder=folder)
+    if isinstance(exc, IsADirectoryError):
+        return t("{path} is a folder: add a file name ending in .md, .html or .json", path=path)
+    return t("cannot write {path}: {why}", path=path, why=exc.strerror or exc)
 
 
 def record_view(flow: Any) -> dict[str, Any]:
@@ -126,7 +138,7 @@ class ConclusionScreen(StepScreen):
 
     @on(DataTable.RowHighlighted, "#ranking")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        index = int(event.row_key.value or 0)
+        index = row_index(event)
         if 0 <= index < len(self.ranked):
             self._explain(index)
             self.query_one("#fix", Static).update(fix_text(self.dd.kb, self.ranked[index].id))
@@ -146,9 +158,17 @@ class ConclusionScreen(StepScreen):
         self.dd.copy_text("\n".join(line for f in cause.fixes for line in f.copy_lines("")), "fix lines")
 
     # --- export -----------------------------------------------------------------------------
+    def action_export(self) -> None:
+        """e: the export field, in view and focused: its suffix picks the format, Enter writes."""
+        field = self.query_one("#export-path", Input)
+        field.focus(scroll_visible=False)
+        self.query_one("#export-status", Static).update(
+            t("Enter writes the report; the name's suffix picks the format: .md, .html or .json."))
+        self.call_after_refresh(self.query_one("#export-status").scroll_visible, animate=False)
+
     @on(Input.Submitted, "#export-path")
     @on(Button.Pressed, "#export")
-    def action_export(self) -> None:
+    def write_export(self) -> None:
         path = self.query_one("#export-path", Input).value.strip()
         if not path:
             return
@@ -177,8 +197,11 @@ class ConclusionScreen(StepScreen):
             record = self.dd.store.load(self.dd.flow.session_id)
             text = RENDERERS[fmt](build_report(record, self.dd.kb))
             Path(path).write_text(text, encoding="utf-8")
-        except (SessionError, OSError) as exc:
+        except SessionError as exc:
             self.post_message(Exported(path, str(exc)))
+            return
+        except OSError as exc:
+            self.post_message(Exported(path, write_error(path, exc)))
             return
         self.post_message(Exported(path))
 
@@ -188,5 +211,6 @@ class ConclusionScreen(StepScreen):
             status.update(Text(t("ERROR {why}", why=message.error), style="bold"))
             self.notify(message.error, title=t("Report not written"), severity="error")  # the line can be below the fold
         else:
+            # the line under the field says it, in view: a toast there covered the field at 80x24
             status.update(t("OK wrote {path}", path=message.path))
-            self.notify(t("Report written to {path}", path=message.path))
+        status.scroll_visible(animate=False)

@@ -17,7 +17,7 @@ from textual.worker import get_current_worker
 from ..messages import ProbeDone, SweepDone, SweepStarted
 from ..lang import t
 from ..widgets import Plain, status_text
-from .base import StepScreen
+from .base import StepScreen, row_index
 
 STATUS_ORDER = {"fail": 0, "error": 1, "warn": 2, "unavailable": 3, "ok": 4}
 
@@ -215,7 +215,7 @@ class EnvironmentScreen(StepScreen):
 
     @on(DataTable.RowHighlighted, "#findings")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        index = int(event.row_key.value or 0)
+        index = row_index(event)
         if 0 <= index < len(self.findings):
             self.query_one("#detail", Static).update(explain(self.dd.kb, self.findings[index]))
 

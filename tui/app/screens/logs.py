@@ -16,7 +16,7 @@ from ..messages import LogsAnalysed, StacksTaken
 from . import logs_sources
 from ..lang import cells, clip, t
 from ..widgets import PathSuggester, Plain
-from .base import StepScreen
+from .base import StepScreen, row_index
 
 
 MAX_NAME = 24  # the Where column's share of an 80-column screen
@@ -237,7 +237,9 @@ class LogsScreen(StepScreen):
     # --- display ----------------------------------------------------------------------------
     def _show(self, data: dict[str, Any]) -> None:
         kb = self.dd.kb
-        seen = logs_sources.launcher_from_logs(((data.get("facts") or {}).get("job")) or {})
+        files = [f for rank in (data.get("ranks") or {}).values() if isinstance(rank, dict)
+                 for f in rank.get("files") or []]
+        seen = logs_sources.launcher_from_logs(((data.get("facts") or {}).get("job")) or {}, files)
         if seen is not None and seen.id != self.launcher.id:
             self.launcher = seen
             self.query_one("#launcher", Static).update(launcher_text(seen))
@@ -295,7 +297,9 @@ class LogsScreen(StepScreen):
     @on(DataTable.RowSelected, "#causes")
     def _to_evidence(self, event: DataTable.RowSelected) -> None:
         """Enter on a cause: its evidence lines, ready for Enter to open one."""
-        key = int(event.row_key.value or 0)
+        key = row_index(event)
+        if key < 0:
+            return
         row = self._first_evidence.get(key)
         if row is None or row >= len(self._evidence):
             # Enter that did nothing looked broken: say why this cause has no lines
@@ -309,7 +313,7 @@ class LogsScreen(StepScreen):
     def _open_evidence(self, event: DataTable.RowSelected) -> None:
         from .logviewer import LogViewerScreen
 
-        index = int(event.row_key.value or 0)
+        index = row_index(event)
         if 0 <= index < len(self._evidence):
             path, line = self._evidence[index]
             self.app.push_screen(LogViewerScreen(path, line))

@@ -3,7 +3,8 @@
 for this stack, and the launcher the loaded logs reveal."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+import re
+from typing import Any, Iterable, Mapping
 
 from rich.text import Text
 
@@ -14,12 +15,21 @@ from ..lang import t
 LOG_LAUNCHERS = {"torchrun": "torchrun", "slurm": "slurm", "mpirun": "mpirun", "mp.spawn": "python"}
 
 
-def launcher_from_logs(job: Mapping[str, Any]) -> launchers.Launcher | None:
-    """The launcher the loaded logs reveal (torchrun's banner, Slurm's lines), or None."""
+# torchrun --log-dir / --redirects: <log dir>/<run id>/attempt_<n>/<local rank>/{stdout,stderr}.log
+TORCHRUN_LAYOUT = re.compile(r"(?:^|/)attempt_\d+/\d+/(?:stdout|stderr|error)\.(?:log|json)$")
+
+
+def launcher_from_logs(job: Mapping[str, Any], files: Iterable[str] = ()) -> launchers.Launcher | None:
+    """The launcher the loaded logs reveal (torchrun's banner, Slurm's lines, torchrun's
+    attempt_N/<rank>/ folders), or None."""
     lid = LOG_LAUNCHERS.get(str(job.get("launcher") or ""))
-    if lid is None:
-        return None
     backend = t(", {backend} backend", backend=job["backend"]) if job.get("backend") else ""
+    if lid is None:
+        if not any(TORCHRUN_LAYOUT.search(str(f)) for f in files):
+            return None
+        return launchers.Launcher("torchrun", launchers.NAMES["torchrun"],
+                                  t("the logs are in torchrun's attempt_N/<rank>/ folders (--log-dir){backend}",
+                                    backend=backend), launchers.logging_lines("torchrun"))
     return launchers.Launcher(lid, launchers.NAMES[lid], t("seen in the loaded logs{backend}", backend=backend),
                               launchers.logging_lines(lid))
 

@@ -18,7 +18,7 @@ from ..messages import PythonFound, RunFinished, RunLine, RunRow
 from ...record.state import is_stopped
 from ..lang import t
 from ..widgets import STATUS_WORDS, Plain, status_text
-from .base import StepScreen
+from .base import StepScreen, row_index
 
 BACKENDS = [("auto", "auto"), ("nccl", "nccl"), ("gloo", "gloo")]
 
@@ -263,7 +263,7 @@ class RunScreen(StepScreen):
         """Enter on a run: the end of its log, where a failing run says why."""
         from .logviewer import LogViewerScreen
 
-        index = int(event.row_key.value or 0)
+        index = row_index(event)
         path = self.logs[index] if 0 <= index < len(self.logs) else ""
         if not path:
             self.notify(t("this run has no log file"), severity="warning")
@@ -333,7 +333,7 @@ class ReproScreen(RunScreen):
             info = check_python(opts)
             self.post_message(RunLine(f"distdoctor: torch {info.torch} at {info.python}, backend "
                                       f"{info.backend_for(opts.backend)}"))
-            result = run_repro(replace(opts, python=info.python), self.dd.kb,
+            result = run_repro(replace(opts, python=info.python, torch=info.torch), self.dd.kb,
                                on_line=lambda line: self.post_message(RunLine(line)), cancel=cancel)
         except (OSError, ValueError) as exc:
             self.post_message(RunFinished(self.kind, None, str(exc)))
@@ -377,7 +377,7 @@ class BisectScreen(RunScreen):
             info = check_python(opts)
             backend = info.backend_for(opts.backend)
             self.post_message(RunLine(f"distdoctor: torch {info.torch} at {info.python}, backend {backend}"))
-            result = run_bisect(replace(opts, python=info.python), self.dd.kb, on_run=on_run,
+            result = run_bisect(replace(opts, python=info.python, torch=info.torch), self.dd.kb, on_run=on_run,
                                 cancel=cancel, backend=backend,
                                 on_line=lambda label, line: self.post_message(RunLine(f"[{label}] {line}")))
         except (OSError, ValueError) as exc:  # ReproInputError: no torch, no GPU for nccl...
