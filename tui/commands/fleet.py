@@ -270,6 +270,11 @@ def run_collect(args: argparse.Namespace) -> int:
         raise UsageError(t("-o {path}: cannot create ({why})", path=out_dir, why=exc.strerror or exc)) from None
     before = {p.name for p in out_dir.glob("*.json")}
     results, command = _fan_out(opts)
+    from ..record.redact import redact
+
+    for result in results:  # a node running an older distdoctor sends its snapshot unredacted
+        if result.ok and result.doc is not None:
+            result.doc = redact(result.doc)
     try:
         fleet.write_results(results, out_dir)
     except OSError as exc:
