@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from .i18n import t
 from .model import Check, KnowledgeBase
+from .units import human_size
 
 _MISSING = object()
 
@@ -110,6 +111,8 @@ class _SoftFormatter(string.Formatter):
         return (f"<{field_name}>" if value is _MISSING or value is None else value), field_name
 
     def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec == "size" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return human_size(value)
         if isinstance(value, (list, tuple)):
             value = ", ".join(str(v) for v in value) or "none"
         try:
@@ -132,6 +135,13 @@ def fill(template: str, facts: Mapping[str, Any]) -> str:
         return template
 
 
+def _with_threshold(facts: Mapping[str, Any], check: Check) -> Mapping[str, Any]:
+    """The facts a check's texts are filled with: the probe's, plus {threshold} (the check's own
+    value, so a site overlay that moves a limit is quoted right; `{threshold:size}` prints bytes
+    as 1.0 GiB). A fact of that name wins."""
+    return facts if "threshold" in facts else {**facts, "threshold": check.value}
+
+
 def _unrunnable(result: ResultLike) -> Finding:
     reason = result.reason or result.status
     return Finding(result.name, f"{result.name}-{result.status}", result.status,
@@ -149,11 +159,13 @@ def evaluate(kb: KnowledgeBase, results: Mapping[str, ResultLike]) -> list[Findi
         if result.status in ("unavailable", "error"):
             findings.append(_unrunnable(result))
             continue
-        facts = result.facts
         for check in by_probe.get(name, []):
-            verdict = holds(check, facts)
+            verdict = holds(check, result.facts)
             if verdict is None:
                 continue
+            if verdict and any(holds(kb.checks[o], result.facts) for o in check.unless if o in kb.checks):
+                verdict = False  # moot: a check it yields to fired (its own finding says more)
+            facts = _with_threshold(result.facts, check)
             if verdict:
                 findings.append(Finding(name, check.id, check.status, fill(check.title, facts),
                                         fill(check.detail, facts), check.cause_ids,

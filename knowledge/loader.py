@@ -211,7 +211,7 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
     specs: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
         "cause": (Cause, {"fixes": _fixes, "needs": tuple_, "answer_needs": tuple_}),
         "symptom": (Symptom, {"causes": _weights}),
-        "check": (Check, {"cause_ids": tuple_}),
+        "check": (Check, {"cause_ids": tuple_, "unless": tuple_}),
         "switch": (Switch, {"implicates": tuple_}),
         "signature": (Signature, {"pattern": regex, "tags": tuple_, "weight": float}),
         "harmless": (Harmless, {"pattern": regex}),
@@ -306,6 +306,10 @@ def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str], tree: bool =
             raise KnowledgeError(file_of("check", c.id), f"check.{c.id}.status", f"unknown status {c.status!r}")
         for cid in c.cause_ids:
             need_cause("check", c.id, "cause_ids", cid)
+        for other in c.unless:
+            if kb.checks.get(other) is None or kb.checks[other].probe != c.probe or other == c.id:
+                raise KnowledgeError(file_of("check", c.id), f"check.{c.id}.unless",
+                                     f"{other!r} is not another check of probe {c.probe!r}")
     for sw in kb.switches.values():
         for cid in sw.implicates:
             need_cause("switch", sw.id, "implicates", cid)

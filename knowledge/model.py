@@ -87,6 +87,9 @@ class Check:
     # a hardening advice (no explicit timeout, Flight Recorder off): a risk for the next incident,
     # never evidence for this one
     advisory: bool = False
+    # ids of checks of the same probe that make this one moot: when one of them fires, this one
+    # is not judged (a /dev/shm too small is not also "nearly full")
+    unless: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

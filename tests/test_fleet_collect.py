@@ -117,9 +117,9 @@ def test_findings_come_with_a_knowledge_base() -> None:
     from distdoctor.knowledge import load_knowledge
 
     facts = {k: dict(v) for k, v in NODE_FACTS.items()}
-    # the judged facts the shm probe derives: too small (a failure), not nearly full (an ok)
-    facts["shm"].update(too_small=True, low_free=False, size_human="64 MiB", free_human="60 MiB",
-                        min_size_human="1 GiB", runtime="docker", fix="docker run --shm-size=16g ...")
+    # what the shm probe measures; checks.toml judges: too small (a failure), so not also nearly full (an ok)
+    facts["shm"].update(size_bytes=64 << 20, free_bytes=60 << 20, size_human="64 MiB", free_human="60 MiB",
+                        runtime="docker", fix="docker run --shm-size=16g ...")
     doc = snapshot(ProbeContext(), load_knowledge(use_env=False), probes=fake_probes(facts))
     assert validate_snapshot(doc) == []
     by_check = {f["check"]: f for f in doc["findings"]}

@@ -176,7 +176,7 @@ def test_stale_translation_keeps_the_english_and_is_reported(tmp_path: Path) -> 
     """The English changed after it was translated (other placeholders, a fix or term gone):
     distdoctor still starts in Chinese with the English text there, and validate names it."""
     overlay = _overlay(tmp_path, {"zh/stale.toml": (
-        '[[check]]\nid = "shm-too-small"\ntitle = "/dev/shm 只有 {size}"\ndetail = "本站：至少 {min_size_human}"\n'
+        '[[check]]\nid = "shm-too-small"\ntitle = "/dev/shm 只有 {size}"\ndetail = "本站：至少 {threshold:size}"\n'
         '[[step]]\nid = "logs"\nterms = { "bogus" = "x", "SeqNum" = "流水号" }\n'
         '[[cause]]\nid = "cuda-oom"\n[cause.fix_notes]\n"no such fix" = "x"\n'
         '"export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" = "本站：减少碎片"\n')})
@@ -184,7 +184,7 @@ def test_stale_translation_keeps_the_english_and_is_reported(tmp_path: Path) -> 
     # the stale title is not used: the text before it (here the packaged Chinese) stays
     assert kb.checks["shm-too-small"].title == packaged.checks["shm-too-small"].title
     assert "{size}" not in kb.checks["shm-too-small"].title
-    assert kb.checks["shm-too-small"].detail == "本站：至少 {min_size_human}"  # an overlay's zh wins
+    assert kb.checks["shm-too-small"].detail == "本站：至少 {threshold:size}"  # an overlay's zh wins
     assert "bogus" not in kb.steps["logs"].terms and kb.steps["logs"].terms["SeqNum"] == "流水号"
     assert kb.causes["cuda-oom"].fixes[0].note == "本站：减少碎片"
     # the overlay defines no English of its own here: its zh/ folder is checked by loading;

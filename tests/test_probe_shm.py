@@ -1,6 +1,7 @@
 """Shm probe over recorded roots (sizes from a fake statvfs) and over the real /dev/shm."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -38,7 +39,9 @@ def test_recorded_docker_host_with_64mb_shm_fails_with_docker_fix() -> None:
     ctx = ProbeContext(root=RECORDED, env={})
     result = probe_shm(ctx, statvfs=fake_statvfs(64 * MB, 60 * MB))
     facts = result.facts
-    assert (facts["too_small"], facts["runtime"], facts["size_human"]) == (True, "docker", "64.0 MiB")
+    # the probe measures; the 1 GiB minimum is checks.toml's
+    assert (facts["size_bytes"], facts["runtime"], facts["size_human"]) == (64 * MB, "docker", "64.0 MiB")
+    assert "too_small" not in facts
     assert facts["container"]["evidence"] == ["/.dockerenv exists"]
     assert "docker run --shm-size=16g" in facts["fix"]
     findings = {f.check: f for f in evaluate(load_knowledge(use_env=False), {"shm": result})}
@@ -46,6 +49,8 @@ def test_recorded_docker_host_with_64mb_shm_fails_with_docker_fix() -> None:
     assert findings["shm-too-small"].cause_ids == ("shm-insufficient",)
     assert findings["shm-too-small"].fix.startswith("docker run --shm-size=16g")
     assert findings["shm-too-small"].title == "/dev/shm is only 64.0 MiB (runtime: docker)"
+    assert "need more than 1.0 GiB;" in findings["shm-too-small"].detail
+    assert findings["shm-nearly-full"].status == "ok"  # too small already says it; not also "nearly full"
 
 
 @pytest.mark.parametrize("marker,cgroup,env,runtime,fix", [
@@ -68,9 +73,36 @@ def test_runtime_detection_and_its_fix(tmp_path: Path, marker: str | None, cgrou
 def test_large_but_nearly_full_shm_warns(tmp_path: Path) -> None:
     ctx = ProbeContext(root=_root(tmp_path), env={})
     result = probe_shm(ctx, statvfs=fake_statvfs(16 << 30, 100 * MB))
-    assert (result.facts["too_small"], result.facts["low_free"]) == (False, True)
+    assert (result.facts["size_bytes"], result.facts["free_bytes"]) == (16 << 30, 100 * MB)
     statuses = {f.check: f.status for f in evaluate(load_knowledge(use_env=False), {"shm": result})}
     assert statuses == {"shm-too-small": "ok", "shm-nearly-full": "warn"}
+
+
+def _site(tmp_path: Path, minimum: int) -> Path:
+    """A site overlay whose shm-too-small is the packaged one with another minimum (an overlay's
+    entry replaces the packaged entry of the same id, so it is written whole)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    check = load_knowledge(use_env=False).checks["shm-too-small"]
+    fields = {"id": check.id, "probe": check.probe, "fact": check.fact, "op": check.op, "value": minimum,
+              "status": check.status, "title": check.title, "detail": check.detail,
+              "cause_ids": list(check.cause_ids), "fix": check.fix, "ok_title": check.ok_title}
+    (site / "checks.toml").write_text("[[check]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in fields.items()),
+                                      encoding="utf-8")
+    return site
+
+
+def test_a_site_overlay_moves_the_minimum(tmp_path: Path) -> None:
+    """The threshold is data: a site that wants 32 GiB fails a 16 GiB /dev/shm the packaged
+    knowledge passes, and the finding quotes the site's minimum."""
+    result = probe_shm(ProbeContext(root=_root(tmp_path), env={}), statvfs=fake_statvfs(16 << 30, 16 << 30))
+    packaged = {f.check: f for f in evaluate(load_knowledge(use_env=False), {"shm": result})}
+    site = {f.check: f for f in evaluate(load_knowledge(_site(tmp_path, 32 << 30), use_env=False),
+                                          {"shm": result})}
+    assert packaged["shm-too-small"].status == "ok"
+    assert site["shm-too-small"].status == "fail"
+    assert "need more than 32.0 GiB;" in site["shm-too-small"].detail
+    assert site["shm-nearly-full"].status == "ok"  # it yields to the site's shm-too-small
 
 
 def test_missing_dev_shm_is_unavailable(tmp_path: Path) -> None:
@@ -93,5 +125,5 @@ def test_real_dev_shm_matches_statvfs() -> None:
     st = os.statvfs("/dev/shm")
     result = probe_shm(ProbeContext(env={}))
     assert result.facts["size_bytes"] == st.f_blocks * st.f_frsize
-    assert result.facts["too_small"] is (st.f_blocks * st.f_frsize < 1 << 30)
+    assert result.facts["free_bytes"] == st.f_bavail * st.f_frsize
     assert result.facts["runtime"] in ("docker", "podman", "containerd", "kubernetes", "none")
