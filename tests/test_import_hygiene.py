@@ -1,6 +1,7 @@
 """`distdoctor check` in a fresh interpreter imports neither torch nor textual."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -30,7 +31,7 @@ def test_check_imports_neither_torch_nor_textual(argv: list[str]) -> None:
     assert report["rc"] in (0, 1)
     if "--json" in argv:
         data = json.loads(report["output"])
-        # the torch question was really asked, of the subprocess
-        assert data["facts"]["versions"]["torch"]["present"] is True
+        # the torch question was really asked, of the subprocess (no torch on 3.10: no 2.13 wheel)
+        assert data["facts"]["versions"]["torch"]["present"] is (importlib.util.find_spec("torch") is not None)
     else:
         assert "distdoctor check on" in report["output"]
