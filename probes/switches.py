@@ -120,16 +120,13 @@ def judge(effective: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
     dump = values.get("TORCH_NCCL_DUMP_ON_TIMEOUT", "").strip().lower() in ("1", "y", "yes", "t", "true")
     return {
         "deprecated": deprecated,
-        "has_deprecated": bool(deprecated),
         "deprecated_text": ", ".join(f"{d['name']} -> {d['replacement']}" for d in deprecated),
         "deprecated_fix": "; ".join(f"unset {d['name']}; export {d['replacement']}={d['value']}"
                                     for d in deprecated),
         "deprecated_detail": " ".join(_deprecated_detail(d) for d in deprecated),
         "verbose_on": verbose,
-        "verbose_left_on": bool(verbose),
         "verbose_text": ", ".join(verbose),
         "debug_switches_on": bisection,
-        "debug_left_on": bool(bisection),
         "debug_text": ", ".join(bisection),
         "debug_fix": _removal(effective, [k for k, val in BISECTION.items()
                                           if k in values and (val is None or values[k] == val)]),
