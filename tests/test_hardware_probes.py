@@ -250,3 +250,34 @@ def test_on_this_machine_every_probe_ends_in_a_word() -> None:
         result = probe(ProbeContext(timeout=10.0))
         assert result.status in ("ok", "unavailable"), (result.name, result.reason)
         assert result.status == "ok" or result.reason, result.name
+
+
+def test_parsers_survive_cut_and_mangled_text() -> None:
+    """sos captures get cut, pasted with tabs turned to spaces, or hold binary junk: the parsers
+    must return what they can, never raise."""
+    import random
+
+    from distdoctor.probes.hardware.infiniband import parse_ibstat, parse_perfquery
+    from distdoctor.probes.hardware.lspci import parse as parse_lspci
+    from distdoctor.probes.hardware.nvsmi import parse_nvlink_errors, parse_nvlink_status
+
+    shared = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "hardware"
+    files = [*HERE.rglob("*"), *(shared.rglob("*") if shared.is_dir() else ())]
+    texts = [p.read_text(errors="replace") for p in files if p.is_file() and p.suffix not in (".json", ".md")]
+    rng = random.Random(26)
+    junk = ["", " : ", "GPU ", "GPU 0000:zz:00.0", "\t\tLnkSta:\tSpeed GT/s", "NVRM: Xid (PCI:): x,",
+            "Bus: primary=zz, secondary=, subordinate=", "\x00\x01\xff", "    " * 40 + "Pending : Yes",
+            "Port 1:", "CA '", "SymbolErrorCounter:....", "Link 0: <inactive>"]
+    for _ in range(300):
+        lines = rng.choice(texts).splitlines()
+        cut = lines[rng.randrange(len(lines) + 1):] if lines and rng.random() < 0.5 else lines
+        mangled = [rng.choice(junk) if rng.random() < 0.1 else line.replace("\t", " " * rng.randrange(1, 5))
+                   for line in cut]
+        text = "\n".join(mangled)
+        parse([Text(text, "x")])
+        parse_query(text)
+        parse_lspci(text)
+        parse_ibstat(text)
+        parse_perfquery(text)
+        parse_nvlink_status(text)
+        parse_nvlink_errors(text)
