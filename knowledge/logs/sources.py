@@ -25,11 +25,6 @@ from .streams import READ_ERRORS
 BLOCK = 4 << 20  # bytes read at a time
 LINE_CAP = 1 << 20  # longer lines keep only their head and tail
 HUGE_SCAN = 64 << 20  # a file with no line break in this much is one huge line, not a log
-# Lines longer than this keep their head and tail around " [...] ": a crash line with a long
-# message is still read as a crash (a longer line is not taken as one), its file is read whole.
-SOFT_CAP = 2000
-SOFT_HEAD, SOFT_TAIL = 1500, 400
-_WINDOW = SOFT_CAP // 2  # any line past SOFT_CAP holds one whole window of this size
 KEEP = 32 << 10  # how much of an overlong line's head and tail is kept
 SNIFF = 64 << 10  # checked for NUL bytes and UTF-8 before a file is read
 TAIL = 32 << 10  # the end of each file, kept for tail analysis
@@ -296,8 +291,8 @@ def blocks(src: Source, start: int = 0, stop: int | None = None) -> Iterator[Blo
                 stopped = bounds.over_budget(src.kind, src.bytes_read + len(chunk), _consumed(fh), lim)
             if not chunk:
                 if carry:
-                    if len(carry) > SOFT_CAP:
-                        carry, _, n_cut = _cut_long_lines(carry + b"\n", len(carry) + 1)
+                    if len(carry) > bounds.SOFT_CAP:
+                        carry, _, n_cut = bounds.cut_long_lines(carry + b"\n", len(carry) + 1)
                         carry = carry[:-1]
                         soft_cut += n_cut
                     src.tail = (src.tail + carry)[-TAIL:]
@@ -307,8 +302,8 @@ def blocks(src: Source, start: int = 0, stop: int | None = None) -> Iterator[Blo
             src.bytes_read += len(chunk)
             data = carry + chunk if carry else chunk
             cut = data.rfind(b"\n") + 1
-            if cut and _has_long_line(data, cut):
-                data, cut, n_cut = _cut_long_lines(data, cut)
+            if cut and bounds.has_long_line(data, cut):
+                data, cut, n_cut = bounds.cut_long_lines(data, cut)
                 soft_cut += n_cut
             if cut:
                 carry = data[cut:]
@@ -323,7 +318,7 @@ def blocks(src: Source, start: int = 0, stop: int | None = None) -> Iterator[Blo
                 # an overlong line: keep its head, stream past the middle, keep its tail
                 long_note += 1
                 line, carry, ended, stopped = _overlong(fh, carry, src, lim if stop is None else None)
-                line, _, n_cut = _cut_long_lines(line, len(line))
+                line, _, n_cut = bounds.cut_long_lines(line, len(line))
                 soft_cut += n_cut
                 yield Block(line, len(line), line_no)
                 line_no += 1
@@ -335,37 +330,12 @@ def blocks(src: Source, start: int = 0, stop: int | None = None) -> Iterator[Blo
     src.lines = line_no - 1
     if soft_cut > long_note:
         src.add_note(tr("{n} line(s) longer than {most} characters: their middle was left out", n=soft_cut,
-                        most=SOFT_CAP))
+                        most=bounds.SOFT_CAP))
     if long_note:
         src.add_note(tr("{n} line(s) longer than {mib} MiB: only their start and end were read", n=long_note,
                         mib=LINE_CAP >> 20))
     if stopped:
         src.add_note(stopped)
-
-
-def _has_long_line(data: bytes, end: int) -> bool:
-    """Whether data[:end] may hold a line past SOFT_CAP: a window of _WINDOW bytes with no line
-    break (every such line holds one aligned window). One memchr per window: ~1 ms per 4 MiB."""
-    find = data.find
-    for start in range(0, end - _WINDOW + 1, _WINDOW):
-        if find(b"\n", start, start + _WINDOW) < 0:
-            return True
-    return False
-
-
-def _cut_long_lines(data: bytes, end: int) -> tuple[bytes, int, int]:
-    """(data with each line of data[:end] past SOFT_CAP cut to its head and tail, the new end,
-    how many were cut); what follows `end` (a partial line) is kept as it is."""
-    lines = data[:end].split(b"\n")
-    n = 0
-    for i, line in enumerate(lines):
-        if len(line) > SOFT_CAP:
-            lines[i] = line[:SOFT_HEAD] + b" [...] " + line[-SOFT_TAIL:]
-            n += 1
-    if not n:
-        return data, end, 0
-    head = b"\n".join(lines)
-    return head + data[end:], len(head), n
 
 
 def _consumed(fh: Any) -> int:
