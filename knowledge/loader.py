@@ -22,6 +22,7 @@ OPS = ("eq", "ne", "lt", "le", "gt", "ge", "true", "false", "present", "absent",
 FIX_KINDS = ("env", "command", "code")
 PREMISES = ("crash", "no-crash")
 RECURRENCES = ("will-recur", "may-pass", "exclude-node")
+REPRO_PASS = ("rules-out", "points-at")
 NEEDS = ("gpu", "nccl")
 ANSWER_NEEDS = ("culprit", "waiters")
 # What the log analyser reads from a signature's tags (knowledge/logs): anything else is a typo.
@@ -287,7 +288,8 @@ def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str], tree: bool =
         for c in s.causes:
             need_cause("symptom", s.id, "causes", c)
     for cause in kb.causes.values():
-        for key, value, allowed in (("premise", cause.premise, PREMISES), ("recurrence", cause.recurrence, RECURRENCES)):
+        for key, value, allowed in (("premise", cause.premise, PREMISES), ("recurrence", cause.recurrence, RECURRENCES),
+                                    ("repro_pass", cause.repro_pass, REPRO_PASS)):
             if value and value not in allowed:
                 raise KnowledgeError(file_of("cause", cause.id), f"cause.{cause.id}.{key}",
                                      f"unknown {key} {value!r} (one of {', '.join(allowed)})")

@@ -55,6 +55,9 @@ class Cause:
     # of its own it outranks a crash that is only inferred from a peer's lost connection or a
     # launcher's exit code
     setup: bool = False
+    # what a minimal repro passing on this node says about it: "rules-out" (node-local: the minimal
+    # job would have failed too), "points-at" (it needs the real job: look there next), "" nothing
+    repro_pass: str = ""
 
 
 @dataclass(frozen=True)

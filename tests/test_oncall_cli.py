@@ -129,7 +129,7 @@ def main():
 
 def test_a_gloo_bisection_points_at_no_gpu_cause() -> None:
     from distdoctor.knowledge import load_knowledge
-    from distdoctor.probes.repro.bisect import BisectResult, not_applicable
+    from distdoctor.probes.repro.bisect import BisectResult, after_a_pass
 
     kb = load_knowledge()
 
@@ -139,8 +139,8 @@ def test_a_gloo_bisection_points_at_no_gpu_cause() -> None:
         def to_dict(self) -> dict:
             return {"outcome": "pass"}
 
-    gloo = BisectResult("gloo", Passed(), not_applicable=not_applicable(kb, "gloo")).to_dict()  # type: ignore[arg-type]
-    nccl = BisectResult("nccl", Passed(), not_applicable=not_applicable(kb, "nccl")).to_dict()  # type: ignore[arg-type]
+    gloo = BisectResult("gloo", Passed(), if_passed=after_a_pass(kb, "gloo")).to_dict()  # type: ignore[arg-type]
+    nccl = BisectResult("nccl", Passed(), if_passed=after_a_pass(kb, "nccl")).to_dict()  # type: ignore[arg-type]
     assert "cuda-oom" not in gloo["points_at"] and "ib-rdma-failure" not in gloo["points_at"]
     assert "p2p-unsupported" not in gloo["rules_out"] and "nic-selection" in gloo["points_at"]
     assert "cuda-oom" in nccl["points_at"]

@@ -7,7 +7,7 @@ import socket
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import psutil
 
@@ -23,11 +23,6 @@ INTERFACE = "<interface>"
 SAFE_RE = re.compile(r"[^A-Za-z0-9_.-]")
 REMINDER = ("Debugging switches must not stay in production scripts: find and fix the root cause, "
             "then remove {env} from the job's environment.")
-# A minimal job passing on this node clears the node-local suspects; the rest need the real job.
-BASELINE_RULES_OUT = ("version-mismatch", "shm-insufficient", "p2p-unsupported", "rank-env-mismatch",
-                      "mixed-launchers")
-BASELINE_POINTS_AT = ("network-unreachable", "nic-selection", "ib-rdma-failure", "master-addr-port",
-                      "asymmetric-collective", "rank-crash-deadlock", "cuda-oom", "rank0-overload")
 
 
 @dataclass(frozen=True)
@@ -64,8 +59,8 @@ class BisectResult:
     run_dir: str = ""
     stopped: bool = False
     skipped: list[dict[str, str]] = field(default_factory=list)  # trials that change nothing
-    # causes that cannot apply to this run (a Gloo job on CPU: those that need a GPU or NCCL)
-    not_applicable: frozenset[str] = frozenset()
+    # what a passing baseline says ({"rules_out": ids, "points_at": ids}): after_a_pass()
+    if_passed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def baseline_passed(self) -> bool:
@@ -82,8 +77,8 @@ class BisectResult:
                                "baseline_passed": self.baseline_passed, "stopped": self.stopped,
                                "skipped": self.skipped, "run_dir": self.run_dir}
         if self.baseline_passed:
-            out["rules_out"] = [c for c in BASELINE_RULES_OUT if c not in self.not_applicable]
-            out["points_at"] = [c for c in BASELINE_POINTS_AT if c not in self.not_applicable]
+            out["rules_out"] = list(self.if_passed.get("rules_out", ()))
+            out["points_at"] = list(self.if_passed.get("points_at", ()))
         return out
 
 
@@ -94,6 +89,15 @@ def not_applicable(kb: KnowledgeBase, backend: str) -> frozenset[str]:
         return frozenset()
     return frozenset(cause_id for cause_id, cause in kb.causes.items()
                      if set(getattr(cause, "needs", ()) or ()) & {"gpu", "nccl"})
+
+
+def after_a_pass(kb: KnowledgeBase, backend: str = "") -> dict[str, tuple[str, ...]]:
+    """What a minimal job passing on this node says (causes.toml `repro_pass`): the node-local
+    causes it rules out and the ones it points at, less those the backend cannot speak to."""
+    skip = not_applicable(kb, backend)
+    return {key: tuple(cid for cid, cause in kb.causes.items()
+                       if getattr(cause, "repro_pass", "") == word and cid not in skip)
+            for key, word in (("rules_out", "rules-out"), ("points_at", "points-at"))}
 
 
 def candidate_interfaces() -> list[str]:
@@ -210,7 +214,7 @@ def run_bisect(opts: ReproOptions, kb: KnowledgeBase, switches: Sequence[str] | 
 
     baseline = one("baseline", opts, "00-baseline")
     out = BisectResult(backend, baseline, run_dir=str(root), stopped=baseline.outcome == "stopped",
-                       not_applicable=not_applicable(kb, backend))
+                       if_passed=after_a_pass(kb, backend))
     if out.stopped or (baseline.passed and not keep_going):
         return out
     job_env = {**(os.environ if opts.base_env is None else opts.base_env), **dict(opts.env)}

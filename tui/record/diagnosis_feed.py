@@ -11,11 +11,11 @@ from distdoctor.knowledge.diagnosis import Diagnosis, IncidentEvidence, diagnose
 from distdoctor.knowledge.i18n import t
 
 
-def _baseline_rules_out() -> tuple[str, ...]:
-    """The causes a passing minimal repro weakens, as the repro module defines them."""
-    from distdoctor.probes.repro.bisect import BASELINE_RULES_OUT
+def _baseline_rules_out(kb: Any) -> tuple[str, ...]:
+    """The causes a passing minimal repro weakens (causes.toml `repro_pass`)."""
+    from distdoctor.probes.repro.bisect import after_a_pass
 
-    return tuple(BASELINE_RULES_OUT)
+    return after_a_pass(kb)["rules_out"]
 
 
 def _implicates(kb: Any, verdict: dict[str, Any]) -> tuple[str, ...]:
@@ -45,7 +45,7 @@ def evidence_of(flow: Any, kb: Any) -> IncidentEvidence:
                 implicated[str(cause_id)] = t("the job passes only with {env}", env=verdict.get("env", "?"))
     ruled_out = {}
     if bisect.get("baseline_passed") or repro.get("outcome") == "pass":
-        for cause_id in bisect.get("rules_out") or _baseline_rules_out():
+        for cause_id in bisect.get("rules_out") or _baseline_rules_out(kb):
             ruled_out[str(cause_id)] = t("the minimal repro passes on this node")
     if flow.paste_causes:  # a pasted line is log evidence too
         logs = dict(logs or {}, causes=list((logs or {}).get("causes") or []) + list(flow.paste_causes))
