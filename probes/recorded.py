@@ -68,3 +68,48 @@ def recorded_probes(registry: Mapping[str, Probe]) -> dict[str, Probe]:
         return lambda ctx: unavailable(name, "not read from a recorded node (--root)")
 
     return {name: probe if name in RECORDED_PROBES else stub(name) for name, probe in registry.items()}
+
+
+# what a recorded node's folder holds at its top (an extracted sos report or a root tree)
+NODE_MARKERS = ("sos_commands", "proc", "sys", "etc", "var")
+
+
+def is_node_tree(path: Path) -> bool:
+    return path.is_dir() and any((path / m).is_dir() for m in NODE_MARKERS)
+
+
+def node_trees(paths: list[str], skipped: list[dict[str, str]]) -> list[Path]:
+    """Each PATH that is a recorded node, and each node folder directly inside a PATH that is
+    not one (a folder of sos reports); what is neither goes to `skipped` with why."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if is_node_tree(path):
+            out.append(path)
+            continue
+        if not path.is_dir():
+            skipped.append({"file": raw, "reason": t("not a folder")})
+            continue
+        if is_node_tree(path / "root"):  # <case>/root, as test fixtures lay a node out
+            out.append(path / "root")
+            continue
+        try:
+            inside = sorted(p if is_node_tree(p) else p / "root" for p in path.iterdir()
+                            if is_node_tree(p) or is_node_tree(p / "root"))
+        except OSError as exc:
+            skipped.append({"file": raw, "reason": t("cannot list: {why}", why=exc.strerror or exc)})
+            continue
+        if not inside:
+            skipped.append({"file": raw, "reason": t("no recorded node here (no sos_commands/, proc/, etc/ "
+                                                     "or var/ in it or in its folders)")})
+        out += inside
+    return out
+
+
+def snapshot_tree(root: Path, kb: object, registry: Mapping[str, Probe]) -> dict:
+    """The snapshot `collect --root` writes, in memory."""
+    from .fleet import snapshot
+
+    doc = snapshot(recorded_context(root.resolve()), kb, probes=recorded_probes(registry))
+    doc["host"] = recorded_host(root.resolve())
+    return doc

@@ -70,3 +70,27 @@ def test_public_capture_in_a_fleet_of_its_healed_twins(tmp_path: Path, capsys: p
     result = json.loads(capsys.readouterr().out)
     assert [(o["node"], o["value"]) for o in result["outliers"]] == [
         ("a10-2", "gpu-row-remap-pending (gpu-hardware-fault)")]
+
+
+@pytest.mark.parametrize("where", ["own", "public"])
+def test_compare_recorded_folders_names_exactly_the_faulty_nodes(where: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`fleet compare --recorded DIR` over a folder of recorded nodes (no snapshot files): the
+    nodes with a fault are the hardware outliers, the healthy ones are not."""
+    base = HERE if where == "own" else shared_fixtures("hardware")
+    cases = sorted(p for p in base.iterdir() if (p / "label.json").is_file())
+    faulty = sorted(p.name for p in cases if json.loads((p / "label.json").read_text())["expect_cause"])
+    assert main(["fleet", "compare", "--recorded", str(base), "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["nodes"] == len(cases) and result["skipped"] == []
+    named = sorted(o["node"] for o in result["outliers"] if o["field"] == "hardware")
+    assert named == faulty
+    for outlier in (o for o in result["outliers"] if o["field"] == "hardware"):
+        cause = json.loads((base / outlier["node"] / "label.json").read_text())["expect_cause"]
+        assert outlier["value"].endswith(f"({cause})"), outlier
+
+
+def test_compare_recorded_says_what_is_not_a_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["fleet", "compare", "--recorded", str(tmp_path / "empty")]) == 2
+    assert "no recorded node here" in capsys.readouterr().err

@@ -137,6 +137,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                          "the\nmajority value and the outliers of each."),
                              epilog=t(COMPARE_EPILOG), formatter_class=raw)
     cmp.add_argument("paths", nargs="+", metavar="DIR|FILE", help=t("snapshot folders or files"))
+    cmp.add_argument("--recorded", action="store_true",
+                     help=t("the paths are recorded nodes (extracted sos reports, root trees) or folders of "
+                            "them, read as `collect --root` reads one; nothing is written"))
     add_common(cmp)
     cmp.set_defaults(func=run_compare)
     stk = actions.add_parser("stacks", help=t("every node's ranks' stacks in one table"),
@@ -318,7 +321,10 @@ def _host_rows(failed: list[dict[str, Any]]) -> None:
 def run_compare(args: argparse.Namespace) -> int:
     from distdoctor.probes.fleet import compare, load_snapshots
 
-    records, skipped = load_snapshots(args.paths)
+    if getattr(args, "recorded", False):
+        records, skipped = _recorded(args)
+    else:
+        records, skipped = load_snapshots(args.paths)
     result = compare(records, skipped)
     if not records:
         if args.json:
@@ -338,6 +344,23 @@ def run_compare(args: argparse.Namespace) -> int:
         for line in may_differ_lines(result):
             print(line)
     return 1 if result["outliers"] else 0
+
+
+def _recorded(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Snapshots of recorded nodes (sos reports, root trees), made in memory."""
+    from distdoctor.probes.recorded import node_trees, snapshot_tree
+    from distdoctor.probes.registry import PROBES
+
+    from .common import knowledge
+
+    kb = knowledge(args)
+    skipped: list[dict[str, str]] = []
+    docs = []
+    for tree in node_trees(args.paths, skipped):
+        doc = snapshot_tree(tree, kb, PROBES)
+        doc["file"] = str(tree)
+        docs.append(doc)
+    return docs, skipped
 
 
 def may_differ_lines(result: dict[str, Any]) -> list[str]:
