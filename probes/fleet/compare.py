@@ -6,21 +6,13 @@ from typing import Any, Iterable, Mapping
 
 from ...knowledge.units import human_size
 from . import health
+from .fields import FIELDS, cause_of
 from .hosts import host_problem
 from .load import record_of
 from .schema import MAY_DIFFER, SUMMARY_FIELDS
 
 SWITCH = "switch:"
-LABELS = {"python": "Python", "torch": "torch", "torch_git": "torch git", "torch_cuda": "torch CUDA",
-          "nccl": "NCCL", "nccl_files": "NCCL files", "driver": "driver", "cuda_driver": "CUDA driver",
-          "glibc": "glibc", "kernel": "kernel", "gpu_model": "GPU model", "gpu_count": "GPU count",
-          "shm_bytes": "/dev/shm", "hardware": "hardware"}
-# Which cause each disagreement points to (GUIDE.md section 2); switches and GPU models have
-# none of their own: a switch set on some nodes only is a lead for the bisection step.
-CAUSES = {"python": "version-mismatch", "torch_git": "version-mismatch",
-          "torch": "version-mismatch", "torch_cuda": "version-mismatch", "nccl": "version-mismatch",
-          "driver": "version-mismatch", "cuda_driver": "version-mismatch",
-          "shm_bytes": "shm-insufficient", "gpu_count": "rank-env-mismatch"}
+LABELS = {f.id: f.label for f in FIELDS}  # how each field is shown (fields.toml)
 
 
 def _records(snapshots: Iterable[Mapping[str, Any]],
@@ -112,7 +104,7 @@ def compare(snapshots: Iterable[Mapping[str, Any]],
             # no majority to trust: the first value is named only so the output is stable
             "tie": sorted(counts.values())[-2] == count and field != health.FIELD,
             "cause_id": (health.causes_of(v for v in counts if v != value) if field == health.FIELD
-                         else CAUSES.get(field)),
+                         else cause_of(field)),
             "values": [{"value": v, "count": c}
                        for v, c in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]})
 

@@ -5,6 +5,8 @@ import math
 import re
 from typing import Any
 
+from .fields import FIELDS
+
 SCHEMA_NAME = "distdoctor.snapshot"
 SCHEMA_VERSION = 1
 SCHEMA_ID = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
@@ -13,17 +15,11 @@ SCHEMA_RE = re.compile(r"^distdoctor\.snapshot/(\d+)$")
 PROBE_NAMES = ("versions", "shm", "launch", "switches", "network", "topology")
 STATUSES = ("ok", "warn", "fail", "unavailable", "error")
 
-# The compared fields, in the order compare reports them; `switches` is added per name. The
-# README's table "fleet compare: what must agree" lists them; keep the two in step.
-REQUIRED_FIELDS = ("torch", "torch_cuda", "nccl", "driver", "cuda_driver", "gpu_model", "gpu_count",
-                   "shm_bytes")  # in every schema-1 snapshot since the first
-# version facts added later: optional in a file, so older snapshots still load (read as unknown)
-VERSION_FIELDS = ("python", "torch_git", "glibc", "kernel", "nccl_files")
-SUMMARY_FIELDS = ("python", "torch", "torch_git", "torch_cuda", "nccl", "nccl_files", "driver",
-                  "cuda_driver", "glibc", "kernel", "gpu_model", "gpu_count", "shm_bytes", "hardware")
-# Compared and shown, but a difference is not an outlier: the same job runs fine on another
-# kernel or glibc, and extra NCCL files on disk matter only through the NCCL actually loaded.
-MAY_DIFFER = ("glibc", "kernel", "nccl_files")
+# The compared fields, in the order compare reports them (`switches` is added per name), which
+# must be in every schema-1 snapshot, and which may differ: all declared in fields.toml.
+SUMMARY_FIELDS = tuple(f.id for f in FIELDS)
+REQUIRED_FIELDS = tuple(f.id for f in FIELDS if f.required)
+MAY_DIFFER = tuple(f.id for f in FIELDS if f.may_differ)
 
 _OPT_STR = {"type": ["string", "null"]}
 _OPT_INT = {"type": ["integer", "null"]}
@@ -42,13 +38,9 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
             "type": "object",
             "required": [*REQUIRED_FIELDS, "switches"],
             "properties": {
-                **{field: _OPT_STR for field in VERSION_FIELDS},
-                "torch": _OPT_STR, "torch_cuda": _OPT_STR, "nccl": _OPT_STR, "driver": _OPT_STR,
-                "cuda_driver": _OPT_STR, "gpu_model": _OPT_STR, "gpu_count": _OPT_INT,
-                "shm_bytes": _OPT_INT,
-                # health.py: the hardware checks with a problem, "none", or null (not checked);
-                # optional, so snapshots from before it still load
-                "hardware": _OPT_STR,
+                # every field may be null (unknown); health.py's hardware field is the hardware
+                # checks with a problem, "none", or null (not checked)
+                **{f.id: _OPT_INT if f.type == "integer" else _OPT_STR for f in FIELDS},
                 "switches": {"type": "object", "values": {"type": "string"}},
             },
         },
