@@ -281,3 +281,17 @@ def test_parsers_survive_cut_and_mangled_text() -> None:
         parse_perfquery(text)
         parse_nvlink_status(text)
         parse_nvlink_errors(text)
+
+
+def test_rising_counters_are_one_finding_not_two(tmp_path: Path) -> None:
+    import shutil
+
+    from distdoctor.knowledge import load_knowledge
+    from distdoctor.knowledge.evaluate import evaluate
+
+    shutil.copytree(HERE / "ib-port-polling/root", tmp_path / "root")
+    counter = tmp_path / "root/sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error"
+    result = probe_infiniband(ProbeContext(runner=RecordedRunner({}), root=tmp_path / "root"),
+                              sleep=lambda _: counter.write_text("5000\n"))
+    found = {f.check: f.status for f in evaluate(load_knowledge(use_env=False), {"infiniband": result})}
+    assert found["ib-errors-rising"] == "fail" and found["ib-error-counters"] == "ok"
