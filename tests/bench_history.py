@@ -5,7 +5,8 @@
    opening the store, the insert, its commit and the close), and a second one (the store's work
    alone), on an empty store and on one holding N incidents. Reference: the same command's own wall time
    (`distdoctor logs tests/fixtures/recorded/01-drill-crash/logs --session S --json`). Goal: under 20 ms.
-2. Answering: `distdoctor history ...` on N incidents, wall time of the whole process.
+2. Answering: `distdoctor history ...` on N incidents, wall time of the whole process; and what
+   "seen before" costs a command that shows it (recall(), in-process, opening the store included).
    Reference: `distdoctor sessions --json` on an empty state folder, the cheapest listing command
    (the interpreter's start and the parser). Goal: under 0.5 s.
 Modules run compiled (.pyc in a cache of the benchmark's own, whatever PYTHONDONTWRITEBYTECODE
@@ -41,6 +42,23 @@ second = record_event(sys.argv[2] + "-again", "logs", data, record={"created": t
 t2 = time.perf_counter()
 assert first is not None and second is not None
 print(json.dumps({"first_ms": (t1 - t0) * 1e3, "store_ms": (t2 - t1) * 1e3}))
+"""
+
+
+RECALL = r"""
+import json, statistics, sys, time
+from distdoctor.tui.record.history import open_store, recall, seen_before
+data = json.load(open(sys.argv[1]))
+store = open_store(sys.argv[2])
+def timed(call):
+    times = []
+    for _ in range(20):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+print(json.dumps({"recall": timed(lambda: recall(data, hosts={"1": "node-017"})),
+                  "seen": timed(lambda: seen_before(f"{7:012x}", "node-017", ["nic-selection"], db=store))}))
 """
 
 
@@ -122,6 +140,10 @@ def main(argv: list[str]) -> int:
               f"{size:.1f} MiB on disk ({size * 2**20 / max(count, 1):.0f} bytes each)")
         big = {**env, "DISTDOCTOR_DB": str(db)}
         run([sys.executable, "-m", "distdoctor.tui.cli", "history"], big)  # sessions imported, caches warm
+        recall_ms = json.loads(subprocess.run([sys.executable, "-c", RECALL, str(logs_json), str(db)], check=True,
+                                              env=big, capture_output=True, text=True).stdout)
+        print(f"seen before, in the command (in-process, median of 20): recall() {recall_ms['recall']:.1f} ms, "
+              f"seen_before() with 50 matches {recall_ms['seen']:.1f} ms")
         ref = best([sys.executable, "-m", "distdoctor.tui.cli", "sessions", "--json"], env)
         print(f"reference: `distdoctor sessions --json` (empty) {ref * 1e3:.0f} ms\n")
         print(f"{'history ...':<40} {'ms':>6} {'ratio':>6}  (best of 5; goal 500 ms)")

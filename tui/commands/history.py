@@ -188,7 +188,7 @@ def _nodes(store: Any, args: argparse.Namespace) -> int:
     now = time.time()
     rows = store.culprit_counts(now - days * 86400, limit=args.limit or None)
     recent = {r["host"]: r["incidents"] for r in store.culprit_counts(now - REPEAT_DAYS * 86400,
-                                                                        at_least=REPEAT_COUNT)}
+                                                                        at_least=REPEAT_COUNT, causes=False)}
     for row in rows:
         row["repeat_offender"] = row["host"] in recent
         row["commands"] = drain_commands(row["host"], recent[row["host"]]) if row["repeat_offender"] else []

@@ -251,7 +251,7 @@ def seen_before(signature: str | None, culprit_host: str | None = None, causes: 
                     take(store.query(signature=signature, resolved=resolved, limit=limit + len(skip) + 5),
                          t("same failure signature {signature}", signature=signature))
                 if culprit_host and host_causes:
-                    take(store.query(node=culprit_host, resolved=resolved, limit=limit + len(skip) + 5),
+                    take(store.query(culprit=culprit_host, resolved=resolved, limit=limit + len(skip) + 5),
                          t("same culprit host {host} with a hardware or network cause ({causes})",
                            host=culprit_host, causes=", ".join(host_causes)), host=True)
     except Exception as exc:  # recall is a bonus: never the reason a verdict is lost
@@ -264,12 +264,14 @@ def seen_before(signature: str | None, culprit_host: str | None = None, causes: 
 
 def repeat_offenders(*, days: int = REPEAT_DAYS, threshold: int = REPEAT_COUNT,
                      db: str | Path | IncidentStore | None = None, scheduler: str | None = None,
-                     now: float | None = None, on_error: OnError | None = None) -> list[dict[str, Any]]:
-    """Hosts that were the culprit in `threshold` or more incidents in the last `days`, most
-    first, each with the command that takes it out of the scheduler (printed, never run)."""
+                     now: float | None = None, host: str | None = None,
+                     on_error: OnError | None = None) -> list[dict[str, Any]]:
+    """Hosts (or only `host`) that were the culprit in `threshold` or more incidents in the last
+    `days`, most first, each with its causes and the command that takes it out of the scheduler
+    (printed, never run)."""
     try:
         with _opened(db) as store:
-            rows = store.culprit_counts((now or time.time()) - days * 86400, at_least=threshold)
+            rows = store.culprit_counts((now or time.time()) - days * 86400, at_least=threshold, host=host)
     except Exception as exc:  # see seen_before
         _fail(on_error, exc)
         return []
@@ -292,7 +294,7 @@ def repeat_offender(host: str | None, **options: Any) -> dict[str, Any] | None:
     """The repeat-offender entry for `host`, or None."""
     if not host:
         return None
-    return next((r for r in repeat_offenders(**options) if r["host"] == host), None)
+    return next(iter(repeat_offenders(host=host, **options)), None)
 
 
 def detect_scheduler() -> str | None:

@@ -224,34 +224,55 @@ class IncidentStore:
 
     def query(self, *, node: str | None = None, cause: str | None = None, signature: str | None = None,
               since: float | None = None, limit: int | None = 20, session: str | None = None,
-              resolved: bool | None = None) -> list[Incident]:
-        """Newest first, filtered; each filter uses an index."""
-        filters = [("id IN (SELECT incident_id FROM incident_hosts WHERE host = ?)", node),
-                   ("id IN (SELECT incident_id FROM incident_causes WHERE cause = ?)", cause),
-                   ("signature LIKE ?", signature.replace("%", "").replace("_", "") + "%" if signature else None),
-                   ("time >= ?", since), ("session = ?", session)]
-        where = [sql for sql, value in filters if value is not None and value != ""]
-        params = [value for _, value in filters if value is not None and value != ""]
+              resolved: bool | None = None, culprit: str | None = None) -> list[Incident]:
+        """Newest first, filtered: `node` any host of the incident, `culprit` the culprit host,
+        `signature` a whole signature or its first hex digits; each filter has an index."""
+        where: list[str] = []
+        params: list[Any] = []
+
+        def add(sql: str, *values: Any) -> None:
+            where.append(sql)
+            params.extend(values)
+
+        if node:
+            add("id IN (SELECT incident_id FROM incident_hosts WHERE host = ?)", node)
+        if culprit:
+            add("culprit_host = ?", culprit)
+        if cause:
+            add("id IN (SELECT incident_id FROM incident_causes WHERE cause = ?)", cause)
+        if signature:
+            # a range, not LIKE: SQLite's index serves LIKE only under a case-insensitive collation
+            if len(signature) >= 12:
+                add("signature = ?", signature)
+            else:
+                add("signature >= ? AND signature < ?", signature, signature + "\uffff")
+        if since is not None:
+            add("time >= ?", since)
+        if session:
+            add("session = ?", session)
         if resolved is not None:
-            where += ["resolution IS NOT NULL" if resolved else "resolution IS NULL"]
+            add("resolution IS NOT NULL" if resolved else "resolution IS NULL")
         sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY time DESC, id DESC" + (" LIMIT ?" if limit else "")
         return [_incident(r) for r in self._read(sql, (*params, *([limit] if limit else [])))]
 
-    def culprit_counts(self, since: float, *, limit: int | None = None, at_least: int = 1) -> list[dict[str, Any]]:
-        """Per culprit host since `since`, most culprit first (at most `limit` hosts, each the
-        culprit `at_least` times): {"host", "incidents", "last", "causes": {cause: count}}."""
+    def culprit_counts(self, since: float, *, limit: int | None = None, at_least: int = 1,
+                       host: str | None = None, causes: bool = True) -> list[dict[str, Any]]:
+        """Per culprit host (or only `host`) since `since`, most culprit first (at most `limit`
+        hosts, each the culprit `at_least` times): {"host", "incidents", "last", "causes":
+        {cause: count}} (the causes only when asked: a query per host)."""
         rows = self._read("SELECT culprit_host, count(*), max(time) FROM incidents WHERE time >= ? AND "
-                          "culprit_host IS NOT NULL GROUP BY culprit_host HAVING count(*) >= ? "
-                          "ORDER BY count(*) DESC, max(time) DESC" + (" LIMIT ?" if limit else ""),
-                          (since, at_least, *([limit] if limit else [])))
+                          + ("culprit_host = ? " if host else "culprit_host IS NOT NULL ")
+                          + "GROUP BY culprit_host HAVING count(*) >= ? ORDER BY count(*) DESC, max(time) DESC"
+                          + (" LIMIT ?" if limit else ""),
+                          (since, *([host] if host else []), at_least, *([limit] if limit else [])))
         out = []
-        for host, count, last in rows:
-            causes = self._read("SELECT c.cause, count(*) FROM incidents i JOIN incident_causes c ON "
-                                "c.incident_id = i.id WHERE i.culprit_host = ? AND i.time >= ? "
-                                "GROUP BY c.cause ORDER BY count(*) DESC, c.cause", (host, since))
-            out.append({"host": host, "incidents": int(count), "last": float(last),
-                        "causes": {c: int(n) for c, n in causes}})
+        for name, count, last in rows:
+            found = self._read("SELECT c.cause, count(*) FROM incidents i JOIN incident_causes c ON "
+                               "c.incident_id = i.id WHERE i.culprit_host = ? AND i.time >= ? "
+                               "GROUP BY c.cause ORDER BY count(*) DESC, c.cause", (name, since)) if causes else []
+            out.append({"host": name, "incidents": int(count), "last": float(last),
+                        "causes": {c: int(n) for c, n in found}})
         return out
 
     def count(self) -> int:
