@@ -157,8 +157,9 @@ def test_ib_counters_are_sampled_twice_live(tmp_path: Path) -> None:
 def test_ibstat_and_perfquery_from_a_sos_report() -> None:
     facts = probe_infiniband(ProbeContext(runner=OfflineRunner(), root=HERE / "ib-sos-ibstat/root")).facts
     assert facts["source"] == "sos_commands/infiniband/ibstat"
-    assert facts["ports"][0]["counters"]["symbol_error"] == 0
-    assert facts["ib_ports_not_active"] == ["mlx5_0/1: Initializing (LinkUp)"]
+    assert facts["ports"][0]["counters"]["symbol_error"] == 1204 and facts["ports"][1]["counters"] == {}
+    assert facts["ib_ports_not_active"] == ["mlx5_1/1: Initializing (LinkUp)"]
+    assert facts["error_counters_nonzero"] == ["mlx5_0/1: link_error_recovery=3, port_rcv_errors=57, symbol_error=1204"]
 
 
 def test_memlock_and_removeipc() -> None:
