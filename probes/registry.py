@@ -1,9 +1,8 @@
 """The registered probes, by name, in the order a check runs and shows them."""
 from __future__ import annotations
 
-import importlib
 
-from .base import Probe, ProbeContext, ProbeResult, unavailable
+from .base import Probe, ProbeContext, ProbeResult
 from .hardware import probe_gpu_health, probe_infiniband, probe_kernel, probe_limits, probe_pcie
 from .launch import probe_launch
 from .network import probe_network
@@ -14,11 +13,8 @@ from .versions import probe_versions
 
 def probe_topology(ctx: ProbeContext) -> ProbeResult:
     """distdoctor.probes.topology.probe_topology, imported only when the topology probe runs."""
-    try:
-        module = importlib.import_module("distdoctor.probes.topology")
-        probe = getattr(module, "probe_topology")
-    except (ImportError, AttributeError) as exc:
-        return unavailable("topology", f"not in this build yet ({exc})")
+    from .topology import probe_topology as probe
+
     return probe(ctx)
 
 

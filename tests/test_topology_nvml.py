@@ -12,11 +12,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from runnerkit import RecordedRunner
 from topology_fake_nvml import FIXTURES, FakePynvml
 
 from distdoctor.probes import cuda_driver
 from distdoctor.probes.base import OK, UNAVAILABLE, WARN, ProbeContext
-from distdoctor.probes.runner import RecordedRunner
 from distdoctor.probes.topology import analyse, probe_topology
 from distdoctor.probes.topology.nvml_source import nvml_topology
 
@@ -163,14 +163,15 @@ def test_the_probe_imports_no_networkx_until_there_is_a_topology(tmp_path: Path)
     """A fresh interpreter: the package, the probe on a driverless node, then the lazy names."""
     code = textwrap.dedent("""
         import sys
+        sys.path.insert(0, TESTS)
         import distdoctor.probes.topology as topology
         from distdoctor.probes.base import ProbeContext
-        from distdoctor.probes.runner import RecordedRunner
+        from runnerkit import RecordedRunner
         result = topology.probe_topology(ProbeContext(runner=RecordedRunner({})), nvml=None)
         print(result.status, 'networkx' in sys.modules)
         from distdoctor.probes.topology import TopologyInputError, build_graph, parse_text
         print(TopologyInputError.__name__, build_graph.__module__, 'networkx' in sys.modules)
-    """)
+    """).replace("TESTS", repr(str(Path(__file__).resolve().parent)))
     if not cuda_driver.nvml_library_missing():
         pytest.skip("this host has libnvidia-ml: NVML answers and the verdict needs networkx")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

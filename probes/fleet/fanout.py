@@ -20,7 +20,6 @@ from .hosts import safe_name, ssh_destination
 from .schema import NUMBER_HOOKS, SCHEMA_ID, bounds_problem, json_cut_short, validate_snapshot
 
 VIAS = ("srun", "ssh", "pdsh", "kubectl", "local")
-ACTIONS = ("collect", "stacks")
 
 
 @dataclass

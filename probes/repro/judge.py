@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 STEPS = ("init", "selfcheck", "barrier", "allreduce", "broadcast", "done")
-OUTCOMES = ("pass", "error", "hang", "stopped")
 STEP_RE = re.compile(r"DISTDOCTOR_STEP (\w+) rank=(\d+)")
 FAIL_RE = re.compile(r"DISTDOCTOR_FAIL .*")
 ERROR_RE = re.compile(r"\b[A-Za-z_.]*(?:Error|Exception): .+")

@@ -30,11 +30,6 @@ class TopologyInputError(ValueError):
     """An input that cannot be read as topology; the message is one line naming the problem."""
 
 
-def read_input(path: str | Path) -> str:
-    """The text of a file (or '-' for stdin), at most MAX_BYTES of it (see read_bounded)."""
-    return read_bounded(path)[0]
-
-
 def read_bounded(path: str | Path) -> tuple[str, str]:
     """(text, note): the text of a file (or '-' for stdin) up to MAX_BYTES, cut at a line end,
     and a note saying how much was left unread ('' when it was all read). Binary, unreadable and

@@ -207,18 +207,6 @@ class Topology:
         if text not in self.notes:
             self.notes.append(text)
 
-    def gpu_by_index(self, index: int, host: str = "") -> Gpu | None:
-        for gpu in self.gpus.values():
-            if gpu.index == index and gpu.host == host:
-                return gpu
-        return None
-
-    def gpu_by_bus(self, bus: str) -> Gpu | None:
-        for gpu in self.gpus.values():
-            if gpu.bus_id and gpu.bus_id == bus:
-                return gpu
-        return None
-
     def merge(self, other: Topology) -> None:
         """Fold another source about the same machine in (GPUs matched by key)."""
         for source in other.sources:

@@ -19,7 +19,6 @@ from .model import Gpu, Nic, Topology, cpus_from_mask, norm_bus_id, short_bus
 TAG = re.compile(r"<\s*(/?)\s*([A-Za-z_][\w.-]*)((?:\s+[\w:.-]+\s*=\s*\"[^\"]*\")*)\s*(?:(/)\s*)?>")
 ATTR = re.compile(r"([\w:.-]+)\s*=\s*\"([^\"]*)\"")
 NVSWITCH_CLASS = "0x0680"
-BRIDGE_CLASS = "0x0604"
 NIC_CLASSES = ("0x0200", "0x0207", "0x0280")
 # Real dumps nest 6-10 deep (system/cpu/pci switches/pci/gpu/nvlink) and hold at most a few dozen
 # devices; past these bounds an input is damaged or hostile, and what is skipped is said.
