@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from distdoctor.knowledge.i18n import t
 
 from .redact import redact, redact_text, walk
+from . import report_verdict
 from .report_causes import annotate, split
 from .report_conclusion import conclude, switches_to_remove
 from .report_html import render_html
@@ -201,6 +202,7 @@ def build_report(record: Mapping[str, Any], kb: Any, *, redact: bool = True,
     check, logs, topo = latest(source, "check"), latest(source, "logs"), latest(source, "topo")
     repro, bisect, fleet = latest(source, "repro"), latest(source, "bisect"), latest(source, "fleet")
     conclusion = conclude(source, kb, latest)
+    diagnosis = report_verdict.diagnosis_of(source, kb)
     # each cause with its basis and evidence; the ones resting on neither are "also considered"
     annotate(_l(conclusion["conclusion"].get("causes")), _findings(check), _evidence(logs))
     shown = {c["id"] for c in split(_l(conclusion["conclusion"].get("causes")))[0]}
@@ -209,7 +211,8 @@ def build_report(record: Mapping[str, Any], kb: Any, *, redact: bool = True,
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "title": f"distdoctor report: session {source.get('id', '?')}",
-        "verdict": _verdict(source, conclusion, kb),
+        "verdict": report_verdict.verdict(diagnosis, kb),
+        "ranks": report_verdict.ranks_table(diagnosis),
         "session": {"id": source.get("id"), "host": source.get("host"),
                     "created": _iso(source.get("created")), "updated": _iso(source.get("updated"))},
         "generated": _iso(time.time()),
@@ -274,24 +277,6 @@ def _fr_section(doc: Any) -> dict[str, Any] | None:
                      f"{m.get('detail', '')}" if m else "none"])
     return {"summary": _culprit_row(doc), "tables": [{"title": "Process groups", "rows": rows,
             "columns": ["group", "ranks", "last completed (rank: seq)", "first mismatch"]}]}
-
-
-def _verdict(record: Mapping[str, Any], conclusion: Mapping[str, Any], kb: Any) -> dict[str, Any]:
-    """The top of the report: the culprit, the story, the top cause with its basis and its fix."""
-    from distdoctor.knowledge.verdict import culprit
-
-    logs = latest(record, "logs")
-    extra = [x for kind in ("stacks", "fr", "ras", "lint")
-             for x in _l(_d(latest(record, kind)).get("evidence")) if isinstance(x, dict)]
-    log_verdict = _d(_d(logs).get("verdict"))
-    causes = _l(_d(conclusion.get("conclusion")).get("causes"))
-    top = _d(causes[0]) if causes else {}
-    cause = getattr(kb, "causes", {}).get(str(top.get("id"))) if top else None
-    fixes = _l(conclusion.get("fixes"))
-    return {"culprit": culprit(_d(logs), extra), "summary": str(log_verdict.get("summary") or ""),
-            "top_cause": {"id": top.get("id"), "title": getattr(cause, "title", top.get("id")),
-                          "basis": top.get("basis") or "evidence",
-                          "fix": _d(fixes[0]).get("fix") if fixes else ""} if top else None}
 
 
 def _trim(record: Mapping[str, Any]) -> dict[str, Any]:

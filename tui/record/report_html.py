@@ -9,10 +9,12 @@ from distdoctor.knowledge import i18n
 from distdoctor.knowledge.printable import clean_block
 
 from .report_causes import split
-from .report_md import basis_text, col, tr
+from .report_verdict import rank_row_words, words
+from .report_md import SUSPECTS_SHOWN, basis_text, col, tr
 
 CSS = """
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:72rem;margin:2rem auto;
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif,"Noto Color Emoji","Apple Color Emoji",
+"Segoe UI Emoji";max-width:72rem;margin:2rem auto;
 padding:0 1rem;color:#1b1f24;background:#fff}
 h1{font-size:1.5rem}h2{font-size:1.2rem;border-bottom:1px solid #d0d7de;padding-bottom:.2rem;margin-top:2rem}
 h3{font-size:1.05rem}
@@ -33,6 +35,14 @@ code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.92em}
 details.facts h3{font-size:1rem;margin:.8rem 0 .2rem}
 summary{cursor:pointer;font-weight:600}
 ol li{margin:.3rem 0}
+.verdict{border:2px solid #57606a;border-left-width:.5rem;border-radius:.3rem;padding:.4rem 1rem;
+background:#f6f8fa}
+.verdict.v-confirmed{border-color:#1a7f37;background:#f0fff4}.verdict.v-likely{border-color:#9a6700;
+background:#fffbe6}.verdict .who{font-size:1.1rem;margin:.3rem 0 .5rem}
+.verdict dl{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1rem;margin:0}
+.verdict dt{font-weight:600;color:#57606a}.verdict dd{margin:0}.verdict pre{margin:.3rem 0}
+.conf{font-weight:700;padding:0 .4rem;border-radius:.2rem;background:#eaeef2;white-space:nowrap}
+.c-confirmed{background:#dafbe1;color:#116329}.c-likely{background:#fff8c5;color:#7d4e00}
 """
 
 _SVG_DROP = [
@@ -121,25 +131,48 @@ def _header(r: Mapping[str, Any]) -> str:
 
 
 def _verdict(r: Mapping[str, Any]) -> str:
-    """The first section: who failed, what happened, the top cause and its fix."""
+    """The first section, one highlighted box: the culprit and where, how sure, what happened, the
+    cause and where it is explained, the next action (the fix, or what to collect), recurrence."""
     v = _d(r.get("verdict"))
     out = f"<h2>{e(tr('Verdict'))}</h2>"
-    who = _d(v.get("culprit"))
-    if who:
-        ranks = ", ".join(str(x) for x in who.get("ranks") or [])
-        culprit = tr("Culprit: rank {ranks} ({role})", ranks=ranks, role=tr(str(who.get('role'))))
-        out += f"<p><strong>{e(culprit)}</strong>: {e(who.get('why'))}</p>"
-    else:
-        out += f"<p>{e(tr('No rank is named by the evidence gathered.'))}</p>"
+    if not v:
+        return out + f"<p>{e(tr('No rank is named by the evidence gathered.'))}</p>"
+    who, w = _d(v.get("culprit")), words(v)
+    confidence = str(v.get("confidence") or "unknown")
+    head = f"<strong>{e(w['culprit'])}</strong>"
+    if who.get("location"):
+        head += " " + e(tr("at {where}", where="\0")).replace("\0", f"<code>{wrap(who['location'])}</code>")
+    head += f' <span class="conf c-{e(confidence)}">{e(w["confidence"])}</span>'
+    rows = []
     if v.get("summary"):
-        out += f"<p>{e(v['summary'])}</p>"
-    top = _d(v.get("top_cause"))
-    if top:
-        out += (f"<p>{e(tr('Top cause:'))} <code>{e(top.get('id'))}</code> {e(top.get('title'))} "
-                f"{e(tr('(basis: {basis})', basis=tr(str(top.get('basis')))))}</p>")
-        if top.get("fix"):
-            out += f"<p>{e(tr('Fix: {fix}', fix=top['fix']))}</p>"
-    return out
+        rows.append((tr("What happened:"), wrap(v["summary"])))
+    if v.get("cause"):
+        rows.append((tr("Cause:"), f"<strong>{e(v.get('title'))}</strong> (<code>{e(v['cause'])}</code>); "
+                     + e(tr("explained by {command}", command="\0")).replace("\0", f"<code>{e(v.get('explain'))}</code>")))
+    action = _d(v.get("next_action"))
+    if action.get("text") or v.get("command"):
+        label = tr("Fix:") if action.get("kind") == "fix" else tr("Collect next:")
+        body = wrap(action.get("text"))
+        if v.get("command"):
+            body += pre(v["command"])
+        collect = [str(c) for c in _l(v.get("collect")) if str(c) != str(v.get("command") or "")]
+        if action.get("kind") == "collect" and collect:
+            body += "<ul>" + "".join(f"<li><code>{wrap(c)}</code></li>" for c in collect) + "</ul>"
+        rows.append((label, body))
+    if w["recurrence"]:
+        rows.append((tr("Recurrence:"), e(w["recurrence"])))
+    return (out + f'<div class="verdict v-{e(confidence)}"><p class="who">{head}</p><dl>'
+            + "".join(f"<dt>{e(k)}</dt><dd>{val}</dd>" for k, val in rows) + "</dl></div>")
+
+
+def _ranks(r: Mapping[str, Any]) -> str:
+    """How each rank ended, one row per rank (the diagnosis's per-rank statuses)."""
+    data = _d(r.get("ranks"))
+    if not _l(data.get("rows")):
+        return ""
+    return (f"<h2>{e(tr('How each rank ended'))}</h2>"
+            + table([col(c) for c in _l(data.get("columns"))],
+                  [rank_row_words(row, _l(data.get("columns"))) for row in _l(data.get("rows"))]))
 
 
 def _metadata(r: Mapping[str, Any]) -> str:
@@ -159,15 +192,19 @@ def _symptom(r: Mapping[str, Any]) -> str:
     out = f"<h2>{e(tr('Symptom'))}</h2>"
     if not isinstance(s, dict):
         return out + f"<p>{e(tr('Not classified.'))}</p>"
-    out += f"<p><strong>{e(col(str(s.get('kind') or '?')))}</strong>"
+    kind = col(str(s["kind"])) if s.get("kind") else tr("not chosen (only a line was pasted)")
+    out += f"<p><strong>{e(kind)}</strong>"
     out += f": {e(s.get('title') or s.get('sub'))}</p>" if s.get("sub") else "</p>"
     if s.get("text"):
         out += f"<p>{e(tr('Pasted line:'))}</p>" + pre(s["text"])
     suspects = _l(s.get("suspects"))
     if suspects:
-        out += f"<p>{e(tr('Suspects, in order:'))}</p><ol>" + "".join(
-            f"<li><code>{e(x.get('id'))}</code> {e(x.get('title'))}"
-            + (f": {e(x['why'])}" if x.get("why") else "") + "</li>" for x in suspects) + "</ol>"
+        # where the symptom alone says to look first: a few, not the whole prior list with scores
+        out += (f"<p>{e(tr('Where this symptom usually comes from (before any evidence):'))}</p><ol>"
+                + "".join(f"<li><code>{e(x.get('id'))}</code> {e(x.get('title'))}</li>"
+                          for x in suspects[:SUSPECTS_SHOWN]) + "</ol>")
+        if len(suspects) > SUSPECTS_SHOWN:
+            out += f"<p>{e(tr('and {n} more', n=len(suspects) - SUSPECTS_SHOWN))}</p>"
     answers = _l(r.get("answers"))
     if answers:
         out += "<ul>" + "".join(f"<li>{e(a.get('question'))}: <strong>{e(a.get('answer'))}</strong></li>"
@@ -197,6 +234,8 @@ def _conclusion(r: Mapping[str, Any]) -> str:
             items += [f"<li>{e(tr('check: '))}{wrap(c)}</li>" for c in _l(cause.get("checks"))]
             if _l(cause.get("reasons")):
                 items.append(f"<li>{e(tr('why: '))}{wrap('; '.join(_l(cause.get('reasons'))))}</li>")
+            items.append("<li>" + e(tr("explained by {command}", command="\0")).replace(
+                "\0", f"<code>distdoctor knowledge show {e(cause.get('id'))}</code>") + "</li>")
             out += (f"<li><strong><code>{e(cause.get('id'))}</code></strong> {e(cause.get('title'))} "
                     f'<span class="basis">{e(tr("basis: {basis}", basis=basis_text(cause)))}</span>'
                     + (f"<ul>{''.join(items)}</ul>" if items else "") + "</li>")
@@ -258,7 +297,8 @@ def _findings(r: Mapping[str, Any]) -> str:
                 "\n".join(f"{x.get('file')}:{x.get('line')}: {x.get('text')}" for x in lines))
     first = _d(_d(r.get("logs")).get("first_failure"))
     if first:
-        where = f"rank {first.get('rank')}, {first.get('file')}:{first.get('line')}"
+        rank = f"rank {first['rank']}, " if first.get("rank") not in (None, "") else ""
+        where = f"{rank}{first.get('file')}:{first.get('line')}"
         out += f"<p>{e(tr('First failure: {where}', where=where))}</p>" + pre(first.get("text", ""))
     return out
 
@@ -310,8 +350,10 @@ def _tables(title: str, data: Any) -> str:
     if not isinstance(data, dict):
         return ""
     out = f"<h2>{e(tr(title))}</h2>"
-    if _l(data.get("summary")):
-        out += table(["", ""], _l(data.get("summary")))
+    if _l(data.get("summary")):  # name/value rows: no header row of blanks
+        out += '<table class="meta"><tbody>' + "".join(
+            "<tr>" + "".join(f"<td>{wrap(c)}</td>" for c in _l(row)) + "</tr>"
+            for row in _l(data.get("summary"))) + "</tbody></table>"
     for t in _l(data.get("tables")):
         out += f"<h3>{e(t.get('title'))}</h3>" + table(_l(t.get("columns")), _l(t.get("rows")))
         if t.get("more"):
@@ -324,7 +366,8 @@ def _tables(title: str, data: Any) -> str:
 
 def render_html(report: Mapping[str, Any]) -> str:
     """The report as one HTML file with nothing to fetch: inline CSS and SVG, no scripts."""
-    body = (_header(report) + _verdict(report) + _symptom(report) + _conclusion(report) + _steps(report)
+    body = (_header(report) + _verdict(report) + _ranks(report) + _symptom(report) + _conclusion(report)
+            + _steps(report)
             + _findings(report) + _environment(report) + _topology(report)
             + _tables("Minimal repro", report.get("repro")) + _tables("Bisection", report.get("bisect"))
             + _tables("Fleet comparison", report.get("fleet"))

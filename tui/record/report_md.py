@@ -8,11 +8,13 @@ from distdoctor.knowledge import i18n
 from distdoctor.knowledge.printable import clean_block
 
 from .report_causes import basis_words, split
+from .report_verdict import rank_row_words, words
 
 # Backticks stay: the knowledge base's prose uses them for commands, and a stray one only
 # changes how text looks, never what it says.
 _ESCAPE = re.compile(r"([\\|<*])")
 PROBLEMS = ("fail", "error", "warn")  # findings shown with their detail and fix
+SUSPECTS_SHOWN = 3  # the symptom's usual suspects named in the Symptom section
 
 
 def tr(message: str, **values: Any) -> str:
@@ -74,25 +76,56 @@ def _header(r: Mapping[str, Any]) -> list[str]:
 
 
 def _verdict(r: Mapping[str, Any]) -> list[str]:
-    """The first section: who failed, what happened, the top cause and its fix."""
+    """The first section, one box (a quote block): the culprit and where, how sure, what happened,
+    the cause and where it is explained, the next action (the fix, or what to collect), whether
+    it will come back."""
     v = _d(r.get("verdict"))
     out = [f"## {tr('Verdict')}\n"]
-    who = _d(v.get("culprit"))
-    if who:
-        ranks = ", ".join(str(x) for x in _l(who.get("ranks")))
-        culprit = tr("Culprit: rank {ranks} ({role})", ranks=esc(ranks), role=esc(tr(str(who.get('role')))))
-        out.append(f"**{culprit}**: {esc(who.get('why'))}\n")
-    else:
-        out.append(tr("No rank is named by the evidence gathered.") + "\n")
+    if not v:
+        return out + [tr("No rank is named by the evidence gathered.") + "\n"]
+    who, w = _d(v.get("culprit")), words(v)
+    head = f"**{esc(w['culprit'])}**"
+    if who.get("location"):
+        head += " " + tr("at {where}", where=f"`{code(who['location'])}`")
+    head += f" · **{esc(w['confidence'])}**"
+    box = [head]
     if v.get("summary"):
-        out.append(f"{esc(v['summary'])}\n")
-    top = _d(v.get("top_cause"))
-    if top:
-        out.append(f"{tr('Top cause:')} **`{esc(top.get('id'))}`** {esc(top.get('title'))} "
-                   f"{tr('(basis: {basis})', basis=esc(tr(str(top.get('basis')))))}\n")
-        if top.get("fix"):
-            out.append(tr("Fix: {fix}", fix=esc(top['fix'])) + "\n")
-    return out
+        box.append(f"{tr('What happened:')} {esc(v['summary'])}")
+    if v.get("cause"):
+        box.append(f"{tr('Cause:')} **{esc(v.get('title'))}** (`{code(v['cause'])}`); "
+                   + tr("explained by {command}", command=f"`{code(v.get('explain'))}`"))
+    action = _d(v.get("next_action"))
+    if action.get("text"):
+        label = tr("Fix:") if action.get("kind") == "fix" else tr("Collect next:")
+        box.append(f"{label} {esc(action['text'])}")
+    lines = [f"> {line}" for part in box for line in (part, "")]
+    if v.get("command"):
+        lines += ["> " + ln if ln else ">" for ln in fence(str(v["command"]),
+                                                         "python" if "(" in str(v["command"]) else "sh").splitlines()]
+        lines.append(">")
+    collect = [str(c) for c in _l(v.get("collect")) if str(c) != str(v.get("command") or "")]
+    if action.get("kind") == "collect" and collect:
+        lines += [f"> - `{code(c)}`" for c in collect] + [">"]
+    if w["recurrence"]:
+        lines.append(f"> {tr('Recurrence:')} {esc(w['recurrence'])}")
+    while lines and lines[-1] in (">", "> "):
+        lines.pop()
+    return out + ["\n".join(lines) + "\n"]
+
+
+def code(value: Any) -> str:
+    """Text inside a `code span`: a backtick in it would end the span."""
+    return str(value or "").replace("`", "'").replace("\n", " ")
+
+
+def _ranks(r: Mapping[str, Any]) -> list[str]:
+    """How each rank ended, one row per rank (the diagnosis's per-rank statuses)."""
+    data = _d(r.get("ranks"))
+    if not _l(data.get("rows")):
+        return []
+    return [f"## {tr('How each rank ended')}\n",
+            table([col(c) for c in _l(data.get("columns"))],
+                  [rank_row_words(row, _l(data.get("columns"))) for row in _l(data.get("rows"))])]
 
 
 def _metadata(r: Mapping[str, Any]) -> list[str]:
@@ -113,15 +146,19 @@ def _symptom(r: Mapping[str, Any]) -> list[str]:
     s = r.get("symptom")
     if not isinstance(s, dict):
         return [f"## {tr('Symptom')}\n", tr("Not classified.") + "\n"]
-    out = [f"## {tr('Symptom')}\n", f"**{esc(col(str(s.get('kind') or '?')))}**"
+    kind = col(str(s["kind"])) if s.get("kind") else tr("not chosen (only a line was pasted)")
+    out = [f"## {tr('Symptom')}\n", f"**{esc(kind)}**"
            + (f": {esc(s.get('title') or s.get('sub'))}" if s.get("sub") else "") + "\n"]
     if s.get("text"):
         out.append(tr("Pasted line:") + "\n\n" + fence(str(s["text"])))
-    if _l(s.get("suspects")):
-        out.append(tr("Suspects, in order:") + "\n")
+    suspects = _l(s.get("suspects"))
+    if suspects:
+        # where the symptom alone says to look first: a few, not the whole prior list with scores
+        out.append(tr("Where this symptom usually comes from (before any evidence):") + "\n")
         out += [f"{n}. `{esc(x.get('id'))}` {esc(x.get('title'))}"
-                + (f": {esc(x['why'])}" if x.get("why") else "")
-                for n, x in enumerate(_l(s.get("suspects")), 1)]
+                for n, x in enumerate(suspects[:SUSPECTS_SHOWN], 1)]
+        if len(suspects) > SUSPECTS_SHOWN:
+            out.append(tr("and {n} more", n=len(suspects) - SUSPECTS_SHOWN))
         out.append("")
     for a in _l(r.get("answers")):
         out.append(f"- {esc(a.get('question'))}: **{esc(a.get('answer'))}**")
@@ -152,6 +189,7 @@ def _conclusion(r: Mapping[str, Any]) -> list[str]:
         out += [f"   - {tr('check: ')}{esc(c)}" for c in _l(cause.get("checks"))]
         if _l(cause.get("reasons")):
             out.append(f"   - {tr('why: ')}{esc('; '.join(_l(cause.get('reasons'))))}")
+        out.append("   - " + tr("explained by {command}", command=f"`distdoctor knowledge show {code(cause.get('id'))}`"))
     out.append("")
     if considered:
         out.append("<details><summary>" + tr("Also considered: {n} cause(s) with neither evidence "
@@ -227,7 +265,8 @@ def _findings(r: Mapping[str, Any]) -> list[str]:
     logs = _d(r.get("logs"))
     first = _d(logs.get("first_failure"))
     if first:
-        out.append(tr("First failure: {where}", where=f"rank {esc(first.get('rank'))}, {esc(first.get('file'))}:"
+        rank = f"rank {esc(first['rank'])}, " if first.get("rank") not in (None, "") else ""
+        out.append(tr("First failure: {where}", where=f"{rank}{esc(first.get('file'))}:"
                                                       f"{esc(first.get('line'))}") + "\n")
         out.append(fence(str(first.get("text", ""))))
     return out
@@ -270,7 +309,7 @@ def tables_md(title: str, data: Any) -> list[str]:
         return []
     out = [f"## {tr(title)}\n"]
     if _l(data.get("summary")):
-        out.append(table(["", ""], _l(data.get("summary"))))
+        out.append(table([col("item"), col("value")], _l(data.get("summary"))))
     for t in _l(data.get("tables")):
         out.append(f"{esc(t.get('title'))}:\n")
         out.append(table(_l(t.get("columns")), _l(t.get("rows"))))
@@ -284,7 +323,8 @@ def tables_md(title: str, data: Any) -> list[str]:
 
 def render_markdown(report: Mapping[str, Any]) -> str:
     """The report as one Markdown document."""
-    parts = (_header(report) + _verdict(report) + _symptom(report) + _conclusion(report) + _steps(report)
+    parts = (_header(report) + _verdict(report) + _ranks(report) + _symptom(report) + _conclusion(report)
+             + _steps(report)
              + _findings(report) + _environment(report) + _topology(report)
              + tables_md("Minimal repro", report.get("repro"))
              + tables_md("Bisection", report.get("bisect"))

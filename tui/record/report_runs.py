@@ -64,11 +64,28 @@ def _causes(value: Any) -> str:
     return ", ".join(out)
 
 
+def readable(key: str, value: Any) -> str:
+    """A run's structured fields as a person reads them, not JSON: exit codes and progress per
+    rank, what the cleanup left."""
+    if key == "exit_codes" and isinstance(value, dict):
+        ranks = _d(value.get("ranks"))
+        parts = [f"launcher {value['launcher']}"] if value.get("launcher") is not None else []
+        parts += [f"rank {r}: {c}" for r, c in ranks.items()]
+        return "; ".join(parts) or cell(value)
+    if key == "progress" and isinstance(value, dict):
+        return ", ".join(f"rank {r}: {step}" for r, step in value.items())
+    if key == "cleanup" and isinstance(value, dict):
+        left = _l(value.get("survivors"))
+        return (f"left behind: pids {', '.join(map(str, left))}" if left else "no process left") + \
+            ("; port free" if value.get("port_free") else "; port still bound" if "port_free" in value else "")
+    return cell(value)
+
+
 def _run_rows(data: dict[str, Any]) -> list[list[str]]:
     rows = [["outcome", cell(data.get("outcome"))], ["duration_s", cell(data.get("duration_s"))]]
     for key in ("nproc", "exit_codes", "stuck_at", "first_error", "progress", "cleanup"):
         if data.get(key) not in (None, "", {}, []):
-            rows.append([key, cell(data[key])])
+            rows.append([key, readable(key, data[key])])
     if data.get("causes"):
         rows.append(["causes", _causes(data["causes"])])
     if isinstance(data.get("command"), list):
