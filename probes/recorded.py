@@ -13,6 +13,7 @@ from distdoctor.knowledge.i18n import t
 
 from .base import Probe, ProbeContext, unavailable
 from .offline import OfflineRunner
+from .sosarchive import is_archive
 
 # the probes that read a recorded node; the others ask this machine (its python, its interfaces)
 RECORDED_PROBES = ("kernel", "gpu_health", "pcie", "infiniband", "limits")
@@ -31,8 +32,16 @@ def recorded_root(path: str) -> Path:
     root = Path(path)
     if not root.exists():
         raise RecordedNodeError(t("--root {path}: no such folder", path=path))
+    from .sosarchive import ArchiveError, extract_until_exit
+
+    if is_archive(root):  # sosreport-<host>-<date>.tar.xz as it came from the node
+        try:
+            return extract_until_exit(root.resolve())
+        except ArchiveError as exc:
+            raise RecordedNodeError(str(exc)) from None
     if not root.is_dir():
-        raise RecordedNodeError(t("--root {path}: not a folder (give the extracted sos report or root tree)",
+        raise RecordedNodeError(t("--root {path}: not a folder (give the sos report, extracted or as its "
+                                  ".tar.xz, or a root tree)",
                                   path=path))
     return root.resolve()
 
@@ -84,7 +93,7 @@ def node_trees(paths: list[str], skipped: list[dict[str, str]]) -> list[Path]:
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if is_node_tree(path):
+        if is_node_tree(path) or is_archive(path):
             out.append(path)
             continue
         if not path.is_dir():
@@ -94,8 +103,8 @@ def node_trees(paths: list[str], skipped: list[dict[str, str]]) -> list[Path]:
             out.append(path / "root")
             continue
         try:
-            inside = sorted(p if is_node_tree(p) else p / "root" for p in path.iterdir()
-                            if is_node_tree(p) or is_node_tree(p / "root"))
+            inside = sorted(p if is_node_tree(p) or is_archive(p) else p / "root" for p in path.iterdir()
+                            if is_node_tree(p) or is_archive(p) or is_node_tree(p / "root"))
         except OSError as exc:
             skipped.append({"file": raw, "reason": t("cannot list: {why}", why=exc.strerror or exc)})
             continue
@@ -107,9 +116,14 @@ def node_trees(paths: list[str], skipped: list[dict[str, str]]) -> list[Path]:
 
 
 def snapshot_tree(root: Path, kb: object, registry: Mapping[str, Probe]) -> dict:
-    """The snapshot `collect --root` writes, in memory."""
+    """The snapshot `collect --root` writes, in memory; an archive is taken apart for the time
+    it takes (ArchiveError when it cannot be read)."""
     from .fleet import snapshot
+    from .sosarchive import extracted
 
+    if is_archive(root):
+        with extracted(root.resolve()) as tree:
+            return snapshot_tree(tree, kb, registry)
     doc = snapshot(recorded_context(root.resolve()), kb, probes=recorded_probes(registry))
     doc["host"] = recorded_host(root.resolve())
     return doc

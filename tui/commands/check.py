@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Mapping
 
 from distdoctor.knowledge.i18n import t
@@ -216,8 +217,8 @@ def run(args: argparse.Namespace) -> int:
     }
     from ..record.redact import redact
     data = redact(data)  # secret-named switches (NCCL_RAS_TOKEN) and token shapes: as in a report
-    if root is not None:
-        data["root"] = str(root)
+    if root is not None:  # as given: an archive is read from a temporary copy of its files
+        data["root"] = str(Path(args.root).resolve())
     common.record(args, KIND, data)
     if args.prometheus:
         from .check_prometheus import write_metrics

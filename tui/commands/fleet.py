@@ -349,6 +349,7 @@ def run_compare(args: argparse.Namespace) -> int:
 def _recorded(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Snapshots of recorded nodes (sos reports, root trees), made in memory."""
     from distdoctor.probes.recorded import node_trees, snapshot_tree
+    from distdoctor.probes.sosarchive import ArchiveError
     from distdoctor.probes.registry import PROBES
 
     from .common import knowledge
@@ -357,7 +358,11 @@ def _recorded(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
     skipped: list[dict[str, str]] = []
     docs = []
     for tree in node_trees(args.paths, skipped):
-        doc = snapshot_tree(tree, kb, PROBES)
+        try:
+            doc = snapshot_tree(tree, kb, PROBES)
+        except ArchiveError as exc:
+            skipped.append({"file": str(tree), "reason": str(exc)})
+            continue
         doc["file"] = str(tree)
         docs.append(doc)
     return docs, skipped
