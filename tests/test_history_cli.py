@@ -11,8 +11,9 @@ import os
 import re
 import shutil
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

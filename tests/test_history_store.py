@@ -13,8 +13,16 @@ from typing import Any
 
 import pytest
 
-from distdoctor.tui.record.history import (HistoryError, IncidentStore, open_store, recall, record_diagnosis,
-                                           record_event, repeat_offenders, seen_before)
+from distdoctor.tui.record.history import (
+    HistoryError,
+    IncidentStore,
+    open_store,
+    recall,
+    record_diagnosis,
+    record_event,
+    repeat_offenders,
+    seen_before,
+)
 from distdoctor.tui.record.history.incident import Incident
 from distdoctor.tui.record.history.memory import drain_commands
 from distdoctor.tui.record.history.schema import MIGRATIONS, VERSION, migrate, version_of
@@ -22,7 +30,7 @@ from distdoctor.tui.record.history.schema import MIGRATIONS, VERSION, migrate, v
 RECORDED = Path(__file__).parent / "fixtures" / "recorded"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _analysed(name: str) -> str:
     from distdoctor.knowledge import load_knowledge
     from distdoctor.knowledge.logs import analyse

@@ -7,8 +7,9 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import re
 import zlib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 # Applied in order: prefixes that only say who and when, then the parts of a line that differ
 # from one run of the same failure to the next (addresses, paths, hosts, ports, ranks, numbers).
