@@ -13,7 +13,7 @@ from fuzzkit import mutate
 
 from distdoctor.probes.topology import draw_matrix, draw_text, to_dot, to_svg
 from distdoctor.probes.topology.load import TopologyInputError, parse_text
-from distdoctor.probes.topology.verdict import analyse
+from distdoctor.probes.topology.assess import analyse
 
 SEED = 11
 MEASURE_EVERY = 25  # tracemalloc slows Python ~3x: every 25th case has its peak measured

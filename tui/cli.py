@@ -1,8 +1,6 @@
 """The `distdoctor` command line: the app with no arguments, headless subcommands otherwise."""
 from __future__ import annotations
 
-from . import startup  # first: Ctrl-C during the imports below is one line, not a traceback
-
 import argparse
 import importlib
 import re
@@ -14,6 +12,7 @@ from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t
 from distdoctor.knowledge.printable import clean
 
+from . import startup  # installed by tui/__init__.py; main() hands Ctrl-C back (startup.ready)
 from .errors import UsageError
 
 # Each subcommand lives in distdoctor.tui.commands.<module> with register(subparsers);
@@ -29,7 +28,7 @@ examples:
   distdoctor                         open the guided app (--learn explains every step)
   distdoctor check                   what is wrong with this node for distributed training
   distdoctor logs ./job-logs/ --symptom hang
-  distdoctor topo                    GPU topology, P2P verdict and what to set
+  distdoctor topo                    GPU topology, P2P support and what to set
   distdoctor repro --nproc 2         run a minimal all-reduce job for real
   distdoctor bisect                  then one switch at a time until it passes
   distdoctor report --format html -o incident.html

@@ -207,7 +207,7 @@ def _missing_detail(seq: int, op: str, absent: list[int], have: dict[int, Entry]
 
 def analyse(dumps: dict[int, RankDump], skipped: tuple[str, ...] = ()) -> FrResult:
     """Analyse every process group the dumps mention and pick the culprit."""
-    from .verdict import pick_culprit
+    from .blame import pick_culprit
 
     groups: dict[str, str] = {}
     for dump in dumps.values():

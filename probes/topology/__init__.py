@@ -1,4 +1,4 @@
-"""GPU topology as a graph: links, P2P verdict, NIC affinity, advice, and pictures of it.
+"""GPU topology as a graph: links, P2P support, NIC affinity, advice, and pictures of it.
 
 Public API: probe_topology(ctx), load_input(path), analyse(topology or text), draw_text(facts),
 draw_matrix(facts), to_dot(facts), to_svg(facts), TopologyInputError.
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
 def analyse(source: Topology | str, name: str | None = None) -> dict[str, Any]:
     """The `topo --json` dict for a parsed Topology or for raw text in any supported format."""
     from .load import parse_text
-    from .verdict import analyse as analyse_topology
+    from .assess import analyse as analyse_topology
 
     topo = parse_text(source, name or "<text>") if isinstance(source, str) else source
     return analyse_topology(topo, name)
@@ -50,6 +50,6 @@ def load_input(path: str | Path) -> dict[str, Any]:
     """Parse any supported file (detected by content) into the `topo --json` dict.
     Raises TopologyInputError (one-line message) for empty, binary, truncated or foreign files."""
     from .load import load_topology
-    from .verdict import analyse as analyse_topology
+    from .assess import analyse as analyse_topology
 
     return analyse_topology(load_topology(path), str(path))

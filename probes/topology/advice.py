@@ -1,4 +1,4 @@
-"""What to set, derived from the verdicts and the link codes; every item carries a command to paste.
+"""What to set, derived from the P2P and NVLink support and the link codes; every item carries a command to paste.
 The prose is in the output's language (knowledge/i18n.py: English is the catalogue key, the
 commands are placeholders filled in unchanged)."""
 from __future__ import annotations
@@ -42,13 +42,13 @@ def visible(gpus: list[str], facts: dict) -> str | None:
 def make_advice(facts: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     pairs = facts["pairs"]
-    verdict = facts["p2p"]
-    if verdict == "none":
+    support = facts["p2p"]
+    if support == "none":
         out.append(no_p2p(facts, pairs))
-    elif verdict == "partial":
+    elif support == "partial":
         out += partial_p2p(facts, pairs)
     out += unknown_p2p(facts, pairs)
-    if verdict == "unknown" and not pairs and sum(g["seen"] for g in facts["gpus"]) > 1:
+    if support == "unknown" and not pairs and sum(g["seen"] for g in facts["gpus"]) > 1:
         out.append(item(t("This input names the GPUs but no pair's link or transport. Ask the driver how "
                           "they connect and whether P2P works, on the GPU node:")
                         + f"\n  nvidia-smi topo -m > topo.txt && distdoctor topo --input topo.txt\n  {ASK_P2P}"))

@@ -68,10 +68,10 @@ def heading(facts: dict[str, Any]) -> list[str]:
     if facts.get("nics_total") and facts["nics_total"] > len(facts["nics"]):
         nics += t(" shown of {total}", total=facts["nics_total"])
     bad = facts["pairs_without_p2p"]
-    verdict = t(facts["p2p"]) + (t(" (without: {pairs})", pairs=", ".join(bad[:3]) + ("..." if len(bad) > 3 else ""))
+    support = t(facts["p2p"]) + (t(" (without: {pairs})", pairs=", ".join(bad[:3]) + ("..." if len(bad) > 3 else ""))
                                  if bad else "")
     return [t("GPU topology from {source}: {count}{nics}", source=facts["source"], count=count, nics=nics),
-            t("P2P: {verdict}   NVLink: {nvlink}", verdict=verdict, nvlink=nvlink)]
+            t("P2P: {verdict}   NVLink: {nvlink}", verdict=support, nvlink=nvlink)]
 
 
 def gpu_line(facts: dict[str, Any], gpu: dict[str, Any]) -> str:

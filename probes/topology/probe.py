@@ -10,7 +10,7 @@ from ..base import OK, WARN, ProbeContext, ProbeResult, unavailable
 from ..runner import CommandResult
 from .nvml_source import nvml_topology
 
-# The parsers and the verdict (networkx) are imported only once there is a topology to read:
+# The parsers and the assessment (networkx) are imported only once there is a topology to read:
 # a node without a driver answers "unavailable" in milliseconds, not after ~0.3 s of imports.
 
 NAME = "topology"
@@ -35,7 +35,7 @@ def probe_topology(ctx: ProbeContext, nvml: Any = None) -> ProbeResult:
     if topo is None and not smi.ok:
         return unavailable(NAME, nvml_reason + t("; ") + why_failed(smi))
     from .load import TopologyInputError, parse_text
-    from .verdict import analyse
+    from .assess import analyse
 
     if topo is not None:
         if smi.ok:  # NVML knows nothing of NICs: the matrix adds them and their distances

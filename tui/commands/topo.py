@@ -40,7 +40,7 @@ NO_SOURCE_HINT = ("on a GPU node run `nvidia-smi topo -m > topo.txt && nvidia-sm
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "topo", help=t("GPU topology: P2P verdict, NVLink, NIC affinity and what to set"),
+        "topo", help=t("GPU topology: P2P support, NVLink, NIC affinity and what to set"),
         description=t("Reads the GPU topology (live NVML, nvidia-smi topo, NCCL topology XML or NCCL INFO "
                     "logs), decides whether peer-to-peer works between each GPU pair, and says what to set."),
         epilog=t(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)

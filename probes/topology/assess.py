@@ -1,4 +1,4 @@
-"""Per-pair P2P status with its evidence, the P2P and NVLink verdicts, and the facts dict."""
+"""Per-pair P2P status with its evidence, P2P support over all pairs and NVLink, and the facts dict."""
 from __future__ import annotations
 
 from typing import Any
@@ -48,7 +48,7 @@ SHM_NOTE = ("NCCL used SHM between some GPUs. That is its normal choice on many 
 WHOLE_NODE_SOURCES = frozenset({"topo-m", "topo-p2p", "nvml"})
 
 
-def p2p_verdict(statuses: list[str]) -> str:
+def p2p_support(statuses: list[str]) -> str:
     """all | partial | none | unknown over the pairs this input shows."""
     good = sum(s in P2P_GOOD for s in statuses)
     bad = sum(s in P2P_BAD for s in statuses)
@@ -59,7 +59,7 @@ def p2p_verdict(statuses: list[str]) -> str:
     return "none" if good == 0 else "partial"
 
 
-def nvlink_verdict(topo: Topology, g: nx.Graph) -> bool | None:
+def nvlink_present(topo: Topology, g: nx.Graph) -> bool | None:
     if any(has_nvlink(d) for _, _, d in gpu_pair_edges(g)) or topo.nvlink_hint:
         return True
     if any(d.get("kind") == "nvlink" for _, _, d in g.edges(data=True)):
@@ -104,15 +104,15 @@ def analyse(topo: Topology, input_name: str | None = None) -> dict[str, Any]:
     statuses = [p["p2p"] for p in pairs]
     if WHOLE_NODE_SOURCES & set(topo.sources):
         # these show every pair of the node's GPUs: a pair the input lost (a truncated row) is
-        # unknown, so the verdict cannot be "all" over the pairs that happen to remain
+        # unknown, so the support cannot be "all" over the pairs that happen to remain
         statuses += ["unknown"] * max(0, len(gpus) * (len(gpus) - 1) // 2 - len(pairs))
     facts: dict[str, Any] = {
         "source": "+".join(topo.sources),
         "input": input_name,
         "gpus": gpus,
         "nics": nic_facts(topo, g),
-        "p2p": p2p_verdict(statuses),
-        "nvlink": nvlink_verdict(topo, g),
+        "p2p": p2p_support(statuses),
+        "nvlink": nvlink_present(topo, g),
         "pairs": pairs,
         "pairs_without_p2p": [f"{p['a']}-{p['b']}" for p in pairs if p["p2p"] in P2P_BAD],
         "nic_links": [{"gpu": a, "nic": b, "link": d["link"]} for a, b, d in nic_edges(topo, g)],

@@ -1,5 +1,5 @@
 """From the per-group comparison to a culprit in the shared vocabulary, the --json document, the
-evidence items for the verdict engine, and the cross-check against `distdoctor stacks`.
+evidence items for the diagnosis (knowledge/diagnosis.py), and the cross-check against `distdoctor stacks`.
 
 Who is to blame for a disagreement is a judgement, made here in one place:
 - a rank with no dump while the others wait: it crashed (rank-crash-deadlock);
@@ -109,7 +109,7 @@ def to_json(result: FrResult) -> dict[str, Any]:
 
 
 def as_evidence(result: FrResult) -> list[dict[str, Any]]:
-    """Evidence items for the verdict engine: the culprit, and each group's stall or mismatch."""
+    """Evidence items for the diagnosis: the culprit, and each group's stall or mismatch."""
     items: list[dict[str, Any]] = []
     c = result.culprit
     if c is not None:
