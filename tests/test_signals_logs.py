@@ -16,11 +16,20 @@ import pytest
 
 from distdoctor.knowledge.logs.parallel import MIN_TOTAL
 
-from test_signals_repro import tagged, wait_gone
+from test_signals_repro import SIGKILL_GONE_WITHIN_S, tagged, wait_gone
 
 DISTDOCTOR = Path(sys.executable).with_name("distdoctor")
 TAG = "DISTDOCTOR_SIGNAL_TEST_TAG"
 GONE_WITHIN_S = 15.0
+
+
+def gone_within(sig: signal.Signals | None = None) -> float:
+    """How long the tree may take to go: a few seconds, as test_signals_repro allows (more after
+    SIGKILL, which the workers learn of only from their parent's death), stretched by the load
+    average per core: on a machine shared by a whole suite, waiting is not failing."""
+    base = SIGKILL_GONE_WITHIN_S if sig == signal.SIGKILL else GONE_WITHIN_S
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return base * max(1.0, load)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +91,8 @@ def test_no_worker_outlives_a_killed_logs_scan(big_log: Path, tmp_path: Path,
         workers = [w.pid for w in scan_workers(proc.pid)]
         os.kill(proc.pid, sig)
         _out, err = proc.communicate(timeout=60)
-        left = wait_gone(tag, GONE_WITHIN_S)
+        within = gone_within(sig)
+        left = wait_gone(tag, within)
     finally:
         for p in tagged(tag):
             try:
@@ -95,7 +105,7 @@ def test_no_worker_outlives_a_killed_logs_scan(big_log: Path, tmp_path: Path,
     assert workers
     assert proc.returncode == -sig, err  # it still dies by the signal, as a shell expects
     assert "Traceback" not in err
-    assert left == [], f"still running {GONE_WITHIN_S:g}s after distdoctor logs died: {left}"
+    assert left == [], f"still running {within:.0f}s after distdoctor logs died: {left}"
 
 
 def test_a_scan_that_finishes_leaves_no_worker(big_log: Path, tmp_path: Path) -> None:
@@ -104,6 +114,10 @@ def test_a_scan_that_finishes_leaves_no_worker(big_log: Path, tmp_path: Path) ->
     env = {**os.environ, TAG: tag, "XDG_STATE_HOME": str(tmp_path / "state")}
     done = subprocess.run([str(DISTDOCTOR), "logs", "--json", str(big_log)], env=env,
                           capture_output=True, text=True, timeout=300)
-    assert done.returncode == 1, done.stderr
-    assert '"unhandled system error' in done.stdout or "unhandled system error" in done.stdout
-    assert wait_gone(tag, GONE_WITHIN_S) == []
+    import json
+
+    verdict = json.loads(done.stdout)["verdict"]
+    # the exit code is the diagnosis's: 1 only for an answer (one bare NCCL line is "unknown")
+    assert done.returncode == (1 if verdict["confidence"] in ("confirmed", "likely") else 0), done.stderr
+    assert "unhandled system error" in done.stdout
+    assert wait_gone(tag, gone_within()) == []
