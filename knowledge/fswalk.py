@@ -3,7 +3,7 @@ thousand deep raises RecursionError; this one keeps its own stack and never foll
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 
 def walk(top: str | os.PathLike[str], onerror: Callable[[OSError], None] | None = None

@@ -10,13 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from boundkit import run, sane
+from fleet_gen import write_fleet
+
 from distdoctor.probes.fleet.fanout import FanoutOptions, ssh_argv
 from distdoctor.probes.fleet.hosts import ssh_destination
 from distdoctor.probes.repro import ReproOptions
 from distdoctor.probes.repro.script import manual_commands
-from fleet_gen import write_fleet
 
 
 def test_a_symlink_loop_hides_no_other_snapshot(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from boundkit import run, sane
+
 from distdoctor.knowledge.fswalk import walk
 from distdoctor.knowledge.printable import clean, plain_text
 from distdoctor.probes.flightrec import read_and_analyse, to_json
@@ -167,7 +167,7 @@ def remove_deep(top: Path) -> None:
     """Remove what deep_folder made, bottom up (shutil.rmtree recurses once per level, and
     pytest's clean-up of old temporary folders would print its RecursionError)."""
     folders = []
-    for root, dirs, files in walk(top):
+    for root, _dirs, files in walk(top):
         folders.append(root)
         for name in files:
             os.unlink(os.path.join(root, name))

@@ -11,8 +11,8 @@ import random
 from pathlib import Path
 
 import pytest
-
 from boundkit import run, sane
+
 from distdoctor.knowledge.fswalk import walk
 
 pytestmark = pytest.mark.slow

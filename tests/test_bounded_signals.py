@@ -9,17 +9,16 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import psutil
 import pytest
-
-from distdoctor.knowledge.logs.parallel import MIN_TOTAL
 from test_signals_logs import DISTDOCTOR, GONE_WITHIN_S, TAG, busy, scan_workers
 from test_signals_repro import tagged, wait_gone
+
+from distdoctor.knowledge.logs.parallel import MIN_TOTAL
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent

@@ -9,7 +9,6 @@ import random
 from pathlib import Path
 
 import pytest
-
 from boundkit import run, sane
 
 pytestmark = pytest.mark.slow

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from boundkit import run, sane
+
 from distdoctor.tui.record.redact import MASK, redact, redact_env, redact_text
 
 # (name, line, the secret that must be gone): ten shapes, then two with no shape of their own,

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from boundkit import RAW_CONTROL
+
 from distdoctor.tui.cli import main
 from distdoctor.tui.record.pseudonym import Pseudonymizer
 
