@@ -14,9 +14,10 @@ import json
 import os
 import pickle
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from distdoctor.knowledge.fswalk import walk
 from distdoctor.knowledge.i18n import t
