@@ -158,10 +158,26 @@ def _judge_groups(m: dict[str, Any]) -> None:
         m["behind"] = None
 
 
+# NCCL 2.28.9 prints a missing rank's `"nvml_dev": N` with no comma before its `"status"`: a value
+# at the end of a line followed by a key on the next can only be a missing comma
+_NO_COMMA = re.compile(r'(\d|"|true|false|null|[}\]])(\s*\n\s*"[^"\n]*"\s*:)')
+
+
+def loads_json(text: str) -> Any:
+    """`ncclras -f json` output as data, the comma NCCL 2.28.9 leaves out put back."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as first:
+        try:
+            return json.loads(_NO_COMMA.sub(r"\1,\2", text))
+        except json.JSONDecodeError:
+            raise first from None
+
+
 def parse_json(text: str) -> dict[str, Any]:
     """Facts from `ncclras -f json` (NCCL 2.28.7+). Raises ValueError when it is not that JSON."""
     try:
-        doc = json.loads(text)
+        doc = loads_json(text)
     except json.JSONDecodeError as exc:
         raise ValueError(t("not JSON ({why})", why=exc)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("communicators"), list):

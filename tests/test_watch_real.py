@@ -122,7 +122,7 @@ def test_run_on_a_crash_names_the_rank_that_raised(tmp_path: Path) -> None:
 
 def test_a_silent_job_that_keeps_doing_collectives_is_no_hang(tmp_path: Path) -> None:
     proc, out, port = _run(tmp_path, "silent")
-    assert proc.returncode == 0, proc.stdout
+    assert proc.returncode == 0, (tmp_path / "evidence" / "watch.json").read_text()
     assert out["outcome"] == "finished" and out["exit_code"] == 0
     assert out["hang"] is None and out["verdict"] is None and out["causes"] == []
     assert "rank 0 done" in proc.stderr  # the job's own output reaches the terminal (stderr with --json)

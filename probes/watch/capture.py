@@ -71,20 +71,6 @@ def flight_recorder(fr_dir: str | None, evidence: Path, notes: list[str]) -> tup
     return doc, fr_dir
 
 
-def ras(evidence: Path, ctx: ProbeContext | None, notes: list[str]) -> tuple[dict[str, Any] | None, str | None]:
-    """NCCL RAS's view of the job, when ncclras is here (NCCL jobs only)."""
-    if not shutil.which("ncclras", path=(ctx.env if ctx else os.environ).get("PATH")):
-        return None, None
-    from ..ras import as_evidence, probe_ras
-
-    result = probe_ras(ctx or ProbeContext())
-    if result.status == "unavailable":
-        notes.append(t("RAS: {why}", why=result.reason))
-        return None, None
-    doc = {**dict(result.facts), "evidence": as_evidence(dict(result.facts))}
-    return doc, _write(evidence / "ras.json", doc)
-
-
 def gpu_state(evidence: Path, runner: Runner | None, notes: list[str]) -> dict[str, str]:
     """nvidia-smi's full query and the kernel log's tail, where there is an NVIDIA driver."""
     exe = shutil.which("nvidia-smi")

@@ -1,7 +1,7 @@
 """Whether a job is making progress, judged from cheap samples fed in by the watcher (pure: the
 times are given, so tests replay any story).
 
-A rank progressed when its own log grew or its main thread's stack (the Python functions, not the
+A rank progressed when its own log grew or its main thread's stack (its Python frames and their
 lines) changed between two samples; the job's shared output growing counts for the job. CPU time
 only decides when stacks are worth sampling: a rank busy in the same frame, sample after sample,
 has not progressed, and ranks that all sit idle have nothing new to show. A hang is confirmed when
@@ -24,10 +24,13 @@ TRAINING, IN_COLLECTIVE, STUCK, WAITING, DEAD, STARTING, DONE = (
     "training", "in a collective", "stuck in a frame", "waiting", "dead", "starting", "exited")
 
 
-def stack_key(frames: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
-    """The Python functions of a stack, innermost first: two samples in the same functions are
-    the same place even if the line moved (a busy loop alternates between its lines)."""
-    return tuple((str(f.get("name")), str(f.get("file"))) for f in python_frames(frames))
+def stack_key(frames: list[dict[str, Any]]) -> tuple[tuple[str, str, int], ...]:
+    """The Python frames of a stack with their lines, innermost first. Lines count: a training
+    loop written at module level shows one function (`<module>`) in every sample, its compute
+    and its collectives told apart only by the line; a rank stuck in a C call or a one-line loop
+    keeps its line. (A busy loop over several lines reads as progress: a missed hang, never a
+    healthy job ended.)"""
+    return tuple((str(f.get("name")), str(f.get("file")), int(f.get("line") or 0)) for f in python_frames(frames))
 
 
 @dataclass

@@ -18,6 +18,7 @@ from ..stacks.discover import RankProc, hostname
 from . import capture as cap
 from .procs import DeathWatch, alive, read_stat
 from .progress import Progress, RankView, shared_and_ranked
+from .rasover import RasPoller
 from .targets import Target
 from .verdict import conclude
 
@@ -42,6 +43,7 @@ class WatchConfig:
     kb: Any = None  # the knowledge base (with the site's overlay), loaded before the job starts
     debug_server: str | None = None  # torch's debug server (start_debug_server), tried at capture
     debug_server_given: bool = False
+    ras: bool = True  # ask ncclras over time when it is on PATH (NCCL jobs)
     backend: str | None = None
 
     @property
@@ -132,7 +134,13 @@ class _Loop:
         self.shared_logs: list[str] = []
         self.holding = False
         self.child_cost = _ChildCost()
+        self.ras = RasPoller(config.stall_s, max(2.0, config.stall_s / 4), on_progress=self._ras_moved) \
+            if config.ras else None
         self.watch = DeathWatch(self._died)
+
+    def _ras_moved(self) -> None:
+        """RAS saw collective counts move: the job progressed, whatever its logs say."""
+        self.progress.job_progress = max(self.progress.job_progress, time.monotonic())
 
     # --- the death thread -----------------------------------------------------------------------
     def _died(self, pid: int, code: int | None) -> None:
@@ -262,7 +270,12 @@ class _Loop:
             result["fr"], fr_path = cap.flight_recorder(result["fr_live"], evidence, notes)
         if fr_path:
             result["paths"]["flight_recorder"] = fr_path
-        result["ras"], ras_path = cap.ras(evidence, None, notes)
+        if self.ras is not None and self.ras.available:
+            self.ras.ask()  # the state at the capture, after the window's answers
+            result["ras"] = self.ras.facts()
+            ras_path = cap._write(evidence / "ras.json", result["ras"]) if result["ras"] else None
+        else:
+            result["ras"], ras_path = None, None
         if ras_path:
             result["paths"]["ras"] = ras_path
         result["paths"].update(cap.gpu_state(evidence, None, notes))
@@ -287,6 +300,8 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
     config.evidence.mkdir(parents=True, exist_ok=True)
     cpu0 = _cpu_self()
     loop = _Loop(target, config)
+    if loop.ras is not None:
+        loop.ras.start()
     kind = ""
     hang: dict[str, Any] | None = None
     captured: dict[str, Any] | None = None
@@ -342,6 +357,8 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
                 hang = None
     finally:
         loop.watch.close()
+        if loop.ras is not None:
+            loop.ras.stop()
         target.release()
     out = Outcome(outcome, code if not (target.launched and kind in ("hang",) and config.kill_on_hang) else code,
                   hang, verdict, causes, loop.progress.stragglers() if outcome == "finished" else [],
