@@ -37,10 +37,11 @@ def test_missing_gloo_interface_is_bisected_to_nic_selection(tmp_path: Path) -> 
     assert data["baseline"]["outcome"] == "error"
     assert data["baseline"]["env_added"]["GLOO_SOCKET_IFNAME"] == MISSING_NIC
     assert f"Unable to find address for: {MISSING_NIC}" in Path(data["baseline"]["log"]).read_text()
-    assert data["verdict"]["switch"] == "gloo-socket-ifname"
-    assert data["verdict"]["cause"] == "nic-selection"
-    assert "GLOO_SOCKET_IFNAME" in data["verdict"]["reminder"]
-    assert data["verdict"]["permanent_fix"]
+    assert data["passing_switch"] == data["verdict"]  # the old key stays beside the new one
+    assert data["passing_switch"]["switch"] == "gloo-socket-ifname"
+    assert data["passing_switch"]["cause"] == "nic-selection"
+    assert "GLOO_SOCKET_IFNAME" in data["passing_switch"]["reminder"]
+    assert data["passing_switch"]["permanent_fix"]
     last = data["runs"][-1]
     assert last["switch"] == "gloo-socket-ifname" and last["outcome"] == "pass"
     assert [r["outcome"] for r in data["runs"][:-1]] == ["error"] * (len(data["runs"]) - 1)
@@ -61,7 +62,7 @@ def test_passing_baseline_stops_there_and_says_what_it_rules_out(tmp_path: Path,
     opts = ReproOptions(python=sys.executable, backend="gloo", timeout=60, run_dir=tmp_path)
     result = run_bisect(opts, kb, on_run=lambda label, r: seen.append(label))
     assert seen == ["baseline"]
-    assert result.baseline_passed and result.found and result.verdict is None
+    assert result.baseline_passed and result.found and result.passing_switch is None
     data = result.to_dict()
     assert data["runs"] == [] and "shm-insufficient" in data["rules_out"]
 
@@ -77,7 +78,7 @@ def test_no_switch_helping_gives_no_verdict_and_unchanged_switches_are_skipped(t
     assert result.runs[0].result.env_added["DISTDOCTOR_REPRO_CRASH_RANK"] == "1"
     assert result.skipped == [{"switch": "gloo-socket-ifname", "env": "GLOO_SOCKET_IFNAME=lo",
                                "reason": "already set in the job's environment"}]
-    assert result.verdict is None and not result.found
+    assert result.passing_switch is None and not result.found
 
 
 def test_trials_follow_the_knowledge_order_one_variable_each(kb) -> None:

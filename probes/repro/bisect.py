@@ -50,12 +50,13 @@ class BisectRun:
 
 @dataclass
 class BisectResult:
-    """Baseline, runs and verdict; `to_dict()` is `distdoctor bisect --json`."""
+    """Baseline, runs and the passing switch; `to_dict()` is `distdoctor bisect --json`."""
 
     backend: str
     baseline: ReproResult
     runs: list[BisectRun] = field(default_factory=list)
-    verdict: dict[str, Any] | None = None
+    # the one switch that turned the failing baseline into a pass, with its cause (passing_switch_of)
+    passing_switch: dict[str, Any] | None = None
     run_dir: str = ""
     stopped: bool = False
     skipped: list[dict[str, str]] = field(default_factory=list)  # trials that change nothing
@@ -69,11 +70,13 @@ class BisectResult:
     @property
     def found(self) -> bool:
         """A switch explained the failure, or there was no failure to explain."""
-        return self.verdict is not None or self.baseline_passed
+        return self.passing_switch is not None or self.baseline_passed
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": self.backend, "baseline": self.baseline.to_dict(),
-                               "runs": [r.to_dict() for r in self.runs], "verdict": self.verdict,
+                               "runs": [r.to_dict() for r in self.runs],
+                               # "verdict" is the same, under the name sessions and scripts already read
+                               "passing_switch": self.passing_switch, "verdict": self.passing_switch,
                                "baseline_passed": self.baseline_passed, "stopped": self.stopped,
                                "skipped": self.skipped, "run_dir": self.run_dir}
         if self.baseline_passed:
@@ -180,7 +183,8 @@ def plan(opts: ReproOptions, kb: KnowledgeBase, backend: str | None = None,
     return lines
 
 
-def verdict_for(trial: Trial, kb: KnowledgeBase) -> dict[str, Any]:
+def passing_switch_of(trial: Trial, kb: KnowledgeBase) -> dict[str, Any]:
+    """The switch that made the job pass, the cause it implicates and what to do about it."""
     cause = trial.switch.implicates[0] if trial.switch.implicates else ""
     title = kb.causes[cause].title if cause in kb.causes else ""
     return {"switch": trial.switch.id, "env": trial.label, "cause": cause,
@@ -234,8 +238,8 @@ def run_bisect(opts: ReproOptions, kb: KnowledgeBase, switches: Sequence[str] | 
         if result.outcome == "stopped":
             out.stopped = True
             break
-        if result.passed and not baseline.passed and out.verdict is None:
-            out.verdict = verdict_for(trial, kb)
+        if result.passed and not baseline.passed and out.passing_switch is None:
+            out.passing_switch = passing_switch_of(trial, kb)
             if not keep_going:
                 break
     return out

@@ -196,7 +196,7 @@ def render_bisect(data: dict[str, Any], kb: Any) -> str:
     out += [f"  {i18n.pad(s['env'], width)}{i18n.pad(skipped, out_w)}({s['reason']})"
             for s in data.get("skipped", [])]
     out.append("")
-    verdict = data.get("verdict")
+    verdict = data.get("passing_switch") or data.get("verdict")
     if verdict:
         cols = _width()
         out += [t("verdict: {env} alone turns the failing baseline into a pass.", env=verdict["env"])]

@@ -36,7 +36,9 @@ def evidence_of(flow: Any, kb: Any) -> IncidentEvidence:
     repro = events.get("repro") or {}
     repro_causes = [c if isinstance(c, dict) else {"id": c, "score": 1.0} for c in repro.get("causes") or []]
     bisect = events.get("bisect") or {}
-    verdict = bisect.get("verdict") if isinstance(bisect.get("verdict"), dict) else None
+    # passing_switch; "verdict" in sessions saved before it had its own name
+    passing = bisect.get("passing_switch") or bisect.get("verdict")
+    verdict = passing if isinstance(passing, dict) else None
     implicated = {}
     if verdict:
         for cause_id in verdict.get("causes") or [verdict.get("cause")] if (
@@ -53,8 +55,14 @@ def evidence_of(flow: Any, kb: Any) -> IncidentEvidence:
     return IncidentEvidence(symptom=symptom, logs=logs, findings=tuple(flow.findings),
                             fleet=tuple((events.get("fleet") or {}).get("disagreements") or []),
                             bisect=implicated, ruled_out=ruled_out, live=tuple(live_items(events)),
-                            repro_causes=tuple(repro_causes), collect=tuple((logs or {}).get("verdict", {})
-                                                                          .get("collect") or ()))
+                            repro_causes=tuple(repro_causes),
+                            collect=tuple(_verdict(logs).get("collect") or ()),
+                            seen_before=tuple(_verdict(logs).get("seen_before") or ()))
+
+
+def _verdict(logs: Any) -> dict[str, Any]:
+    verdict = (logs or {}).get("verdict") if isinstance(logs, dict) else None
+    return verdict if isinstance(verdict, dict) else {}
 
 
 def live_items(events: dict[str, Any]) -> list[dict[str, Any]]:
