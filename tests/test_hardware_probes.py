@@ -5,11 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-try:  # the test double moves from probes/runner.py to tests/runnerkit.py
-    from runnerkit import RecordedRunner
-except ImportError:
-    from distdoctor.probes.runner import RecordedRunner  # type: ignore[attr-defined,no-redef]
+from runnerkit import RecordedRunner
 
 from distdoctor.probes.base import ProbeContext
 from distdoctor.probes.hardware import (
