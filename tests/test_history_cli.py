@@ -193,8 +193,12 @@ def test_a_new_incident_on_the_repeat_host_was_seen_before_with_its_resolution(
     assert seen[0]["id"] == old["id"] and seen[0]["resolution"] == "drained node-3: eth7 missing after a NIC swap"
     assert memory["repeat_offender"]["host"] == "node-3"
     assert any("node-3" in c for c in memory["repeat_offender"]["commands"])
-    if data["verdict"].get("seen_before"):  # once `logs` fills it (the trust issue's diagnose())
-        assert data["verdict"]["seen_before"][0]["resolution"] == seen[0]["resolution"]
+    # `logs` itself shows it: the verdict's seen_before and the repeat offender, in JSON and text
+    assert data["verdict"]["seen_before"][0]["resolution"] == seen[0]["resolution"]
+    assert data["verdict"]["repeat_offender"]["host"] == "node-3"
+    code, out, _ = distdoctor("logs", str(folder))
+    assert "Seen before:" in out and "drained node-3: eth7 missing after a NIC swap" in out
+    assert "Repeat offender: node-3" in out
 
 
 def test_table_output(store_env: dict[str, Any]) -> None:

@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if report.nothing_readable():
         raise UsageError(report.nothing_readable())
     data, diagnosis = conclude(report.to_dict(), kb, args.symptom)
+    remember(data, args.session)
     common.record(args, KIND, data)
     if args.json:
         common.print_json(data)
@@ -104,6 +105,19 @@ def conclude(report: dict, kb, symptom: str | None):
 
     diagnosis = diagnose(kb, IncidentEvidence(symptom=symptom, logs=report, collect=_knob_lines(report)))
     return log_result(report, diagnosis, symptom), diagnosis
+
+
+def remember(data: dict, session: str | None) -> None:
+    """Past incidents like this one (the incident history): the same failure signature, or the
+    same culprit host with a hardware or network cause, with what fixed them; and whether the
+    culprit's host is a repeat offender. Reads only, and never costs the result."""
+    if not data["verdict"].get("failed"):
+        return
+    from ..record.history import recall
+
+    memory = recall(data, session_id=session)
+    data["verdict"]["seen_before"] = memory.get("seen_before") or []
+    data["verdict"]["repeat_offender"] = memory.get("repeat_offender")
 
 
 def _knob_lines(report: dict) -> tuple[str, ...]:

@@ -153,11 +153,31 @@ def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None)
         lines.append("")
         lines.append(_("Next action:"))
         lines.extend(("  " + ln) if ln else ln for ln in next_action(kb, causes[0]["id"], data, cols))
+    lines.extend(_memory(verdict, cols))
     if verdict.get("collect"):
         lines.append("")
         lines.append(_("Collect next (copy-paste):"))
         lines.extend(f"  {printable(c)}" for c in verdict["collect"])
     return "\n".join(lines) + "\n"
+
+
+def _memory(verdict: dict[str, Any], cols: int) -> list[str]:
+    """Seen before (the incident history) and a repeat-offender host with the command that takes
+    it out of service (printed, never run)."""
+    out: list[str] = []
+    seen = [x for x in verdict.get("seen_before") or [] if isinstance(x, dict)]
+    if seen:
+        out += ["", _("Seen before:")]
+        for x in seen[:5]:
+            what = x.get("resolution") or _("no resolution recorded")
+            out.extend(_wrap(f"{x.get('time') or '?'}  #{x.get('id')}  {what}  ({x.get('why') or ''})",
+                             cols, "  ", "    "))
+    bad = verdict.get("repeat_offender")
+    if isinstance(bad, dict) and bad.get("host"):
+        out += ["", _("Repeat offender: {host} was the culprit in {n} incidents; to take it out of service:",
+                      host=printable(str(bad["host"])), n=bad.get("incidents", "?"))]
+        out.extend(f"  {printable(c)}" for c in bad.get("commands") or [])
+    return out
 
 
 def _verdict(verdict: dict[str, Any], kb: Any, cols: int) -> list[str]:
