@@ -97,3 +97,18 @@ def test_root_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path, b
     assert main(["check", "--root", str(tmp_path / bad)]) == 2
     assert why in capsys.readouterr().err
     assert main(["check", "--root", str(tmp_path), "--pid", str(os.getpid())]) == 2
+
+
+def test_findings_are_evidence_for_the_diagnosis(capsys: pytest.CaptureFixture[str]) -> None:
+    """The hardware findings are ordinary check findings: diagnose() ranks their cause first,
+    and a node with application Xids only gives it nothing."""
+    from distdoctor.knowledge import load_knowledge
+    from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose
+
+    kb = load_knowledge(use_env=False)
+    _, faulty = check_root(capsys, HERE / "kernel-xid79-off-bus" / "root")
+    ranked = diagnose(kb, IncidentEvidence(symptom="error-worker-raised", findings=faulty["findings"])).to_dict()
+    assert ranked["causes"][0]["id"] == "gpu-hardware-fault"
+    _, app = check_root(capsys, HERE / "kernel-application-xids" / "root")
+    ranked = diagnose(kb, IncidentEvidence(findings=app["findings"])).to_dict()
+    assert "gpu-hardware-fault" not in [c["id"] for c in ranked["causes"]]
