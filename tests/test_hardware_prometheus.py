@@ -56,3 +56,12 @@ def test_unwritable_folder_is_a_usage_error(capsys: pytest.CaptureFixture[str], 
     rc = main(["check", "--root", str(HERE / "pcie-acs-off" / "root"), "--prometheus",
                str(tmp_path / "missing" / "x.prom")])
     assert rc == 2 and "no such folder" in capsys.readouterr().err
+
+
+def test_a_folder_is_refused_before_the_probes_run(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from distdoctor.probes import registry
+
+    monkeypatch.setitem(registry.PROBES, "kernel", lambda ctx: pytest.fail("ran before the usage check"))
+    rc = main(["check", "--root", str(HERE / "pcie-acs-off" / "root"), "--prometheus", str(tmp_path)])
+    assert rc == 2 and "is a folder" in capsys.readouterr().err

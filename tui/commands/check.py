@@ -163,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
     if twice:
         raise UsageError(t("--only: {name} is named more than once", name=repr(twice[0])))
     root = _recorded_root(args)
+    if args.prometheus:  # a bad path fails now, not after the probes have run
+        from .check_prometheus import check_target
+
+        check_target(args.prometheus)
     try:
         probes = select(PROBES, args.only or (_recorded_probes() if root else None))
     except KeyError as exc:

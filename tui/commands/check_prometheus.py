@@ -68,12 +68,21 @@ def metrics(data: Mapping[str, Any], now: float | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Replace FILE with `text` in one rename: node_exporter reads either the old or the new
-    file, never a partial one. The temporary file does not end in .prom, so it is never read."""
+def check_target(path: str) -> None:
+    """UsageError unless FILE can be written: its folder exists and FILE is no folder."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UsageError(t("--prometheus {path}: no such folder {folder}", path=path, folder=folder))
+    if os.path.isdir(path):
+        raise UsageError(t("--prometheus {path}: is a folder; give a file name such as {path}/distdoctor.prom",
+                           path=path))
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Replace FILE with `text` in one rename: node_exporter reads either the old or the new
+    file, never a partial one. The temporary file does not end in .prom, so it is never read."""
+    check_target(path)
+    folder = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".distdoctor-", suffix=".tmp")
     except OSError as exc:
