@@ -104,6 +104,8 @@ def test_run_confirms_a_hang_names_the_sleeping_rank_and_ends_the_job(tmp_path: 
     assert where["1"].startswith("<module> (train.py:")
     assert Path(out["evidence"]["report"]).is_file()
     assert any(c["id"] in ("collective-timeout", "asymmetric-collective") for c in out["causes"])
+    watch = json.loads((tmp_path / "evidence" / "watch.json").read_text())
+    assert any("no Flight Recorder dump: this torch has no NCCL" in n for n in watch["notes"])  # Gloo: why
     _nothing_left(tmp_path, port)
     assert time.monotonic() - start < 60
 

@@ -44,6 +44,8 @@ class WatchConfig:
     debug_server: str | None = None  # torch's debug server (start_debug_server), tried at capture
     debug_server_given: bool = False
     ras: bool = True  # ask ncclras over time when it is on PATH (NCCL jobs)
+    job_env: dict[str, str] | None = None  # the ranks' environment when known (run); else read from a rank
+    versions: dict[str, Any] | None = None  # the job's torch/CUDA/NCCL when known (run)
     backend: str | None = None
 
     @property
@@ -258,8 +260,40 @@ class _Loop:
             result["extra"].append({
                 "source": "stacks", "ranks": [rank], "role": "crashed", "cause": "rank-crash-deadlock",
                 "why": t("exited first (exit code {code}) while the other ranks ran", code=code)})
+        if alive_ranks and self.config.job_env is None:
+            self._learn_job(alive_ranks[0].pid)
         result["notes"] = notes
         return result
+
+    def _learn_job(self, pid: int) -> None:
+        """The job's environment and versions, from one of its ranks (watch: not launched here)."""
+        from ..base import ProbeContext
+        from ..procenv import EnvUnreadable, read_environ
+        from .launch import job_versions
+
+        try:
+            self.config.job_env = read_environ(ProbeContext(), pid)
+        except EnvUnreadable:
+            return
+        if self.config.versions is None:
+            try:
+                exe = os.readlink(f"/proc/{pid}/exe")
+            except OSError:
+                return
+            self.config.versions = job_versions(exe)[0]
+
+    def why_no_dump(self, result: dict[str, Any]) -> None:
+        """No Flight Recorder dump after a hang or failure: say why, for this torch."""
+        if result.get("fr") is not None or self.config.job_env is None:
+            return
+        from ..flightrec.missing import reasons_text, why_no_dump
+
+        versions = self.config.versions or {}
+        has_nccl = bool(versions.get("cuda") or versions.get("hip")) if versions.get("torch") else None
+        reasons = why_no_dump(versions.get("torch"), self.config.job_env, has_nccl=has_nccl,
+                              exit_codes=[r.exit_code for r in self.progress.ranks.values()])
+        result["fr_missing"] = reasons
+        result.setdefault("notes", []).extend(reasons_text(reasons))
 
     def finish_capture(self, result: dict[str, Any]) -> dict[str, Any]:
         """What is read once the job is over or held: Flight Recorder, RAS, GPU state, logs."""
@@ -278,6 +312,8 @@ class _Loop:
             result["ras"], ras_path = None, None
         if ras_path:
             result["paths"]["ras"] = ras_path
+        if result.get("kind") in ("hang", "failed"):
+            self.why_no_dump(result)
         result["paths"].update(cap.gpu_state(evidence, None, notes))
         result["logs"] = cap.log_files(self.config.log_sources)
         result["paths"]["logs"] = result["logs"]

@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(t("cannot start {cmd}: {why}", cmd=argv[0], why=exc.strerror or exc)) from None
     config = WatchConfig(stall_s=stall, evidence=evidence, kill_on_hang=not args.keep_running,
-                         native=not args.no_native, kb=kb,
+                         native=not args.no_native, kb=kb, job_env=env, versions=plan.versions or None,
                          debug_server=watch_view.debug_server(args)[0],
                          debug_server_given=watch_view.debug_server(args)[1], fr_dir=plan.fr_dir,
                          log_sources=[str(log)] + ([plan.log_dir] if plan.log_dir else []))
