@@ -123,3 +123,17 @@ def test_namespaces_as_nodes_isolate_the_throttled_one(namespaces: list[str],
     assert (data["verdict"], data["suspects"]) == ("network", [third]), data["runs"]
     alone = [r for r in data["runs"] if len(r["nodes"]) == 1]
     assert len(alone) == 3 and all(r["passed"] for r in alone)  # each node is fine by itself
+
+
+def test_a_session_keeps_it_and_its_report_renders(capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorded under its own kind: the switch bisection's readers never see a node verdict."""
+    from distdoctor.probes.repro import nodes
+
+    monkeypatch.setattr(nodes, "run_subset", lambda subset, **_: (len(subset) == 1 or "b" not in
+                                                                  {n.name for n in subset}, []))
+    rc = main(["bisect", "--nodes", "a=10.0.0.1,b=10.0.0.2,c=10.0.0.3", "--session", "nodes-1", "--json"])
+    assert rc == 1 and json.loads(capsys.readouterr().out)["suspects"] == ["b"]
+    assert main(["report", "nodes-1", "--format", "md"]) == 0
+    text = capsys.readouterr().out
+    assert "bisect-nodes" in text or "network" in text

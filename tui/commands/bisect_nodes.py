@@ -64,7 +64,8 @@ def run_nodes(args: argparse.Namespace) -> int:
     result = isolate(nodes, run, on_run=progress)
     data = result.to_dict()
     data["verdict_text"] = t(VERDICTS[result.verdict], suspects=", ".join(result.suspects))
-    record(args, "bisect", data)
+    # its own kind: the switch bisection's readers (report, conclusion) expect a switch verdict
+    record(args, "bisect-nodes", data)
     if args.json:
         print_json(data)
     else:
