@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from distdoctor.knowledge import load_knowledge
 from distdoctor.probes.base import ProbeContext
-from distdoctor.probes.runner import RecordedRunner
+from runnerkit import RecordedRunner
 from distdoctor.tui.record.session import SessionStore
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -57,7 +57,7 @@ def in_process(rounds: int) -> tuple[list[float], list[float]]:
 
     from distdoctor.knowledge import load_knowledge
     from distdoctor.probes.base import ProbeContext
-    from distdoctor.probes.runner import RecordedRunner
+    from runnerkit import RecordedRunner
     from distdoctor.tui.app.app import make_app
     from distdoctor.tui.record.session import SessionStore
 

@@ -37,7 +37,7 @@ def hgx_snapshot() -> dict:
     from distdoctor.probes.base import ProbeContext
     from distdoctor.probes.fleet import snapshot
     from distdoctor.probes.registry import PROBES
-    from distdoctor.probes.runner import RecordedRunner
+    from runnerkit import RecordedRunner
     from distdoctor.probes.topology import probe_topology
 
     nvml = FakePynvml.load("nvml-hgx-h100-8gpu-nvswitch.json")

@@ -159,7 +159,7 @@ def test_snapshot_of_a_recorded_8_gpu_node() -> None:
     """The real probes, with the topology probe reading a recorded HGX H100 NVML."""
     fake = pytest.importorskip("topology_fake_nvml")
     from distdoctor.probes.registry import PROBES
-    from distdoctor.probes.runner import RecordedRunner
+    from runnerkit import RecordedRunner
     from distdoctor.probes.topology import probe_topology
 
     nvml = fake.FakePynvml.load("nvml-hgx-h100-8gpu-nvswitch.json")

@@ -8,7 +8,8 @@ from pathlib import Path
 import psutil
 
 from distdoctor.probes.base import OK, UNAVAILABLE, ProbeContext, ProbeResult
-from distdoctor.probes.runner import RecordedRunner, SubprocessRunner
+from distdoctor.probes.runner import SubprocessRunner
+from runnerkit import RecordedRunner
 from distdoctor.probes.sweep import run_sweep, select
 
 
