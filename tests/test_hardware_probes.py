@@ -296,3 +296,17 @@ def test_rising_counters_are_one_finding_not_two(tmp_path: Path) -> None:
                               sleep=lambda _: counter.write_text("5000\n"))
     found = {f.check: f.status for f in evaluate(load_knowledge(use_env=False), {"infiniband": result})}
     assert found["ib-errors-rising"] == "fail" and found["ib-error-counters"] == "ok"
+
+
+def test_a_lost_gpu_is_evidence_not_a_failed_command(tmp_path: Path) -> None:
+    """nvidia-smi exits non-zero when a GPU fell off the bus; what it printed names the GPU."""
+    from distdoctor.probes.runner import CommandResult
+
+    lost = "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error\n"
+    runner = RecordedRunner({("nvidia-smi", "-q"): CommandResult(("nvidia-smi", "-q"), 15, lost, "", 0.1)})
+    result = probe_gpu_health(ProbeContext(runner=runner, root=tmp_path))
+    assert result.status == "ok" and result.facts["gpus_lost"] == ["0000:3b:00.0: Unknown Error"]
+    none = RecordedRunner({("nvidia-smi", "-q"): CommandResult(("nvidia-smi", "-q"), 6, "No devices were found\n",
+                                                               "", 0.1)})
+    result = probe_gpu_health(ProbeContext(runner=none, root=tmp_path))
+    assert result.status == "unavailable" and result.reason.endswith("nvidia-smi -q: No devices were found")

@@ -6,12 +6,13 @@ Facts only: each GPU's record, and per condition the list of GPUs it holds for (
 when none). Whether that is a fault, and how bad, is checks.toml's call."""
 from __future__ import annotations
 
+import re
 from types import MappingProxyType
 from typing import Any
 
 from ..base import OK, ProbeContext, ProbeResult, unavailable
 from .nvsmi import parse_nvlink_errors, parse_nvlink_status, parse_query
-from .source import Text, is_recorded, read_file, run
+from .source import Text, bus_id, is_recorded, read_file, reason_of, run
 
 NAME = "gpu_health"
 SOS = "sos_commands/nvidia/"
@@ -29,13 +30,41 @@ def _merge(gpus: dict[str, dict[str, Any]], records: list[dict[str, Any]]) -> No
                 have[key] = val
 
 
+# nvidia-smi's words for a GPU the driver lost (Xid 79, a GPU that fell off the bus): it then
+# exits non-zero, and these lines are the evidence, not a reason to give up
+_BUS = r"[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
+_LOST = re.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*(?P<bus>" + _BUS + r")?:?\s*(?P<why>.*)"
+                   r"|GPU (?P<bus2>" + _BUS + r"): GPU is lost|(?P<lost>GPU is lost)")
+
+
+def _query(ctx: ProbeContext) -> tuple[Text | None, str]:
+    """`nvidia-smi -q`, kept when it fails because a GPU is lost (its output names the GPU)."""
+    result = ctx.runner(["nvidia-smi", "-q"], timeout=ctx.timeout)
+    text = (result.stdout or "") + (result.stderr or "")
+    if result.ok or (not result.error and _LOST.search(text)):
+        return Text(text, "nvidia-smi -q"), ""
+    return None, reason_of(result)
+
+
+def lost_gpus(text: str) -> list[str]:
+    """The GPUs nvidia-smi could not reach, by bus id where it says ("?" where it does not)."""
+    out = []
+    for match in _LOST.finditer(text):
+        bus = match["bus"] or match["bus2"]
+        why = (match["why"] or "GPU is lost").strip()
+        item = f"{bus_id(bus) if bus else '?'}: {why}"
+        if item not in out:
+            out.append(item)
+    return out
+
+
 def _texts(ctx: ProbeContext) -> tuple[list[Text], Text | None, Text | None, list[str]]:
     queries = [found for f in QUERY_FILES if (found := read_file(ctx, f)) is not None]
     status = next((found for f in NVLINK_STATUS if (found := read_file(ctx, f))), None)
     errors = next((found for f in NVLINK_ERRORS if (found := read_file(ctx, f))), None)
     if queries:
         return queries, status, errors, []
-    found, why = run(ctx, ("nvidia-smi", "-q"))
+    found, why = _query(ctx)
     if found is None:
         return [], None, None, [why]
     status, _ = run(ctx, ("nvidia-smi", "nvlink", "-s"))
@@ -56,6 +85,7 @@ def facts_of(queries: list[Text], status: Text | None, errors: Text | None) -> d
         header = header or {k: v for k, v in head.items() if v}
         _merge(gpus, records)
     records = list(gpus.values())
+    lost = [item for text in queries for item in lost_gpus(text.text)]
 
     def over(key: str, limit: int = 0) -> list[str]:
         return [f"{_where(g)}: {g[key]}" for g in records if (g.get(key) or 0) > limit]
@@ -93,6 +123,7 @@ def facts_of(queries: list[Text], status: Text | None, errors: Text | None) -> d
         "gpus": records,
         "ecc_volatile_uncorrectable": over("ecc_volatile_uncorrectable"),
         "ecc_aggregate_uncorrectable": over("ecc_aggregate_uncorrectable"),
+        "gpus_lost": lost,
         "sram_threshold_exceeded": flag("sram_threshold_exceeded"),
         "fabric_not_ready": fabric,
         "retired_pages_pending": flag("retired_pending"),
@@ -115,6 +146,6 @@ def probe_gpu_health(ctx: ProbeContext) -> ProbeResult:
             return unavailable(NAME, "not in this recorded node (no " + ", ".join(QUERY_FILES) + ")")
         return unavailable(NAME, "no nvidia-smi -q output: " + "; ".join(reasons))
     facts = facts_of(queries, status, errors)
-    if not facts["gpus"]:
+    if not facts["gpus"] and not facts["gpus_lost"]:
         return unavailable(NAME, f"no GPU in {', '.join(facts['sources'])}")
     return ProbeResult(NAME, OK, MappingProxyType(facts))

@@ -46,13 +46,18 @@ def glob_files(ctx: ProbeContext, pattern: str) -> list[str]:
 def run(ctx: ProbeContext, argv: Sequence[str]) -> tuple[Text | None, str]:
     """The command's output, or None and why it gave none (not installed, failed, timed out)."""
     result: CommandResult = ctx.runner(list(argv), timeout=ctx.timeout)
-    if result.error:
-        return None, result.error
-    if result.returncode != 0:
-        first = (result.stderr or result.stdout).strip().splitlines()
-        why = first[0] if first else f"exit status {result.returncode}"
-        return None, f"{' '.join(argv)}: {why}"
+    if not result.ok:
+        return None, reason_of(result)
     return Text(result.stdout, " ".join(argv)), ""
+
+
+def reason_of(result: CommandResult) -> str:
+    """Why a command gave no usable output, in one line."""
+    if result.error:
+        return result.error
+    first = (result.stderr or result.stdout).strip().splitlines()
+    why = first[0] if first else f"exit status {result.returncode}"
+    return f"{' '.join(result.argv)}: {why}"
 
 
 def first_text(ctx: ProbeContext, files: Sequence[str], commands: Sequence[Sequence[str]]
