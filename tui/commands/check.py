@@ -162,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
     twice = sorted({name for name in args.only or () if args.only.count(name) > 1})
     if twice:
         raise UsageError(t("--only: {name} is named more than once", name=repr(twice[0])))
+    if getattr(args, "root", None) and args.pid is not None:
+        raise UsageError(t("--root reads a recorded node: --pid cannot be used with it"))
     root = _recorded_root(args)
     if args.prometheus:  # a bad path fails now, not after the probes have run
         from .check_prometheus import check_target
@@ -180,8 +182,6 @@ def run(args: argparse.Namespace) -> int:
             pid_env = read_environ(ProbeContext(), args.pid)
         except EnvUnreadable as exc:
             raise UsageError(t("--pid {pid}: {error}", pid=args.pid, error=exc)) from None
-    if root is not None and args.pid is not None:
-        raise UsageError(t("--root reads a recorded node: --pid cannot be used with it"))
     python = _interpreter(args.python, args.pid, pid_env)
     # Commands get most of the deadline, so a slow one is killed and reported with its reason
     # before the sweep gives up on its probe.
