@@ -4,6 +4,8 @@ from a case: the waiters name the late rank; generic exceptions that name a dist
 quoted pastes; a crash is an answer only when others are seen waiting."""
 from __future__ import annotations
 
+import pytest
+
 from distdoctor.knowledge import load_knowledge
 from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose
 from distdoctor.knowledge.logs import analyse_text
@@ -117,3 +119,24 @@ def test_silent_twin_every_rank_announced_twice_within_one_run_is_two_launches()
     twice = RUN.replace("`Trainer.fit` stopped: `max_epochs=2` reached.\n", "") + RUN
     rep, _d2 = _d(twice, None)
     assert rep.causes and rep.causes[0].id == "rank-env-mismatch"
+
+
+# a launch line pasted with its log (torchrun's own argument names)
+STORE_WAIT = ("torch.distributed.DistNetworkError: The client socket has timed out after 900000ms while trying to "
+              "connect to (localhost, 29500).\n")
+
+
+def test_a_pasted_launch_line_with_two_nodes_and_a_loopback_master_is_evidence() -> None:
+    text = "+ torchrun --nnodes 2 --nproc-per-node 8 --node-rank 1 --master-addr localhost train.py\n" + STORE_WAIT
+    _rep, d = _d(text)
+    assert d.causes[0].id == "master-addr-port"
+    assert any("launch-multinode-loopback-master" in r for c in _rep.causes for r in c.reasons)
+
+
+@pytest.mark.parametrize("line", [
+    "+ torchrun --nnodes 1 --nproc-per-node 8 --master-addr localhost train.py",
+    "+ torchrun --nnodes 2 --nproc-per-node 8 --node-rank 1 --master-addr 10.1.0.1 train.py",
+])
+def test_silent_twin_one_node_or_a_routable_master(line: str) -> None:
+    rep, _d2 = _d(line + "\n" + STORE_WAIT)
+    assert not any("launch-multinode-loopback-master" in r for c in rep.causes for r in c.reasons)
