@@ -94,3 +94,15 @@ def test_compare_recorded_says_what_is_not_a_node(tmp_path: Path, capsys: pytest
     (tmp_path / "empty").mkdir()
     assert main(["fleet", "compare", "--recorded", str(tmp_path / "empty")]) == 2
     assert "no recorded node here" in capsys.readouterr().err
+
+
+def test_a_snapshot_from_before_the_hardware_field_is_no_outlier(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    tree = HERE / "pcie-acs-off" / "root"
+    snaps = fleet(tmp_path, {"n1": tree, "n2": tree, "old": tree}, capsys)
+    doc = json.loads((snaps / "old.json").read_text())
+    del doc["summary"]["hardware"]  # as an older distdoctor wrote it
+    (snaps / "old.json").write_text(json.dumps(doc))
+    records, skipped = load_snapshots([snaps])
+    result = compare(records, skipped)
+    assert skipped == [] and result["outliers"] == [] and result["agreed"]["hardware"] == "none"

@@ -88,6 +88,8 @@ def compare(snapshots: Iterable[Mapping[str, Any]],
     split: list[str] = []
     for field in fields:
         counts = counters[field]
+        if field == health.FIELD:  # a node not checked (an older snapshot) is no hardware outlier
+            counts = Counter({v: c for v, c in counts.items() if v is not None}) or counts
         value, count = _majority(counts)
         if field == health.FIELD and health.HEALTHY in counts:  # a faulty majority is still faulty
             value, count = health.HEALTHY, counts[health.HEALTHY]
@@ -119,7 +121,7 @@ def compare(snapshots: Iterable[Mapping[str, Any]],
         if key == majority:
             continue
         for field, value, maj, count in zip(split, key, majority, majority_count):
-            if value != maj:
+            if value != maj and not (field == health.FIELD and value is None):
                 outliers.extend({"node": node, "field": field, "value": value, "majority": maj,
                                  "count": count, "tie": counters[field][value] == count}
                                 for node in nodes)
