@@ -474,7 +474,10 @@ async def test_export_before_any_evidence_says_why_in_view(tmp_path: Path) -> No
         app.screen.query_one("#export-path").value = str(tmp_path / "r.md")
         await pilot.press("e", "enter")  # e: the field, in view; Enter writes
         await settle(pilot)
-        # the status line is below the fold at 80x24: a notification says it in view
-        assert [n.message for n in app._notifications] == [
-            "nothing to export yet: classify the symptom first (1)"]
+        # the status line is below the fold at 80x24: it is brought into view (no toast over it)
+        status = app.screen.query_one("#export-status")
+        assert "nothing to export yet: classify the symptom first (1)" in str(status.render())
+        main = app.screen.query_one("#main")
+        assert main.region.y <= status.region.y and status.region.bottom <= main.region.bottom
+        assert not app._notifications
         assert not (tmp_path / "r.md").exists()

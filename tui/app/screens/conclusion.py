@@ -209,8 +209,8 @@ class ConclusionScreen(StepScreen):
         status = self.query_one("#export-status", Static)
         if message.error:
             status.update(Text(t("ERROR {why}", why=message.error), style="bold"))
-            self.notify(message.error, title=t("Report not written"), severity="error")  # the line can be below the fold
         else:
-            # the line under the field says it, in view: a toast there covered the field at 80x24
             status.update(t("OK wrote {path}", path=message.path))
-        status.scroll_visible(animate=False)
+        # the line under the field says it, brought into view: a toast said it too, and at 80x24
+        # it covered the field and the line
+        self.call_after_refresh(status.scroll_visible, animate=False)
