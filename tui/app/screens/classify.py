@@ -8,7 +8,7 @@ from rich.text import Text
 from textual import events, on, work
 from textual.binding import Binding
 from textual.widget import Widget
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from ..messages import LogsAnalysed
@@ -136,6 +136,43 @@ class ClassifyScreen(StepScreen):
                 self.log.warning(f"unknown symptom kind {flow.kind!r} in session")
         self._show_subs(flow.kind, flow.symptom)
         self._show_suspects()
+        self._job: Any = None
+        self.find_running_job()
+
+    # --- a job running on this node: offer to watch it (screens/watching.py) ------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="find-job", description="look for a job here")
+    def find_running_job(self) -> None:
+        from distdoctor.probes import stacks
+
+        from .watching import WatchScreen
+
+        try:
+            jobs = stacks.find_jobs(self.dd.ctx)
+        except OSError:
+            return  # /proc unreadable: nothing to offer, the method goes on as before
+        if len(jobs) == 1:
+            self.post_message(WatchScreen.JobFound(jobs[0]))
+
+    def on_watch_screen_job_found(self, message: Any) -> None:
+        self._job = message.job
+        if not self.query("#watch-job"):
+            self.mount(Button(t("w: Watch the running job ({n} ranks)", n=len(self._job.ranks)), id="watch-job"),
+                       before=self.query_one("#suspects-heading"))
+
+    @on(Button.Pressed, "#watch-job")
+    def _watch_pressed(self) -> None:
+        self.key_w()
+
+    def key_w(self) -> None:
+        if self._job is None:
+            return
+        from .watching import WatchScreen
+
+        self.app.push_screen(WatchScreen(self._job.ranks, self._job.describe()), self._watched)
+
+    def _watched(self, result: str | None) -> None:
+        if result == "conclusion":
+            self.dd.action_goto("conclusion")
 
     def on_screen_resume(self) -> None:
         super().on_screen_resume()
