@@ -35,3 +35,12 @@ def test_hardware_lines_are_evidence(line: str) -> None:
 ])
 def test_the_programs_own_faults_are_not(line: str) -> None:
     assert "gpu-hardware-fault" not in causes(line)
+
+
+def test_the_signatures_xids_are_the_catalogues_hardware_ones() -> None:
+    import re
+
+    from distdoctor.probes.hardware.xid import HARDWARE, classify
+
+    codes = re.search(r"\(([\d|]+)\)", KB.signatures["nvrm-hardware-xid"].pattern).group(1).split("|")
+    assert codes and all(classify(int(c))[0] == HARDWARE for c in codes)
