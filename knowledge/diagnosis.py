@@ -138,9 +138,13 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     hardening = tuple(str(f.get("title", f.get("check", ""))) for f in ev.findings
                       if isinstance(f, Mapping) and _advisory(kb, f))
     findings = [f for f in ev.findings if isinstance(f, Mapping) and not _advisory(kb, f)]
-    explained = {str(c.get("id")) for c in log_causes if c.get("basis", "evidence") != "prior"}
+    # the log analysis weighed the symptom among its own causes already; when other sources join,
+    # every cause takes the symptom's prior alike, so the log causes do not lose theirs
+    alone = not (findings or ev.fleet or ev.bisect or ev.live or ev.repro_causes)
+    explained = {str(c.get("id")) for c in log_causes if c.get("basis", "evidence") != "prior"} if alone else set()
     symptom = (logs or {}).get("symptom") or ev.symptom  # made precise by the logs where they can
-    suspects = [{"id": cid, "weight": w, "why": tr("the symptom {symptom} points here first", symptom=symptom)}
+    named = getattr(kb.symptoms.get(symptom), "title", None) if symptom else None
+    suspects = [{"id": cid, "weight": w, "why": named or tr("the symptom {symptom} points here first", symptom=symptom)}
                 for cid, w in symptom_priors(kb, symptom).items() if cid not in explained and cid != "other"]
     place = {cid: n for n, cid in enumerate(kb.causes)}  # equal priors in the guide's order
     suspects.sort(key=lambda x: place.get(x["id"], len(place)))
