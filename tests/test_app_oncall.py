@@ -293,3 +293,40 @@ async def test_torchrun_log_dir_folders_name_the_launcher(tmp_path: Path) -> Non
         await settle(pilot)
         text = screen_text(app)
         assert "Launcher: torchrun" in text and "plain python" not in text
+
+
+@pytest.mark.slow
+@run_async
+async def test_a_seeded_fuzz_of_keys_resizes_and_pastes_leaves_the_app_responsive(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """Issue 25 (4, 5): random keys (none that starts a job or writes outside tmp), sizes down to
+    1x1 and pastes with control codes, seeded; then q still quits."""
+    import random
+
+    monkeypatch.chdir(tmp_path)  # an export Enter writes ./distdoctor-ID.md here
+    rng = random.Random(2505)
+    keys = list("nplabkic123456?/") + ["tab", "shift+tab", "enter", "escape", "up", "down", "left", "right",
+                                      "pageup", "pagedown", "home", "end", "space", "backspace"]
+    app = resumed(tmp_path, [("logs", logs_event([str(CRASH)]))])
+    async with app.run_test(size=(80, 24)) as pilot:
+        for step in range(160):
+            roll = rng.random()
+            if roll < 0.1:
+                await pilot.resize_terminal(rng.choice([1, 5, 20, 39, 40, 80, 120]), rng.choice([1, 3, 10, 12, 16, 24, 40]))
+            elif roll < 0.15:
+                junk = "".join(rng.choice(["\x1b[31m", "\x1b]0;t\x07", "\r\n", "\x00", "é", "x" * 50, "\t"])
+                               for _ in range(rng.randint(1, 400)))
+                app.post_message(events.Paste(junk))
+            else:
+                await pilot.press(rng.choice(keys))
+            if step % 20 == 0:
+                await pilot.pause()
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot)
+        for _ in range(4):  # out of any field and dialog, then q
+            await pilot.press("escape")
+            await pilot.pause()
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.closing  # it answered q
+    assert app.return_code in (0, None)
