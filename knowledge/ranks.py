@@ -2,7 +2,8 @@
 rank-list formatter: the logs' timeline and the stacks' groups both print ranks through it."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 
 def rank_key(r: str) -> tuple[int, Any]:

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 
 def state_dir(*parts: str, env: Mapping[str, str] | None = None) -> Path:

@@ -1,4 +1,4 @@
-"""The switches that make evidence exist, as data: for a torch and NCCL version, the exact
+"""The switches that make evidence exist (knobs.toml, validated on load): for a torch and NCCL version, the exact
 environment lines (and launcher options) that turn on NCCL logs, torch's distributed debug
 output, Flight Recorder dumps, NCCL RAS and per-rank launcher logs.
 
@@ -10,9 +10,12 @@ TORCH_FR_DUMP_TEMP_FILE is advised from 2.10, its old name (still read) before t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from importlib import resources
+from typing import Any
 
+from distdoctor.knowledge import tomlload
 from distdoctor.knowledge.i18n import t
 
 FR_DIR = "/tmp/fr_dumps"
@@ -33,47 +36,31 @@ class Knob:
     needs_nccl: bool = False
 
 
-KNOBS: tuple[Knob, ...] = (
-    Knob("nccl-logs", "NCCL_DEBUG=INFO", "NCCL's connection setup, transports and errors in every "
-         "rank's log", needs_nccl=True),
-    Knob("nccl-logs", "NCCL_DEBUG_SUBSYS=INIT,NET", "only init and network lines (COLL adds one line "
-         "per collective)", nccl_min="2.4", needs_nccl=True),
-    Knob("nccl-logs", "NCCL_DEBUG_FILE=/tmp/nccl.%h.%p.log", "one NCCL log per process (%h host, %p "
-         "pid) instead of mixed into stdout", nccl_min="2.4", needs_nccl=True),
-    Knob("torch-debug", "TORCH_DISTRIBUTED_DEBUG=DETAIL", "collective checks and per-rank details "
-         "from torch.distributed (OFF|INFO|DETAIL)", torch_min="1.9"),
-    Knob("torch-debug", "TORCH_CPP_LOG_LEVEL=INFO", "torch's C++ log lines (process group "
-         "creation, watchdog)", torch_min="2.0"),
-    Knob("flight-recorder", "TORCH_FR_BUFFER_SIZE=2000", "Flight Recorder: keep the last 2000 "
-         "collectives of every rank (0 = off; set it: older releases default to off)", torch_min="2.9"),
-    Knob("flight-recorder", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000", "Flight Recorder under its old "
-         "name: keep the last 2000 collectives (0 = off, the default in older releases)",
-         torch_min="2.5", torch_max="2.9"),
-    Knob("flight-recorder", "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "dump every rank's Flight Recorder "
-         "buffer when the watchdog times out", torch_min="2.5", needs_nccl=True),
-    Knob("flight-recorder", f"TORCH_FR_DUMP_TEMP_FILE={FR_DIR}/rank_", "where the dumps go: "
-         f"<prefix><rank> (mkdir -p {FR_DIR} first); read them with `distdoctor fr {FR_DIR}`",
-         torch_min="2.10", needs_nccl=True),
-    Knob("flight-recorder", f"TORCH_NCCL_DEBUG_INFO_TEMP_FILE={FR_DIR}/rank_", "where the dumps "
-         f"go, old name: <prefix><rank> (mkdir -p {FR_DIR} first); read them with `distdoctor fr "
-         f"{FR_DIR}`", torch_min="2.5", torch_max="2.10", needs_nccl=True),
-    Knob("error-handling", "TORCH_NCCL_ASYNC_ERROR_HANDLING=3", "0 none, 1 abort communicator and "
-         "tear down the process, 2 abort only, 3 tear down without abort (the default); Flight "
-         "Recorder dumps need 3", torch_min="2.2", needs_nccl=True),
-    Knob("error-handling", "NCCL_ASYNC_ERROR_HANDLING=1", "old name: tear the process down on an "
-         "NCCL error or timeout instead of hanging", torch_max="2.2", needs_nccl=True),
-    Knob("ras", "NCCL_RAS_ENABLE=1", "NCCL's RAS thread in every process (on by default); ask it "
-         "during a hang with `distdoctor ras` or `ncclras`", nccl_min="2.24", needs_nccl=True),
-    Knob("ras", "ncclras", "ask the RAS thread during a hang, on a node of the job (text output)",
-         kind="command", nccl_min="2.24", nccl_max="2.28.7", needs_nccl=True),
-    Knob("ras", "ncclras -f json", "JSON answer from the RAS client (text before 2.28.7)",
-         kind="command", nccl_min="2.28.7", needs_nccl=True),
-    Knob("launcher", "torchrun --log-dir ./rank-logs --redirects 3 --tee 3 ...", "one stdout and "
-         "stderr file per rank under ./rank-logs, still echoed to the console", kind="command",
-         torch_min="1.10"),
-    Knob("launcher", "srun --output=%x-%j-%t.out --error=%x-%j-%t.err ...", "Slurm: one file per "
-         "task (%x job name, %j job id, %t task = rank)", kind="command"),
-)
+SOURCES = ("nccl-logs", "torch-debug", "flight-recorder", "error-handling", "ras", "launcher")
+KINDS = ("env", "command")
+
+
+def parse_knobs(text: str, where: str = "knobs.toml") -> tuple[Knob, ...]:
+    """The [[knob]] entries of a knobs.toml text; a ValueError naming the entry when one is
+    malformed (an unknown key, source or kind, a bound that is not a version, a missing field)."""
+    names = {f.name for f in fields(Knob)}
+    out: list[Knob] = []
+    for n, entry in enumerate(tomlload.loads(text).get("knob", []), 1):
+        name = f"{where}: knob {n} ({entry.get('line', '?')})"
+        unknown = set(entry) - names
+        if unknown:
+            raise ValueError(f"{name}: unknown key(s) {', '.join(sorted(unknown))}")
+        if not all(isinstance(entry.get(k), str) and entry[k] for k in ("source", "line", "what")):
+            raise ValueError(f"{name}: source, line and what must be non-empty strings")
+        if entry["source"] not in SOURCES or entry.get("kind", "env") not in KINDS:
+            raise ValueError(f"{name}: source must be one of {', '.join(SOURCES)}; kind one of {', '.join(KINDS)}")
+        for bound in ("torch_min", "torch_max", "nccl_min", "nccl_max"):
+            if bound in entry and (not isinstance(entry[bound], str) or vtuple(entry[bound]) is None):
+                raise ValueError(f"{name}: {bound} must be a version such as \"2.9\"")
+        if not isinstance(entry.get("needs_nccl", False), bool):
+            raise ValueError(f"{name}: needs_nccl must be true or false")
+        out.append(Knob(**entry))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -89,6 +76,23 @@ def vtuple(text: str | None) -> tuple[int, ...] | None:
     """'2.13.0+cpu' -> (2, 13, 0); None when there is no version."""
     match = re.match(r"\s*(\d+(?:\.\d+)*)", text or "")
     return tuple(int(x) for x in match.group(1).split(".")) if match else None
+
+
+KNOBS: tuple[Knob, ...] = parse_knobs(
+    resources.files(__package__).joinpath("knobs.toml").read_text(encoding="utf-8"))
+
+
+def log_switches(log_dir: str = "/tmp") -> tuple[tuple[str, str], ...]:
+    """(name, value) of every log switch (the nccl-logs and torch-debug knobs), the NCCL log
+    files under `log_dir`: the lines the app's Logs step shows for each launcher."""
+    out = []
+    for k in KNOBS:
+        if k.kind == "env" and k.source in ("nccl-logs", "torch-debug"):
+            name, _, value = k.line.partition("=")
+            if name == "NCCL_DEBUG_FILE":
+                value = log_dir.rstrip("/") + "/" + value.rsplit("/", 1)[-1]
+            out.append((name, value))
+    return tuple(out)
 
 
 def _in(version: tuple[int, ...] | None, low: str | None, high: str | None) -> bool:

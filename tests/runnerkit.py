@@ -1,7 +1,7 @@
 """A test double for probes.runner.Runner: answers from recordings keyed by argv."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from distdoctor.knowledge.i18n import t
 from distdoctor.probes.runner import CommandResult

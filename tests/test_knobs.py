@@ -167,3 +167,30 @@ def test_cli_this_interpreter_and_bad_ones(tmp_path: Path, capsys: pytest.Captur
     assert main(["knobs", "--python", str(script)]) == 2
     err = capsys.readouterr().err
     assert "not a Python interpreter that answers" in err and "Traceback" not in err
+
+
+def test_knobs_toml_is_validated_on_load() -> None:
+    from distdoctor.probes.knobs import parse_knobs
+
+    entry = {"source": '"ras"', "line": '"NCCL_RAS_ENABLE=1"', "what": '"x"', "nccl_min": '"2.24"'}
+
+    def toml(**change: str) -> str:
+        return "[[knob]]\n" + "".join(f"{k} = {v}\n" for k, v in {**entry, **change}.items())
+
+    assert parse_knobs(toml())[0].nccl_min == "2.24"
+    for change, why in (({"source": '"elsewhere"'}, "source must be one of"),
+                        ({"colour": '"red"'}, r"unknown key\(s\) colour"),
+                        ({"torch_min": '"new"'}, "torch_min must be a version"),
+                        ({"kind": '"shell"'}, "kind one of"),
+                        ({"needs_nccl": '"yes"'}, "needs_nccl must be true or false"),
+                        ({"what": '""'}, "must be non-empty strings")):
+        with pytest.raises(ValueError, match=why):
+            parse_knobs(toml(**change))
+
+
+def test_the_log_switches_are_the_knob_table_s() -> None:
+    from distdoctor.probes.knobs import log_switches
+
+    switches = dict(log_switches("./logs/"))
+    assert switches["NCCL_DEBUG"] == "INFO" and switches["TORCH_DISTRIBUTED_DEBUG"] == "DETAIL"
+    assert switches["NCCL_DEBUG_FILE"] == "./logs/nccl.%h.%p.log"

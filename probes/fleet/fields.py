@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from importlib import resources
+
 from ...knowledge import tomlload
 
 TYPES = ("string", "integer")
