@@ -53,6 +53,15 @@ elif KIND == "silent":
             x = torch.tanh(x @ x.T / 64)
         dist.all_reduce(x)
         time.sleep(0.01)
+elif KIND == "straggler":
+    end = time.monotonic() + 14
+    while True:
+        flag = torch.tensor([1.0 if time.monotonic() > end else 0.0])
+        dist.broadcast(flag, src=0)
+        if flag.item():
+            break
+        time.sleep(0.25 if rank == 1 else 0.05)     # LINE_STRAGGLE
+        dist.all_reduce(t)
 dist.destroy_process_group()
 print(f"rank {rank} done", flush=True)
 '''
@@ -159,4 +168,13 @@ def test_watch_by_pid_captures_a_hang_and_leaves_the_job_running(tmp_path: Path)
         tree.kill()
         tree.close()
     assert tree.survivors() == []
+    _nothing_left(tmp_path, port)
+
+
+def test_a_straggler_is_named_and_the_job_finishes(tmp_path: Path) -> None:
+    """Rank 1 sleeps 0.2 s more than rank 0 every step (a slow reader): the job is healthy, slower."""
+    proc, out, port = _run(tmp_path, "straggler")
+    assert proc.returncode == 0, (tmp_path / "evidence" / "watch.json").read_text()
+    assert out["outcome"] == "finished" and out["hang"] is None
+    assert [s["rank"] for s in out["stragglers"]] == ["1"], out["stragglers"]
     _nothing_left(tmp_path, port)

@@ -33,9 +33,10 @@ def test_idle_ranks_with_nothing_new_are_a_hang_after_the_stall_window_exactly()
     for t in range(0, 10):
         p.cpu("0", float(t), 1.0)
         p.cpu("1", float(t), 1.0)
-        assert not p.wants_stacks(float(t), 2.0)  # nothing moved: no py-spy cost
+        if p.wants_stacks(float(t), 2.0):  # idle ranks are sampled too, every 2 s
+            p.stacks(float(t), {"0": IN_ALL_REDUCE, "1": IN_LOOP})  # the same place every time
         assert not p.stalled(float(t))
-    assert p.stalled(10.0)
+    assert p.stalled(10.0) and p.rounds == 4
 
 
 def test_a_growing_log_is_progress_for_its_rank_and_for_the_job() -> None:
@@ -55,6 +56,7 @@ def test_busy_ranks_whose_stacks_change_progress_and_a_busy_loop_in_one_frame_do
             p.cpu("0", float(t), t * 0.9)
             p.cpu("1", float(t), t * 0.9)
         assert healthy.wants_stacks(float(t), 2.0) or t == 0
+        assert spinning.wants_stacks(float(t), 2.0) or t == 0
         stacks = IN_ALL_REDUCE if t % 4 else IN_FORWARD
         healthy.stacks(float(t), {"0": stacks, "1": stacks})
         spinning.stacks(float(t), {"0": IN_LOOP, "1": IN_ALL_REDUCE})
@@ -62,6 +64,17 @@ def test_busy_ranks_whose_stacks_change_progress_and_a_busy_loop_in_one_frame_do
     assert spinning.stalled(28.0)  # busy, but in the same frames for the whole window
     states = {r.rank: r.state for r in spinning.rows(28.0)}
     assert states == {"0": "stuck in a frame", "1": "in a collective"}
+
+
+def test_bytes_moved_by_the_collective_threads_are_progress_whatever_the_stacks_say() -> None:
+    straggling = two_ranks()
+    for t in range(0, 30, 2):  # rank 0 waits in all_reduce, rank 1 sleeps: every sample alike
+        straggling.stacks(float(t), {"0": IN_ALL_REDUCE, "1": IN_LOOP})
+        straggling.collective_io("0", float(t), 1000 * t)  # yet the all_reduces complete
+        straggling.collective_io("1", float(t), 1000 * t)
+    assert not straggling.stalled(28.0)
+    straggling.collective_io("0", 40.0, 28000)  # flat from here on: nothing completes
+    assert straggling.stalled(38.0)
 
 
 def test_a_rank_that_died_is_named_first_among_the_failures() -> None:

@@ -4,6 +4,7 @@ not distdoctor is its parent."""
 from __future__ import annotations
 
 import os
+import re
 import select
 import threading
 from dataclasses import dataclass
@@ -37,6 +38,46 @@ def read_stat(pid: int, proc: str = "/proc") -> ProcStat | None:
     status = int(fields[49]) if len(fields) > 49 and fields[49].isdigit() else None
     return ProcStat(pid, fields[0].decode(), int(fields[1]), int(fields[3]),
                     (int(fields[11]) + int(fields[12])) / CLK_TCK, status)
+
+
+# The threads that move a collective's bytes: Gloo's work loops and its TCP event loop, NCCL's
+# proxy/service threads (socket transport). Their reads and writes growing are collectives
+# completing; a hung job's are flat (its other threads, a metrics pusher's, do not count).
+COLLECTIVE_THREADS = re.compile(r"^(pt_gloo_runloop|gloo_tcp_loop|NCCL)", re.I)
+
+
+def collective_threads(pid: int, proc: str = "/proc") -> list[int]:
+    """The thread ids of `pid` named as a collective library's I/O threads."""
+    try:
+        tids = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return []
+    out = []
+    for tid in tids:
+        try:
+            with open(f"{proc}/{pid}/task/{tid}/comm", encoding="utf-8", errors="replace") as fh:
+                if COLLECTIVE_THREADS.match(fh.read().strip()):
+                    out.append(int(tid))
+        except OSError:
+            continue  # the thread ended between the listing and the read
+    return out
+
+
+def threads_io(pid: int, tids: list[int], proc: str = "/proc") -> int | None:
+    """Bytes read and written so far by these threads (rchar + wchar: sockets included); None
+    when none could be read."""
+    total, seen = 0, False
+    for tid in tids:
+        try:
+            with open(f"{proc}/{pid}/task/{tid}/io", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        for line in data.splitlines():
+            if line.startswith((b"rchar:", b"wchar:")):
+                total += int(line.split()[1])
+                seen = True
+    return total if seen else None
 
 
 def returncode(status: int | None) -> int | None:

@@ -1,10 +1,11 @@
 """Whether a job is making progress, judged from cheap samples fed in by the watcher (pure: the
 times are given, so tests replay any story).
 
-A rank progressed when its own log grew or its main thread's stack (its Python frames and their
-lines) changed between two samples; the job's shared output growing counts for the job. CPU time
-only decides when stacks are worth sampling: a rank busy in the same frame, sample after sample,
-has not progressed, and ranks that all sit idle have nothing new to show. A hang is confirmed when
+A rank progressed when its own log grew, when its collective threads (Gloo's work loops, NCCL's
+socket proxies) read or wrote bytes, or when its main thread's stack (its Python frames and their
+lines) changed between two samples; the job's shared output growing counts for the job. Stacks are
+sampled in rounds (every rank at once); a rank busy on the same line, sample after sample, has not
+progressed. CPU time says whether a rank is computing or waiting (the live table's state). A hang is confirmed when
 no rank progressed for the stall window. Stack samples taken together (a round) also measure
 stragglers: a rank found outside the collectives while the others wait in one."""
 from __future__ import annotations
@@ -66,6 +67,7 @@ class _Rank:
     cpu_pct: float = 0.0
     busy_since_stack: float = 0.0  # CPU seconds used since the last stack sample
     log_size: int = -1
+    io: int | None = None  # bytes its collective threads moved so far
     key: tuple | None = None
     same_since: float | None = None  # first sample of the current unchanged stack
     where: str = ""
@@ -88,6 +90,7 @@ class Progress:
         self.shared_size = -1
         self.rounds = 0
         self.last_round = start
+        self.round_log: list[dict[str, bool]] = []  # per round: rank -> outside any collective
 
     # --- samples ------------------------------------------------------------------------------
     def add_rank(self, rank: str, pid: int, now: float, host: str = "") -> None:
@@ -120,18 +123,28 @@ class Progress:
             r.last_progress = now
         r.log_size = max(r.log_size, size)
 
+    def collective_io(self, rank: str, now: float, total: int | None) -> None:
+        """Bytes the rank's collective threads (Gloo's, NCCL's socket proxies) moved so far:
+        growth is collectives completing, progress even when every stack looks the same (a
+        straggler's peers wait in all_reduce in most samples, yet their all_reduces finish)."""
+        r = self.ranks.get(rank)
+        if r is None or total is None:
+            return
+        if r.io is not None and total > r.io:
+            r.last_progress = now
+        r.io = total
+
     def wants_stacks(self, now: float, every: float) -> bool:
-        """Whether a round of stack samples is due: a rank used CPU since the last round (a job
-        whose ranks all sit idle has nothing new to show)."""
-        if now - self.last_round < every:
-            return False
-        period = max(now - self.last_round, 1e-9)
-        return any(r.busy_since_stack / period >= BUSY_FRACTION for r in self.alive())
+        """Whether a round of stack samples is due. Idle ranks are sampled too: a healthy job
+        that sleeps between its collectives (a slow reader, a straggler) uses almost no CPU, and
+        only its stacks moving shows it is alive."""
+        return bool(self.alive()) and now - self.last_round >= every
 
     def stacks(self, now: float, frames_by_rank: Mapping[str, list[dict[str, Any]]]) -> None:
         """A round: each alive rank's main-thread frames (a rank missing here was not dumped)."""
         self.last_round = now
         counted = False
+        this_round: dict[str, bool] = {}
         for rank, frames in frames_by_rank.items():
             r = self.ranks.get(rank)
             if r is None or r.dead_at is not None or not frames:
@@ -148,9 +161,12 @@ class Progress:
                 r.last_collective = place.where
             r.busy_since_stack = 0.0
             r.samples.append(not place.waiting)
+            this_round[rank] = not place.waiting
             counted = True
         if counted:
             self.rounds += 1
+            self.round_log.append(this_round)
+            del self.round_log[:-4096]
         for r in self.alive():
             r.busy_since_stack = 0.0
 
@@ -199,15 +215,19 @@ class Progress:
         return out
 
     def stragglers(self) -> list[dict[str, Any]]:
-        """[{"rank", "slowdown"}]: a rank found computing while the others wait in a collective,
-        round after round; slowdown is its share of rounds outside the collectives over the
-        others' median share (how much longer its part of a step takes)."""
+        """[{"rank", "slowdown"}]: a rank the others wait for in most rounds (it is outside the
+        collectives while every other rank waits in one); slowdown is its share of rounds
+        outside the collectives over the others' median share (how much longer its part of a
+        step takes; null when the others waited in every round)."""
         ranks = [r for r in self.ranks.values() if len(r.samples) >= MIN_ROUNDS]
         if len(ranks) < 2:
             return []
         busy = {r.rank: sum(r.samples) / len(r.samples) for r in ranks}
         out = []
         for r in ranks:
+            full = [rnd for rnd in self.round_log if r.rank in rnd and len(rnd) > 1]
+            waited_for = sum(1 for rnd in full if rnd[r.rank] and not any(
+                v for k, v in rnd.items() if k != r.rank)) / max(1, len(full))
             others = [busy[o.rank] for o in ranks if o.rank != r.rank]
             base = median(others)
             if base <= 0:
@@ -215,7 +235,7 @@ class Progress:
                 slow = float("inf") if busy[r.rank] >= 0.5 else 0.0
             else:
                 slow = busy[r.rank] / base
-            if slow >= STRAGGLER_SLOWDOWN and busy[r.rank] >= 0.5:
+            if slow >= STRAGGLER_SLOWDOWN and waited_for >= 0.5:
                 out.append({"rank": r.rank, "slowdown": None if slow == float("inf") else round(slow, 2)})
         # only the clear one: when every rank is "slow" against the others, none is
         return out if len(out) == 1 else []

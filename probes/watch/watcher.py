@@ -16,7 +16,7 @@ from distdoctor.knowledge.i18n import t
 
 from ..stacks.discover import RankProc, hostname
 from . import capture as cap
-from .procs import DeathWatch, alive, read_stat
+from .procs import DeathWatch, alive, collective_threads, read_stat, threads_io
 from .progress import Progress, RankView, shared_and_ranked
 from .rasover import RasPoller
 from .targets import Target
@@ -25,6 +25,7 @@ from .verdict import conclude
 DISCOVER_FAST_S = 1.0  # look for the ranks this often until they are found
 DISCOVER_SLOW_S = 5.0  # then this often (an elastic restart brings new processes)
 LOGS_EVERY_S = 2.0  # look for new per-rank log files this often
+THREADS_EVERY_S = 5.0  # list each rank's collective threads again this often
 DEFAULT_STALL_S = 120.0
 MAX_STALL_S = 300.0
 
@@ -132,6 +133,8 @@ class _Loop:
         self.death_capture: dict[str, Any] | None = None
         self.next_discover = 0.0
         self.next_logs = 0.0
+        self.next_threads = 0.0
+        self.io_threads: dict[str, list[int]] = {}
         self.rank_logs: dict[str, list[str]] = {}
         self.shared_logs: list[str] = []
         self.holding = False
@@ -182,6 +185,9 @@ class _Loop:
             self.progress.log_size(rank, now, sum(_size(p) for p in paths))
 
     def cpu(self, now: float) -> None:
+        if now >= self.next_threads:  # thread lists change rarely; their io is read every tick
+            self.next_threads = now + THREADS_EVERY_S
+            self.io_threads = {rank: collective_threads(r.pid) for rank, r in self.procs.items()}
         for rank, r in self.procs.items():
             st = read_stat(r.pid)
             if st is None or st.state in ("Z", "X"):
@@ -189,6 +195,9 @@ class _Loop:
                     self._died(r.pid, None)
                 continue
             self.progress.cpu(rank, now, st.cpu_s)
+            tids = self.io_threads.get(rank)
+            if tids:
+                self.progress.collective_io(rank, now, threads_io(r.pid, tids))
 
     def stacks(self, now: float) -> None:
         if not self.procs or not self.progress.wants_stacks(now, self.config.stack_every_s):
