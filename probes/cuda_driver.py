@@ -5,22 +5,15 @@ import logging
 import re
 import sys
 from contextlib import contextmanager
+from importlib import resources
 from typing import Any, Iterator
+
+from distdoctor.knowledge import tomlload
 
 from .base import ProbeContext
 
 log = logging.getLogger(__name__)
 
-# Minimum Linux x86_64 driver for each CUDA toolkit (CUDA release notes, "Toolkit Driver Version").
-TOOLKIT_MIN_DRIVER: dict[tuple[int, int], str] = {
-    (10, 2): "440.33", (11, 0): "450.36.06", (11, 1): "455.23", (11, 2): "460.27.03",
-    (11, 3): "465.19.01", (11, 4): "470.42.01", (11, 5): "495.29.05", (11, 6): "510.39.01",
-    (11, 7): "515.43.04", (11, 8): "520.61.05", (12, 0): "525.60.13", (12, 1): "530.30.02",
-    (12, 2): "535.54.03", (12, 3): "545.23.06", (12, 4): "550.54.14", (12, 5): "555.42.02",
-    (12, 6): "560.28.03", (12, 8): "570.26", (12, 9): "575.51.03", (13, 0): "580.65.06",
-}
-# Minor version compatibility: any 11.x/12.x/13.x build runs (without newer PTX) on these drivers.
-MAJOR_MIN_DRIVER: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 
 _PROC_RE = re.compile(r"NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s")
 
@@ -39,6 +32,30 @@ def cuda_tuple(cuda: str) -> tuple[int, int] | None:
     parts = vtuple(cuda)
     return (parts[0], parts[1] if len(parts) > 1 else 0) if parts else None
 
+
+def parse_drivers(text: str, where: str = "cuda_drivers.toml") -> tuple[dict[tuple[int, int], str], dict[int, str]]:
+    """(toolkit (major, minor) -> minimum driver, major -> minor-compatibility driver) from a
+    cuda_drivers.toml text; a ValueError naming the key when one is not a version."""
+    doc = tomlload.loads(text)
+    toolkit: dict[tuple[int, int], str] = {}
+    major: dict[int, str] = {}
+    for table, key_parts in (("toolkit", 2), ("major", 1)):
+        for key, driver in doc.get(table, {}).items():
+            parts = vtuple(key)
+            if len(parts) != key_parts or not isinstance(driver, str) or len(vtuple(driver)) < 2:
+                raise ValueError(f"{where}: [{table}] {key!r} = {driver!r}: expected a CUDA "
+                                 f"version {'major.minor' if key_parts == 2 else 'major'} and a driver version")
+            if key_parts == 2:
+                toolkit[(parts[0], parts[1])] = driver
+            else:
+                major[parts[0]] = driver
+    if not toolkit or not major:
+        raise ValueError(f"{where}: needs a [toolkit] and a [major] table")
+    return toolkit, major
+
+
+TOOLKIT_MIN_DRIVER, MAJOR_MIN_DRIVER = parse_drivers(
+    resources.files(__package__).joinpath("cuda_drivers.toml").read_text(encoding="utf-8"))
 
 NVML_LIBRARY = "libnvidia-ml.so.1"  # what pynvml dlopens on Linux
 NVML_NOT_FOUND = "NVML Shared Library Not Found"  # pynvml's own words when that dlopen fails

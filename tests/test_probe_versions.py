@@ -253,3 +253,13 @@ def test_whether_the_interpreter_ran_python_is_a_fact(answer: CommandResult, sta
 def test_snippet_announces_itself_before_any_import() -> None:
     proc = subprocess.run([sys.executable, "-c", SNIPPET], capture_output=True, text=True, timeout=120)
     assert proc.stdout.startswith(f"{STARTED}\n") and f"\n{MARKER}" in proc.stdout
+
+
+def test_the_driver_table_is_data_checked_on_load() -> None:
+    assert cuda_driver.TOOLKIT_MIN_DRIVER[(12, 4)] == "550.54.14" and cuda_driver.MAJOR_MIN_DRIVER[12] == "525.60.13"
+    good = '[toolkit]\n"12.4" = "550.54.14"\n[major]\n"12" = "525.60.13"\n'
+    assert cuda_driver.parse_drivers(good) == ({(12, 4): "550.54.14"}, {12: "525.60.13"})
+    for bad in (good.replace('"12.4"', '"twelve"'), good.replace('"525.60.13"', '"new"'),
+                good.replace('"12" =', '"12.1" ='), '[toolkit]\n"12.4" = "550.54.14"\n'):
+        with pytest.raises(ValueError, match="cuda_drivers.toml"):
+            cuda_driver.parse_drivers(bad)
