@@ -32,6 +32,9 @@ ALIKE = 0.75
 ALONE = 0.5
 # signatures.toml's weight for "strong" (4 is "decisive on its own")
 STRONG = 3.0
+# a hardware fault this close to a rank's death is part of it (kernel log and rank log clocks
+# are the same node's; a log line is written a little after the fault it reports)
+HARDWARE_WINDOW_S = 120
 # what a cause's premise says about the culprit (causes.toml `premise`); the roles that contradict it
 CONTRADICTS: Mapping[str, tuple[str, ...]] = {"crash": ("stuck", "slow"), "no-crash": ("crashed",)}
 # how each rank's own lines end (the timeline) in the one status word JSON and text share
@@ -66,6 +69,9 @@ class IncidentEvidence:
     collect: Sequence[str] = ()
     seen_before: Sequence[Mapping[str, Any]] = ()
     backend: str | None = None  # when known outside the logs (the session's check, the launch line)
+    # hardware events on the node with their time: [{"cause", "what", "time" (ISO 8601), "host"}]
+    # (the kernel log's Xids); one within HARDWARE_WINDOW_S of the culprit's death is evidence
+    hardware: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -140,7 +146,7 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     findings = [f for f in ev.findings if isinstance(f, Mapping) and not _advisory(kb, f)]
     # the log analysis weighed the symptom among its own causes already; when other sources join,
     # every cause takes the symptom's prior alike, so the log causes do not lose theirs
-    alone = not (findings or ev.fleet or ev.bisect or ev.live or ev.repro_causes)
+    alone = not (findings or ev.fleet or ev.bisect or ev.live or ev.repro_causes or ev.hardware)
     explained = {str(c.get("id")) for c in log_causes if c.get("basis", "evidence") != "prior"} if alone else set()
     symptom = (logs or {}).get("symptom") or ev.symptom  # made precise by the logs where they can
     named = getattr(kb.symptoms.get(symptom), "title", None) if symptom else None
@@ -148,11 +154,15 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
                 for cid, w in symptom_priors(kb, symptom).items() if cid not in explained and cid != "other"]
     place = {cid: n for n, cid in enumerate(kb.causes)}  # equal priors in the guide's order
     suspects.sort(key=lambda x: place.get(x["id"], len(place)))
-    ranked = rank_causes(suspects, list(log_causes) + list(ev.repro_causes), findings, dict(ev.bisect),
-                         ev.fleet, dict(ev.ruled_out), ev.live)
-    ranked = [r for r in ranked if r.id in kb.causes or r.basis == "evidence"]
     who = pick_culprit(logs, ev.live)
     timeline = (logs or {}).get("timeline") or {}
+    at_death = _hardware_at_death(ev.hardware, who, timeline)
+    live = [*ev.live, *at_death]
+    if at_death and who is not None and not who.get("host"):  # exclude-node names the node
+        who = dict(who, host=next((e.get("host") for e in ev.hardware if e.get("host")), None))
+    ranked = rank_causes(suspects, list(log_causes) + list(ev.repro_causes), findings, dict(ev.bisect),
+                         ev.fleet, dict(ev.ruled_out), live)
+    ranked = [r for r in ranked if r.id in kb.causes or r.basis == "evidence"]
     ranks = _ranks(timeline, who)
     backend = ev.backend or (((logs or {}).get("facts") or {}).get("job") or {}).get("backend")
     ranked, left_out = _applicable(kb, ranked, backend, logs)
@@ -172,6 +182,47 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
                      collect=collect, recurrence=_recurrence(kb, top, who, timeline) if confidence != "unknown" else None,
                      ranks=ranks, left_out=tuple(left_out), hardening=hardening,
                      seen_before=tuple(x for x in ev.seen_before if isinstance(x, Mapping)), failed=failed)
+
+
+def _hardware_at_death(events: Sequence[Mapping[str, Any]], who: Mapping[str, Any] | None,
+                       timeline: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A hardware fault on the node (an Xid, with its time) within HARDWARE_WINDOW_S of the
+    moment the culprit died is evidence that it died of it: a live item naming the rank. Silent
+    for a fault at another time (an old Xid says nothing about this death), for events with no
+    time, and when no rank is seen dying with a timestamped line."""
+    if not events or not who or who.get("role") != "crashed":
+        return []
+    rank = str((who.get("ranks") or [""])[0])
+    row = timeline.get(rank) or {}
+    # its failure line's own time, else its last timestamped line (a traceback has no time)
+    ts = (row.get("end") or {}).get("ts") or row.get("last_ts")
+    if not isinstance(ts, (list, tuple)) or len(ts) != 2:
+        return []
+    out = []
+    for e in events:
+        at = _seconds(str(e.get("time") or ""), int(ts[0]))
+        if e.get("cause") and at is not None and abs(at - float(ts[1])) <= HARDWARE_WINDOW_S:
+            out.append({"source": "hardware", "cause": str(e["cause"]), "ranks": [rank], "role": "crashed",
+                        "why": tr("{what} on {host} at {time}, {gap} s from rank {rank}'s last line",
+                                  what=e.get("what") or e["cause"], host=e.get("host") or "?",
+                                  time=e.get("time"), gap=round(abs(at - float(ts[1]))), rank=rank)})
+    return out
+
+
+def _seconds(iso: str, kind: int) -> float | None:
+    """An ISO 8601 time on the log timestamps' scale (extract.timestamp): kind 2 seconds of a full
+    date, kind 1 glog's year-less one. Wall-clock time is compared as written (logs and kernel
+    log are written in the node's own time zone)."""
+    import calendar
+    from datetime import datetime
+
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    if kind == 2:
+        return float(calendar.timegm(t.timetuple()))
+    return float(((t.month * 31 + t.day) * 24 + t.hour) * 3600 + t.minute * 60 + t.second)
 
 
 def _advisory(kb: Any, finding: Mapping[str, Any]) -> bool:
@@ -269,6 +320,8 @@ def _explains(kb: Any, r: Ranked, who: Mapping[str, Any] | None, logs: Mapping[s
     cause = kb.causes.get(r.id)
     if not (r.basis == "evidence" and r.strong and getattr(cause, "explains_crash", False)):
         return False
+    if any(reason.startswith("hardware:") for reason in r.reasons):
+        return True  # a fault on the culprit's node as it died
     ff = (logs or {}).get("first_failure") or {}
     blamed = [str(x) for x in (who or {}).get("ranks") or []]
     if (who or {}).get("role") == "crashed" and str(ff.get("rank")) in blamed:

@@ -17,7 +17,8 @@ from .i18n import t as tr
 # How much each kind of evidence counts once normalised to 0..1. A switch that turns a failure
 # into a pass is the strongest evidence the method produces; a symptom is only a prior.
 WEIGHTS: Mapping[str, float] = {"symptom": 1.0, "logs": 2.0, "findings": 1.5, "fleet": 1.5,
-                                "bisect": 3.0, "stacks": 2.5, "fr": 2.5, "ras": 2.5, "lint": 1.0}
+                                "bisect": 3.0, "stacks": 2.5, "fr": 2.5, "ras": 2.5, "lint": 1.0,
+                                "hardware": 3.0}  # a hardware fault on the culprit's node as it died
 # The log analysis orders its own causes (a rank-0-only phase while the others wait may outrank
 # their timeouts); a cause resting on the symptom alone comes from the symptom's priors instead.
 BASIS_SHARE: Mapping[str, float] = {"evidence": 1.0, "facts": 1.0, "prior": 0.0}

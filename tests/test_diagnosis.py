@@ -148,3 +148,48 @@ def test_english_and_chinese_give_the_same_diagnosis() -> None:
                 "left_out": [x["id"] for x in d.left_out]}
 
     assert fields("en") == fields("zh")
+
+
+# rank 1 dies on a CUDA error (CUDA's error string, torchrun's [rankN]: prefix, a glog-stamped
+# line before it); rank 0 is left waiting (Gloo's lost peer)
+DYING = ("[rank1]:I1202 10:14:03.120000 4021 train.py:88] step 412\n"
+         "[rank1]: RuntimeError: CUDA error: unspecified launch failure\n")
+WAITING = ("[rank0]:I1202 10:14:03.100000 4020 train.py:88] step 412\n"
+           "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+           "[10.1.0.2]:29500\n")
+XID = {"cause": "gpu-hardware-fault", "what": "Xid 79 (GPU has fallen off the bus) on 0000:3b:00.0",
+       "host": "node-17"}
+
+
+def _hardware_case(tmp_path: Path, at: str):
+    (tmp_path / "rank0.log").write_text(WAITING)
+    (tmp_path / "rank1.log").write_text(DYING)
+    rep = analyse([str(tmp_path)], KB, symptom="error").to_dict()
+    return diagnose(KB, IncidentEvidence(symptom="error", logs=rep, hardware=[dict(XID, time=at)]))
+
+
+def test_a_rank_that_died_as_its_gpu_fell_off_the_bus_is_a_hardware_fault(tmp_path: Path) -> None:
+    d = _hardware_case(tmp_path, "2026-12-02T10:14:05")
+    assert d.causes[0].id == "gpu-hardware-fault" and d.confident
+    assert d.recurrence == "exclude-node" and d.culprit["ranks"] == ["1"] and d.culprit["host"] == "node-17"
+
+
+def test_silent_twin_an_xid_an_hour_before_says_nothing_about_this_death(tmp_path: Path) -> None:
+    d = _hardware_case(tmp_path, "2026-12-02T09:14:05")
+    assert d.causes[0].id != "gpu-hardware-fault" or not d.causes[0].strong
+    assert d.recurrence != "exclude-node"
+
+
+def test_a_session_s_check_gives_its_hardware_xids_with_their_times() -> None:
+    from distdoctor.tui.record.diagnosis_feed import hardware_events
+
+    check = {"host": "node-17", "facts": {"kernel": {"xids": [
+        {"code": 79, "bus": "0000:3b:00.0", "category": "hardware", "name": "GPU has fallen off the bus",
+         "count": 2, "first": "Wed Dec  2 10:14:05 2026", "last": "Wed Dec  2 10:20:00 2026",
+         "time": "2026-12-02T10:14:05"},
+        {"code": 13, "bus": "0000:3b:00.0", "category": "application", "name": "Graphics Engine Exception",
+         "count": 1, "first": "", "last": "", "time": None}]}}}
+    events = hardware_events(check)
+    assert [e["time"] for e in events] == ["2026-12-02T10:14:05", "2026-12-02T10:20:00"]
+    assert all(e["cause"] == "gpu-hardware-fault" and e["host"] == "node-17" for e in events)
+    assert hardware_events({"facts": {}}) == [] and hardware_events(None) == []

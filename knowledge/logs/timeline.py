@@ -56,6 +56,8 @@ class End:
         d: dict[str, Any] = {"kind": self.kind, "detail": self.detail}
         if self.hit is not None:
             d.update(file=self.hit.file, line=self.hit.line)
+            if self.hit.ts is not None:  # [kind, seconds] (extract.timestamp): 2 a full date, 1 glog's
+                d["ts"] = list(self.hit.ts)
         if self.exc is not None:
             d.update(type=self.exc.type, message=self.exc.message[:300])
         return d
@@ -86,7 +88,8 @@ class RankLine:
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "files": self.files, "learnt": self.learnt, "hosts": self.hosts,
                 "phase": self.phase, "step": {"kind": self.step[0], "n": self.step[1]} if self.step else None,
-                "last_collective": self.last_collective, "end": self.end.to_dict(), "exitcode": self.exitcode}
+                "last_collective": self.last_collective, "end": self.end.to_dict(), "exitcode": self.exitcode,
+                "last_ts": list(self.last_ts) if self.last_ts else None}
 
 
 def build(view: View) -> dict[str, RankLine]:

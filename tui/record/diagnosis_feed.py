@@ -57,7 +57,26 @@ def evidence_of(flow: Any, kb: Any) -> IncidentEvidence:
                             bisect=implicated, ruled_out=ruled_out, live=tuple(live_items(events)),
                             repro_causes=tuple(repro_causes),
                             collect=tuple(_verdict(logs).get("collect") or ()),
-                            seen_before=tuple(_verdict(logs).get("seen_before") or ()))
+                            seen_before=tuple(_verdict(logs).get("seen_before") or ()),
+                            hardware=tuple(hardware_events(events.get("check"))))
+
+
+def hardware_events(check: Any) -> list[dict[str, Any]]:
+    """The node's hardware Xids with their times (the kernel probe's facts in a check event), for
+    the diagnosis to line up with the moment a rank died: one event per first and last time."""
+    from distdoctor.probes.hardware.kernel import when
+
+    facts = check.get("facts") if isinstance(check, dict) else None
+    kernel = facts.get("kernel") if isinstance(facts, dict) else None
+    out: list[dict[str, Any]] = []
+    for xid in (kernel or {}).get("xids") or [] if isinstance(kernel, dict) else []:
+        if not isinstance(xid, dict) or xid.get("category") != "hardware":
+            continue
+        what = f"Xid {xid.get('code')} ({xid.get('name')}) on {xid.get('bus')}"
+        times = {xid.get("time"), when(str(xid.get("last") or "")).get("time")} - {None, ""}
+        out.extend({"cause": "gpu-hardware-fault", "what": what, "time": at, "host": check.get("host")}
+                   for at in sorted(times))
+    return out
 
 
 def _verdict(logs: Any) -> dict[str, Any]:
