@@ -244,7 +244,7 @@ class LogsScreen(StepScreen):
             self.launcher = seen
             self.query_one("#launcher", Static).update(launcher_text(seen))
             self.query_one("#switch-lines", Static).update(Text(seen.text))
-        causes = data.get("causes") or []
+        causes = self.diagnosed(data.get("causes") or [])
         files = data.get("files_read")
         files_n = len(files) if isinstance(files, list) else files
         skipped = data.get("skipped") or []
@@ -293,6 +293,19 @@ class LogsScreen(StepScreen):
                 evidence.add_row(str(n), where, Text(str(ev.get("text", "")).strip(), no_wrap=True),
                                  key=str(len(self._evidence)))
                 self._evidence.append((str(ev.get("file", "")), int(ev.get("line") or 1)))
+
+    def diagnosed(self, causes: list[Any]) -> list[dict[str, Any]]:
+        """The log analysis's causes in the one diagnosis's order, without those it leaves out
+        (a GPU cause on a Gloo job on CPU, say) or argues away: the table agrees with the banner
+        and the Conclusion step. The lines stay the log analysis's."""
+        from ...record.diagnosis_view import session_diagnosis
+
+        if self.dd.flow.events.get("logs") is None:
+            return [c for c in causes if isinstance(c, dict)]
+        order = {str(c.get("id")): n for n, c in enumerate(session_diagnosis(self.dd.kb, self.dd.flow)
+                                                          .get("causes") or []) if isinstance(c, dict)}
+        kept = [c for c in causes if isinstance(c, dict) and (str(c.get("id")) in order or c.get("id") == "other")]
+        return sorted(kept, key=lambda c: order.get(str(c.get("id")), len(order)))
 
     @on(DataTable.RowSelected, "#causes")
     def _to_evidence(self, event: DataTable.RowSelected) -> None:
