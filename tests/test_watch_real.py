@@ -178,3 +178,66 @@ def test_a_straggler_is_named_and_the_job_finishes(tmp_path: Path) -> None:
     assert out["outcome"] == "finished" and out["hang"] is None
     assert [s["rank"] for s in out["stragglers"]] == ["1"], out["stragglers"]
     _nothing_left(tmp_path, port)
+
+
+WORLD3 = r'''
+import datetime, os
+import torch.distributed as dist
+open(f"ready.{os.environ['RANK']}", "w").close()
+dist.init_process_group("gloo", world_size=3, rank=int(os.environ["RANK"]),
+                        timeout=datetime.timedelta(seconds=300))
+'''
+
+SPAWNED = r'''
+import datetime, os, time
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def work(i):
+    # the torchrun worker's RANK and WORLD_SIZE, inherited: two processes per rank number
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    time.sleep(300)
+
+
+if __name__ == "__main__":
+    mp.spawn(work, nprocs=2)
+'''
+
+
+def _run_script(tmp_path: Path, script: str) -> tuple[subprocess.CompletedProcess, dict, int]:
+    (tmp_path / "job.py").write_text(script)
+    port = free_port()
+    cmd = [sys.executable, "-m", "distdoctor.tui.cli", "run", "--stall", STALL, "--json", "--no-native",
+           "--evidence-dir", str(tmp_path / "evidence"), "--", sys.executable, "-m", "torch.distributed.run",
+           "--nproc-per-node=2", "--master-addr=127.0.0.1", f"--master-port={port}", "job.py"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path, env=env)
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    return proc, json.loads(proc.stdout), port
+
+
+def _left(tmp_path: Path, port: int, name: str = "job.py") -> None:
+    left = [p.pid for p in psutil.process_iter(["cmdline", "cwd", "status"])
+            if p.info["status"] != psutil.STATUS_ZOMBIE and p.info["cwd"] == str(tmp_path)
+            and name in " ".join(p.info["cmdline"] or [])]
+    assert not left and port_is_free(port)
+
+
+def test_every_rank_waiting_in_init_for_a_world_size_never_started(tmp_path: Path) -> None:
+    proc, out, port = _run_script(tmp_path, WORLD3)
+    assert out["outcome"] == "hang", proc.stderr[-2000:]
+    top = out["causes"][0]
+    assert top["id"] == "rank-env-mismatch", out["causes"]
+    assert any("world_size=3" in r and "started 2" in r for r in top["reasons"])
+    _left(tmp_path, port)
+
+
+def test_mp_spawn_under_torchrun_is_read_from_the_process_tree(tmp_path: Path) -> None:
+    proc, out, port = _run_script(tmp_path, SPAWNED)
+    assert out["outcome"] in ("hang", "failed"), proc.stderr[-2000:]
+    assert "mixed-launchers" in [c["id"] for c in out["causes"]], out["causes"]
+    _left(tmp_path, port)

@@ -264,6 +264,7 @@ class _Loop:
             result["stacks"] = live["stacks"]
             result["paths"]["stacks"] = live["stacks_path"]
         result["fr_live"] = live.get("fr_dir")
+        result["extra"].extend(self.mechanisms(result.get("stacks"), alive_ranks))
         for rank in dead:
             code = self.progress.ranks[rank].exit_code
             result["extra"].append({
@@ -273,6 +274,23 @@ class _Loop:
             self._learn_job(alive_ranks[0].pid)
         result["notes"] = notes
         return result
+
+    def mechanisms(self, doc: dict[str, Any] | None, ranks: list[RankProc]) -> list[dict[str, Any]]:
+        """What the stacks alone do not say: a world size nobody started, mp.spawn under a launcher."""
+        from .. import stacks
+        from .mechanisms import spawned_workers, world_size_mismatch
+
+        if not ranks:
+            return []
+        try:
+            pyspy = stacks.find_pyspy()
+        except stacks.NoPySpy:
+            return []
+        timeout = self.config.dump_timeout_s
+        with self.child_cost:
+            found = world_size_mismatch(doc or {}, ranks, pyspy, timeout=timeout) if doc else []
+            found += spawned_workers(ranks, pyspy, timeout=timeout)
+        return found
 
     def _learn_job(self, pid: int) -> None:
         """The job's environment and versions, from one of its ranks (watch: not launched here)."""
