@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Mapping
 from . import i18n, regex_guard, tomlload
 from .errors import KnowledgeError
 from .model import (
-    STATUSES, Cause, Check, Fix, Harmless, KnowledgeBase, Signature, Step, Switch, Symptom,
+    STATUSES, Cause, Check, Fix, Harmless, KnowledgeBase, Rule, Signature, Step, Switch, Symptom,
 )
 
 DATA_DIR = Path(__file__).with_name("data")
@@ -30,6 +30,8 @@ SIGNATURE_TAGS = ("failure", "crash", "wait", "consequence", "context", "tail", 
                   "launcher", "spawn", "main-work", "catch-all", "multi-node", "store-server", "port-taken")
 MAX_WEIGHT = 100.0  # a signature weight or symptom prior; scores must stay finite numbers
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+# a log rule's id is a linter's: DL and three digits, never reused (knowledge/data/rules.toml)
+RULE_ID_RE = re.compile(r"^DL[1-9]\d\d$")
 # A knowledge file is a few dozen KiB and nests 5 deep ([[cause]] -> fixes -> fix table).
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 8
@@ -46,7 +48,7 @@ class _Raw:
     sources: list[str]
 
 
-KINDS = ("cause", "symptom", "check", "switch", "signature", "harmless", "step")
+KINDS = ("cause", "symptom", "check", "switch", "signature", "harmless", "step", "rule")
 
 
 def _read_dir(directory: Path, raw: _Raw, origin: str = "") -> None:
@@ -67,10 +69,16 @@ def _read_dir(directory: Path, raw: _Raw, origin: str = "") -> None:
                 raise KnowledgeError(str(path), key, f"unknown table (expected one of {', '.join(KINDS)})")
             if not isinstance(value, list):
                 raise KnowledgeError(str(path), key, "must be an array of tables ([[%s]])" % key)
+            seen: set[str] = set()
             for n, entry in enumerate(value):
                 entry_id = entry.get("id") if isinstance(entry, dict) else None
-                if not isinstance(entry_id, str) or not ID_RE.match(entry_id):
-                    raise KnowledgeError(str(path), f"{key}[{n}].id", "missing or malformed id")
+                if not isinstance(entry_id, str) or not (RULE_ID_RE if key == "rule" else ID_RE).match(entry_id):
+                    raise KnowledgeError(str(path), f"{key}[{n}].id", "missing or malformed id"
+                                         + (" (a log rule's id is DL and three digits)" if key == "rule" else ""))
+                if key == "rule" and entry_id in seen:
+                    raise KnowledgeError(str(path), f"{key}[{n}].id", f"{entry_id} is given twice: rule ids "
+                                         "are unique and never reused")
+                seen.add(entry_id)
                 raw.tables[key][entry_id] = (str(path), entry)
 
 
@@ -198,6 +206,7 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
     data/<lang>/ and the overlay's <lang>/ over the English ones; ids and code never change."""
     raw = _Raw({k: {} for k in KINDS}, {}, [])
     _read_dir(base, raw)
+    packaged_rules = set(raw.tables["rule"])
     overlay, origin = overlay_dir(overlay, os.environ if use_env else {})
     if overlay:
         _read_dir(Path(overlay), raw, origin)
@@ -217,6 +226,7 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
         "signature": (Signature, {"pattern": regex, "tags": tuple_, "weight": float}),
         "harmless": (Harmless, {"pattern": regex}),
         "step": (Step, {"next": tuple_, "terms": lambda t: MappingProxyType(dict(t))}),
+        "rule": (Rule, {}),
     }
     built: dict[str, dict[str, Any]] = {}
     files: dict[tuple[str, str], str] = {}
@@ -236,7 +246,12 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
         steps=MappingProxyType(built["step"]),
         root_step=str(raw.meta.get("root_step", "classify")),
         sources=tuple(raw.sources),
+        rules=MappingProxyType(built["rule"]),
     )
+    for rule_id in set(kb.rules) - packaged_rules:
+        # the code passes a rule's id: a rule the code does not apply would document nothing
+        raise KnowledgeError(files[("rule", rule_id)], f"rule.{rule_id}", "a log rule is code: an overlay "
+                             "may reword a packaged rule, not add one")
     validate(kb, lambda kind, entry_id: files.get((kind, entry_id), "?"), tree=tree,
              patterns=patterns)
     if patterns:
@@ -327,6 +342,19 @@ def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str], tree: bool =
         if unknown:
             raise KnowledgeError(file_of("signature", sig.id), f"{where}.tags",
                                  f"unknown tag {unknown[0]!r} (one of {', '.join(SIGNATURE_TAGS)})")
+    names: dict[str, str] = {}
+    for rule in kb.rules.values():
+        where = f"rule.{rule.id}"
+        need_cause("rule", rule.id, "cause", rule.cause)
+        if rule.symptom and rule.symptom not in kb.symptoms:
+            raise KnowledgeError(file_of("rule", rule.id), f"{where}.symptom", f"unknown symptom {rule.symptom!r}")
+        if rule.name in names:
+            raise KnowledgeError(file_of("rule", rule.id), f"{where}.name",
+                                 f"{rule.name!r} is also the name of {names[rule.name]}")
+        names[rule.name] = rule.id
+        for key in ("name", "mechanism", "evidence", "silent", "example", "silent_example"):
+            if not getattr(rule, key).strip():
+                raise KnowledgeError(file_of("rule", rule.id), f"{where}.{key}", "must not be empty")
     for kind, table in (("signature", kb.signatures), ("harmless", kb.harmless)) if patterns else ():
         for entry in table.values():
             # a pattern that matches an empty line matches every line: all of it would be evidence

@@ -131,6 +131,26 @@ class Harmless:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """A structural rule of the log analysis (knowledge/logs), documented like a linter rule: the
+    code that applies it passes its stable id (DL101...) with every score it adds."""
+
+    id: str
+    name: str
+    cause: str
+    mechanism: str  # what it encodes and why (GUIDE.md)
+    evidence: str  # the lines it needs
+    silent: str  # when it must stay silent
+    example: str  # a short log it fires on, written from the real formats
+    silent_example: str  # the near-identical healthy twin it stays silent on
+    symptom: str = ""  # the symptom the example is analysed with ("" for none)
+
+    @property
+    def title(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
 class Step:
     """A node of the method's decision tree."""
 
@@ -157,14 +177,15 @@ class KnowledgeBase:
     steps: Mapping[str, Step]
     root_step: str
     sources: tuple[str, ...] = ()
+    rules: Mapping[str, Rule] = field(default_factory=lambda: MappingProxyType({}))
 
     def switches_in_order(self) -> list[Switch]:
         return sorted(self.switches.values(), key=lambda s: (s.order, s.id))
 
     def find(self, item_id: str) -> Any:
-        """Return the cause, check, switch, symptom, signature or step with this id, or None."""
+        """Return the cause, check, switch, symptom, signature, step or log rule with this id, or None."""
         for table in (self.causes, self.checks, self.switches, self.symptoms, self.signatures,
-                      self.steps, self.harmless):
+                      self.steps, self.harmless, self.rules):
             if item_id in table:
                 return table[item_id]
         return None

@@ -29,6 +29,8 @@ _WAITED = re.compile(r"waiting (?P<ms>\d+) ?ms|Timeout\(ms\)=(?P<ms2>\d+)")
 
 
 def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
+    """The culprit as {"ranks", "role", "why", "rule"} (rule: the rules.toml id of the culprit
+    rule that named it; the engine takes it out of the dict), or None."""
     crashed = [rl for rl in lines.values() if rl.end.kind in ("crashed", "killed")]
     waiters = [rl for rl in lines.values() if rl.end.kind in WAITING]
     uneven = _uneven(view, waiters)
@@ -42,7 +44,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         if waiters:
             why += tr("; rank {ranks} was left waiting" if len(waiters) == 1 else "; rank {ranks} were left waiting",
                      ranks=_names(waiters))
-        found = {"ranks": [first.rank], "role": "crashed", "why": why}
+        found = {"ranks": [first.rank], "role": "crashed", "why": why, "rule": "DL901"}
         if first.end.exc is not None and first.end.exc.frame:
             found["location"] = first.end.exc.frame  # the culprit's own code
         return found
@@ -54,7 +56,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     late = _late(waiters)
     if late:
         timed = [rl for rl in waiters if rl.end.kind == "timeout"]
-        return {"ranks": [rl.rank for rl in late], "role": "stuck",
+        return {"ranks": [rl.rank for rl in late], "role": "stuck", "rule": "DL904",
                 "why": tr("rank {late} lost its peer only after rank {timed} had timed out waiting: it was "
                          "the late one" if len(late) == 1 else "rank {late} lost its peer only after rank "
                          "{timed} had timed out waiting: they were the late one",
@@ -66,12 +68,12 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                   and rl not in waiters]
         if others and all(rl.end.kind == "lost-peer" for rl in waiters):
             # a closed or reset connection means the peer's process is gone; a hung one keeps it open
-            return {"ranks": [rl.rank for rl in others], "role": "crashed",
+            return {"ranks": [rl.rank for rl in others], "role": "crashed", "rule": "DL905",
                     "why": tr("rank {waiters} lost its connection to rank {others}, whose own lines show no "
                              "error: it exited without a traceback (os._exit, a kill, a native crash)",
                              waiters=_names(waiters), others=_names(others))}
         if others:
-            return {"ranks": [rl.rank for rl in others], "role": "stuck",
+            return {"ranks": [rl.rank for rl in others], "role": "stuck", "rule": "DL906",
                     "why": tr("rank {waiters} timed out or lost its peer while rank {others} never reported "
                              "a failure: it never reached the collective" if len(others) == 1 else
                              "rank {waiters} timed out or lost its peer while rank {others} never reported "
@@ -79,13 +81,13 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                              waiters=_names(waiters), others=_names(others))}
         done = [rl for rl in lines.values() if rl.end.kind == "finished"]
         if done:
-            return {"ranks": [rl.rank for rl in waiters], "role": "stuck",
+            return {"ranks": [rl.rank for rl in waiters], "role": "stuck", "rule": "DL907",
                     "why": tr("rank {waiters} kept calling collectives after rank {done} had finished: the "
                              "ranks ran different numbers of steps", waiters=_names(waiters), done=_names(done))}
         if len(set(seqs.values())) > 1:
             lo = min(seqs.values())
             behind = [r for r, q in seqs.items() if q == lo]
-            return {"ranks": behind, "role": "slow",
+            return {"ranks": behind, "role": "slow", "rule": "DL908",
                     "why": tr("rank {ranks} timed out at SeqNum {lo}, behind the others (up to {hi}): the "
                              "lowest SeqNum is the first suspect", ranks=", ".join(behind), lo=lo,
                              hi=max(seqs.values()))}
@@ -95,7 +97,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     exited = [rl for rl in lines.values() if rl.end.kind == "exited"]
     if exited and not waiters:
         first = _earliest_exit(exited)
-        return {"ranks": [first.rank], "role": "crashed",
+        return {"ranks": [first.rank], "role": "crashed", "rule": "DL910",
                 "why": tr("rank {rank} exited with code {code}, the first failure the launcher saw",
                          rank=first.rank, code=first.exitcode)}
     return None
@@ -113,7 +115,7 @@ def _named_late(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None
     ranks = sorted(named, key=int)
     hit = named[ranks[0]]
     waiter = view.rank(hit) or "0"  # torch runs the monitoring on rank 0
-    return {"ranks": ranks, "role": "stuck",
+    return {"ranks": ranks, "role": "stuck", "rule": "DL903",
             "why": tr("rank {waiter}'s monitored barrier names rank {ranks} as never arriving ({where})",
                       waiter=waiter, ranks=", ".join(ranks), where=f"{short(hit.file)}:{hit.line}")}
 
@@ -131,7 +133,7 @@ def _uneven(view: View, waiters: list[RankLine]) -> dict[str, Any] | None:
     most = max(sizes.values())
     ranks = sorted((r for r, n in sizes.items() if n == most), key=int)
     others = ", ".join(tr("rank {rank}: {n}", rank=r, n=n) for r, n in sorted(sizes.items(), key=lambda kv: int(kv[0])) if n != most)
-    return {"ranks": ranks, "role": "stuck",
+    return {"ranks": ranks, "role": "stuck", "rule": "DL902",
             "why": tr("rank {ranks} has {most} batches per epoch ({others}): it kept calling collectives "
                      "after the others ran out of data", ranks=", ".join(ranks), most=most, others=others)}
 
@@ -182,7 +184,7 @@ def _odd_facts(view: View) -> dict[str, Any] | None:
             (top, n), *_ = counts.most_common()
             if list(counts.values()).count(n) == 1:
                 odd = sorted((r for v, rs in values.items() if v != top for r in rs), key=lambda r: int(r))
-                return {"ranks": odd, "role": "misconfigured",
+                return {"ranks": odd, "role": "misconfigured", "rule": "DL909",
                         "why": tr("{fact} is {top} on most ranks but differs on rank {ranks}", fact=fact,
                                  top=top, ranks=", ".join(odd))}
     return None

@@ -86,6 +86,8 @@ def _run(sources: list[Source], skipped: list[Skipped], kb: KnowledgeBase,
     view = build(col, sigs)
     lines = timeline.build(view)
     who = culprit.culprit(view, lines)
+    # the culprit rule's id travels beside the dict (LogReport.culprit_rule), not inside it
+    culprit_rule = str(who.pop("rule", "")) if who else ""
     first = first_failure(view)
     if who and who["role"] == "crashed" and lines[who["ranks"][0]].end.hit is not None:
         # the culprit's own failure line, not the launcher's summary or a waiter's timeout
@@ -97,6 +99,7 @@ def _run(sources: list[Source], skipped: list[Skipped], kb: KnowledgeBase,
         culprit=who,
         summary=culprit.summary(view, lines, who),
         symptom=refine(kb, view, symptom),
+        culprit_rule=culprit_rule,
         first_failure=first,
         ranks=ranks_table(view),
         facts=facts(view),

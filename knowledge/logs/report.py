@@ -44,11 +44,14 @@ class CauseScore:
     # the weight of its strongest failure signature (0: structural rules only); signatures.toml's
     # scale: 1 a weak hint, 2 moderate, 3 strong, 4 decisive on its own
     weight: float = 0.0
+    # the structural rules that scored it (knowledge/data/rules.toml ids; `knowledge show DL101`)
+    rules: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "score": round(self.score, 2), "basis": self.basis,
                 "evidence": [e.to_dict() for e in self.evidence], "reasons": list(self.reasons),
-                "against": list(self.against), "lead": self.lead, "weight": self.weight}
+                "against": list(self.against), "lead": self.lead, "weight": self.weight,
+                "rules": list(self.rules)}
 
 
 @dataclass
@@ -67,6 +70,7 @@ class LogReport:
     culprit: dict[str, Any] | None = None
     summary: str = ""
     symptom: str | None = None  # the symptom given, made precise by the logs (score.refine)
+    culprit_rule: str = ""  # the rules.toml id of the culprit rule that named it ("" when none)
 
     @property
     def top(self) -> CauseScore | None:
@@ -90,7 +94,8 @@ class LogReport:
     def verdict(self) -> dict[str, Any]:
         """The culprit, the story and the causes in order, each with its basis."""
         return {"culprit": self.culprit, "summary": self.summary, "failed": self.failed,
-                "causes": [{"id": c.id, "basis": c.basis} for c in self.causes]}
+                "causes": [{"id": c.id, "basis": c.basis} for c in self.causes],
+                "culprit_rule": self.culprit_rule}
 
     def to_dict(self) -> dict[str, Any]:
         ff = None

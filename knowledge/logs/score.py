@@ -58,7 +58,8 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
                 ev.append(Evidence(h.file, h.line, h.text, view.rank(h), h.sig))
         basis = s.basis.get(cid, "prior")
         out.append(CauseScore(cid, round(val, 3), ev, s.reasons[cid], lead=basis != "evidence",
-                              basis=basis, against=s.against.get(cid, []), weight=s.decisive.get(cid, 0.0)))
+                              basis=basis, against=s.against.get(cid, []), weight=s.decisive.get(cid, 0.0),
+                              rules=list(s.rules.get(cid, []))))
     out.sort(key=lambda c: (BASES.index(c.basis) if c.basis == "prior" else 0, -c.score, -s.best[c.id],
                             order.get(c.id, len(order)), c.id))
     return out
@@ -121,11 +122,12 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
         if lost and not any(rl.end.kind == "timeout" for rl in lines.values()):
             # a closed connection: the peer's process is gone, whoever it was
             s.add("rank-crash-deadlock", 2.0, tr("rank {ranks} lost its peer: the process on the other end "
-                  "exited", ranks=span([rl.rank for rl in lost])), [rl.end.hit for rl in lost[:2] if rl.end.hit is not None])
+                  "exited", ranks=span([rl.rank for rl in lost])), [rl.end.hit for rl in lost[:2] if rl.end.hit is not None],
+                  rule="DL105")
         elif unranked:
             e = unranked[0]
             s.add("rank-crash-deadlock", 1.0, tr("a process raised {type}: whichever rank it was, the others "
-                  "are left waiting for it", type=e.type), [e.hit])
+                  "are left waiting for it", type=e.type), [e.hit], rule="DL106")
         return
     waiters = [rl for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")]
     hits = []
@@ -134,7 +136,7 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
         hits = [rl.end.hit] if rl.end.hit is not None else []
     hits += [h for h in crashes[:3] if h not in hits]
     max_w = max((view.sigs[h.sig].weight for h in crashes), default=2.0)
-    s.add("rank-crash-deadlock", 0.4 * max_w, "", hits)
+    s.add("rank-crash-deadlock", 0.4 * max_w, "", hits, rule="DL101")
     waits = [t for per in view.timeouts.values() for t in per.values()] + view.unranked
     mismatch = [h for sid, hs in view.col.hits.items() if view.sigs[sid].cause == "asymmetric-collective"
                 and "failure" in view.sigs[sid].tags for h in hs]
@@ -145,15 +147,19 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
         n = len(waiters) or len(waits)
         s.add("rank-crash-deadlock", 4.0, tr("{who} crashed while {n} rank(s) waited in a collective", who=named,
                                             n=n or tr("other")),
-              hits[:3] + [rl.end.hit for rl in waiters[:2] if rl.end.hit is not None] + _timeout_hits(view)[:2])
+              hits[:3] + [rl.end.hit for rl in waiters[:2] if rl.end.hit is not None] + _timeout_hits(view)[:2],
+              rule="DL102")
         first = lines.get("0")
         if crashed and who["ranks"] == ["0"] and first is not None and first.phase in ("eval", "save", "load"):  # type: ignore[index]
-            s.add("rank0-overload", 2.5, tr("rank 0 crashed first, during {phase}", phase=tr(first.phase)), hits[:2])
+            s.add("rank0-overload", 2.5, tr("rank 0 crashed first, during {phase}", phase=tr(first.phase)), hits[:2],
+                  rule="DL201")
     elif crashed:
         s.add("rank-crash-deadlock", 1.0 if kind == "hang" else 0.5,
-              tr("rank {rank} crashed: the other ranks are left waiting for it", rank=who["ranks"][0]), hits[:3])  # type: ignore[index]
+              tr("rank {rank} crashed: the other ranks are left waiting for it", rank=who["ranks"][0]),  # type: ignore[index]
+              hits[:3], rule="DL103")
     elif kind == "hang":
-        s.add("rank-crash-deadlock", 1.5, tr("a process crashed and the job hung: the others wait for it"), crashes[:3])
+        s.add("rank-crash-deadlock", 1.5, tr("a process crashed and the job hung: the others wait for it"), crashes[:3],
+              rule="DL104")
 
 
 def _ended_waiting(view: View, hit: Hit, lines: dict[str, RankLine]) -> bool:
@@ -195,7 +201,7 @@ def _main_work_rule(view: View, s: Scores, lines: dict[str, RankLine]) -> bool:
     who = tr("rank {ranks}", ranks=span([rl.rank for rl in waited])) if waited else tr("another rank")
     s.add("rank0-overload", 6.0, tr("{who} ended waiting while the main process did work only it does ({line})",
                                    who=who, line=main_work[0].text.strip()[:60]), main_work[:2] + [rl.end.hit for rl in waited[:1] if rl.end.hit]
-          + [e.hit for e in timed[:1]])
+          + [e.hit for e in timed[:1]], rule="DL202")
     return True
 
 
@@ -223,7 +229,7 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
             s.add("asymmetric-collective", 4.5,
                   tr("ranks timed out at different SeqNums in PG {pg}: rank {behind} at {lo}, rank {ahead} at "
                     "{hi}: they issued different collectives", pg=pg, behind=span(behind), lo=lo,
-                    ahead=span(ahead), hi=hi), ev)
+                    ahead=span(ahead), hi=hi), ev, rule="DL401")
             explained = True
         elif any(len(ops) > 1 for ops in by_seq.values()):
             seq = next(q for q, ops in by_seq.items() if len(ops) > 1)
@@ -231,7 +237,7 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
             s.add("asymmetric-collective", 4.5,
                   tr("ranks at SeqNum {seq} ran different collectives: {ops}", seq=seq,
                     ops=", ".join(sorted(by_seq[seq]))),
-                  _timeout_lines(view, pg, rs[:3]))
+                  _timeout_lines(view, pg, rs[:3]), rule="DL402")
             explained = True
     done = [rl for rl in lines.values() if rl.end.kind == "finished"]
     stranded = [rl for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")]
@@ -239,14 +245,14 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
         s.add("asymmetric-collective", 4.5, tr("rank {done} finished while rank {stranded} still waited in a "
               "collective: the ranks ran different numbers of steps (uneven inputs, or a collective not every "
               "rank calls)", done=span([rl.rank for rl in done]), stranded=span([rl.rank for rl in stranded])),
-              [rl.end.hit for rl in stranded[:2] if rl.end.hit is not None])
+              [rl.end.hit for rl in stranded[:2] if rl.end.hit is not None], rule="DL403")
         explained = True
     ends = [f for f in view.col.files if f.ends and f.first_timeout and min(f.ends) < f.first_timeout]
     if ends:
         f = ends[0]
         end_hits = [h for h in view.hits_with("end") if h.file == f.name][:1]
         s.add("asymmetric-collective", 4.5, tr("a collective timed out after training had finished on "
-              "this rank: the others never entered it"), end_hits + _timeout_hits(view)[:1])
+              "this rank: the others never entered it"), end_hits + _timeout_hits(view)[:1], rule="DL404")
         explained = True
     waiting = view.waiting | {rl.rank for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")}
     zero = lines.get("0")
@@ -260,13 +266,14 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
                 phase=tr(str(zero.phase))) if busy else
               tr("rank {ranks} timed out waiting while rank 0's own lines show no timeout", ranks=span(ranks)),
               _timeout_hits(view)[:2]
-              + ([view.col.phases["0"][1]] if "0" in view.col.phases else []), "evidence" if busy else "facts")
+              + ([view.col.phases["0"][1]] if "0" in view.col.phases else []), "evidence" if busy else "facts",
+              rule="DL203" if busy else "DL204")
         explained = busy
     main_work = view.hits_with("main-work")
     if not explained and main_work and waiting:
         s.add("rank0-overload", 6.0, tr("others timed out or lost their peer while the main process did "
               "work only it does ({line})", line=main_work[0].text[:60]), main_work[:2] + _timeout_hits(view)[:1]
-              + [rl.end.hit for rl in lost[:1] if rl.end.hit is not None])
+              + [rl.end.hit for rl in lost[:1] if rl.end.hit is not None], rule="DL205")
         explained = True
     stuck = who is not None and who["role"] in ("stuck", "slow")
     if not explained:
@@ -276,12 +283,14 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
             rl.end.kind != "timeout" for rl in lines.values())
         if stuck and who["ranks"] == ["0"]:  # type: ignore[index]
             s.add("rank0-overload", 4.0, tr("rank 0 is the one rank that never reached the collective: "
-                  "the rank that does extra work (eval, saving, logging)"), hits[:1], "facts")
+                  "the rank that does extra work (eval, saving, logging)"), hits[:1], "facts", rule="DL206")
         if stuck:
             s.add("collective-timeout", 3.0, tr("rank {ranks} {role}: {why}", ranks=span(who["ranks"]),  # type: ignore[index]
-                                               role=tr(who["role"]), why=who["why"]), hits)  # type: ignore[index]
+                                               role=tr(who["role"]), why=who["why"]), hits,  # type: ignore[index]
+                  rule="DL301")
         elif not only_lost:
-            s.add("collective-timeout", 1.0, tr("collectives timed out with no crashed rank in sight"), hits)
+            s.add("collective-timeout", 1.0, tr("collectives timed out with no crashed rank in sight"), hits,
+                  rule="DL302")
     elif view.crashes or (who and who["role"] == "crashed"):
         s.against["collective-timeout"].append(tr("a rank crashed first: the timeouts are its consequence"))
 

@@ -17,13 +17,13 @@ from .view import View
 
 def fact_rules(view: View, s: Scores) -> None:
     values = fact_values(view)
-    for fact, cause, amount in (("nccl_version", "version-mismatch", 4.0),
-                                ("nccl_cuda", "version-mismatch", 2.0),
-                                ("cuda_driver", "version-mismatch", 2.0)):
+    for fact, cause, amount, rule in (("nccl_version", "version-mismatch", 4.0, "DL501"),
+                                      ("nccl_cuda", "version-mismatch", 2.0, "DL502"),
+                                      ("cuda_driver", "version-mismatch", 2.0, "DL503")):
         if len(values.get(fact, {})) > 1:
             s.add(cause, amount, tr("{fact} differs across ranks: {values}", fact=fact,
                                     values=_values_text(values[fact])),
-                  _fact_evidence(view, fact, values[fact]))
+                  _fact_evidence(view, fact, values[fact]), rule=rule)
     names = {}
     for fact in ("bootstrap_if", "net_if"):
         for val, ranks in values.get(fact, {}).items():
@@ -32,7 +32,7 @@ def fact_rules(view: View, s: Scores) -> None:
     if len(names) > 1:
         s.add("nic-selection", 2.5, tr("ranks use different interfaces: {values}", values=_values_text(names)),
               _fact_evidence(view, "bootstrap_if", values.get("bootstrap_if", {}))
-              + _fact_evidence(view, "net_if", values.get("net_if", {})))
+              + _fact_evidence(view, "net_if", values.get("net_if", {})), rule="DL504")
     bad = []
     for fact in ("bootstrap_if", "net_if"):
         for val in values.get(fact, {}):
@@ -43,7 +43,8 @@ def fact_rules(view: View, s: Scores) -> None:
         fact, val = bad[0]
         s.add("nic-selection", 3.0 if multi_host else 1.0,
               tr("NCCL uses {value} across nodes" if multi_host else "NCCL uses {value}", value=val),
-              _fact_evidence(view, fact, {val: values[fact][val]}), "evidence" if multi_host else "facts")
+              _fact_evidence(view, fact, {val: values[fact][val]}), "evidence" if multi_host else "facts",
+              rule="DL505")
     transports = defaultdict(list)
     for r, f in view.facts.items():
         net = f.get("network", "")
@@ -54,7 +55,8 @@ def fact_rules(view: View, s: Scores) -> None:
     if len(transports) > 1:
         s.add("ib-rdma-failure", 3.5, tr("some ranks use InfiniBand, others fell back to sockets: {values}",
                                          values=_values_text(transports)), [view.fact_hits[(r, k)] for r in transports["sockets"][:1]
-                                           for k in ("ib", "network") if (r, k) in view.fact_hits])
+                                           for k in ("ib", "network") if (r, k) in view.fact_hits],
+              rule="DL506")
 
 
 def fact_values(view: View) -> dict[str, dict[str, list[str]]]:
@@ -90,7 +92,8 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
         ranked = all(view.rank(h) is not None for hs in ops.values() for h in hs)
         s.add("asymmetric-collective", 4.5 if ranked else 2.5, tr(
             "tracebacks stop in different collectives: {ops} (ranks waiting in different collectives never meet)"
-            if ranked else "tracebacks stop in different collectives: {ops}", ops=", ".join(sorted(ops))), hits)
+            if ranked else "tracebacks stop in different collectives: {ops}", ops=", ".join(sorted(ops))), hits,
+            rule="DL405")
     for kind in ("step", "iteration", "batch"):
         last = {r: p[kind] for r, p in col.progress.items() if kind in p}
         if len(last) > 1:
@@ -101,7 +104,7 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
                 s.add("asymmetric-collective", 2.5, tr("the log ends with rank {lo} at {kind} {lo_n} and rank {hi} "
                       "at {kind} {hi_n}: ranks ran different numbers of steps", lo=lo[0], kind=kind,
                       lo_n=lo[1][0], hi=hi[0], hi_n=hi[1][0]),
-                      [hi[1][1], lo[1][1]], "facts")
+                      [hi[1][1], lo[1][1]], "facts", rule="DL406")
                 break
     sizes = {r: v for r, v in col.epoch_sizes.items()}
     if len({n for n, _h in sizes.values()}) > 1:
@@ -112,7 +115,7 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
         hi = max(sizes.items(), key=lambda kv: kv[1][0])
         s.add("asymmetric-collective", 4.0, tr("rank {hi} has {hi_n} batches per epoch, rank {lo} {lo_n}: uneven "
               "inputs make ranks run different numbers of steps", hi=hi[0], hi_n=hi[1][0], lo=lo[0], lo_n=lo[1][0]),
-              [hi[1][1], lo[1][1]], "evidence" if waited else "facts")
+              [hi[1][1], lo[1][1]], "evidence" if waited else "facts", rule="DL407")
     shared = {ids: per for ids, per in col.sample_ids.items() if len(per) > 1}
     if shared:
         ids, per = next(iter(shared.items()))
@@ -120,18 +123,18 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
         s.add("data-sharding-seed", 5.0, tr("rank {ranks} printed the same sample ids [{ids}]: every rank reads "
               "the same data (no DistributedSampler, or the same seed for the shuffle)", ranks=span(ranks),
               ids=ids[:60]),
-              [per[r] for r in ranks[:3]])
+              [per[r] for r in ranks[:3]], rule="DL601")
     same = [k for k, per in col.losses.items() if len(per) > 1 and len(set(per.values())) == 1
             and len(next(iter(per.values())).split(".")[-1]) >= 4]
     if len(same) >= 3 and hang is not None and not shared:
         # weak: some frameworks print the all-reduced loss on every rank
         s.add("data-sharding-seed", 1.5, tr("ranks report identical losses at {n} steps: if these are per-rank "
-              "losses, every rank sees the same data", n=len(same)), [], "facts")
+              "losses, every rank sees the same data", n=len(same)), [], "facts", rule="DL602")
     steps = {r: v[0] for r, v in col.resume.items()}
     if len(set(steps.values())) > 1:
         s.add("checkpoint-state-divergence", 5.0, tr("ranks resumed from different steps: {steps}", steps=", ".join(
               tr("rank {rank}: {n}", rank=r, n=n) for r, n in sorted(steps.items(), key=lambda kv: rank_key(kv[0])))),
-              [v[1] for v in col.resume.values()][:3])
+              [v[1] for v in col.resume.values()][:3], rule="DL603")
 
 
 def launch_rules(view: View, s: Scores) -> None:
@@ -141,7 +144,7 @@ def launch_rules(view: View, s: Scores) -> None:
     if launcher and spawn:
         # both halves of the mechanism in the job's own lines: evidence, not a lead
         s.add("mixed-launchers", 3.5, tr("a launcher started the job and the script spawns its own "
-              "processes too"), launcher[:1] + spawn[:1])
+              "processes too"), launcher[:1] + spawn[:1], rule="DL701")
     taken, server = view.hits_with("port-taken"), view.hits_with("store-server")
     if taken and server:
         # GUIDE 3.2: the store's port taken while this job's own store server (in these logs) waited
@@ -149,16 +152,16 @@ def launch_rules(view: View, s: Scores) -> None:
         # as rank 0 (both host the store). Never on a taken port alone (another job holds it) nor
         # on a short store alone (workers that cannot reach the master).
         s.add("rank-env-mismatch", 4.0, tr("the port was taken while this job's own store waited for its "
-              "clients: two processes of the job started as rank 0"), taken[:1] + server[:1])
+              "clients: two processes of the job started as rank 0"), taken[:1] + server[:1], rule="DL702")
         s.against["master-addr-port"].append(tr("the port's holder is this job's own store server, not "
                                                 "another job"))
     dups = {r: hs for r, hs in col.announce.items() if _started_twice(col, hs)}
     if dups:
         r, hs = next(iter(sorted(dups.items(), key=lambda kv: rank_key(kv[0]))))
         s.add("rank-env-mismatch", 2.0, tr("rank {ranks} started more than once",
-                                           ranks=span(sorted(dups, key=rank_key))), hs[:2])
+                                           ranks=span(sorted(dups, key=rank_key))), hs[:2], rule="DL703")
         if launcher or spawn:
-            s.add("mixed-launchers", 2.0, tr("duplicate ranks under a launcher"), hs[:2])
+            s.add("mixed-launchers", 2.0, tr("duplicate ranks under a launcher"), hs[:2], rule="DL704")
 
 
 def _started_twice(col: Collector, hits: list[Hit]) -> bool:
@@ -198,4 +201,4 @@ def hardware_rules(view: View, s: Scores, hang: bool | None) -> None:
     model = max(pcie, key=lambda m: len(pcie[m]))
     s.add("p2p-unsupported", 1.5, tr("{model} GPUs talk over PCIe only: peer-to-peer there is absent, "
           "disabled by the driver or broken by ACS/IOMMU, and a hang is how it shows (confirm with "
-          "NCCL_P2P_DISABLE=1)", model=model), pcie[model][:2], "facts")
+          "NCCL_P2P_DISABLE=1)", model=model), pcie[model][:2], "facts", rule="DL801")

@@ -20,10 +20,16 @@ class Scores:
         self.decisive: dict[str, float] = {}
         self.basis: dict[str, str] = {}
         self.against: dict[str, list[str]] = defaultdict(list)
+        # the structural rules (knowledge/data/rules.toml ids) that added to each cause, in order
+        self.rules: dict[str, list[str]] = defaultdict(list)
 
     def add(self, cause: str, amount: float, reason: str, hits: list[Hit] | None = None,
-            basis: str = "evidence") -> None:
+            basis: str = "evidence", rule: str = "") -> None:
+        """Add `amount` to `cause`; `rule` is the structural rule's id (rules.toml), "" for the
+        signatures and the symptom's shift."""
         self.score[cause] += amount
+        if rule and rule not in self.rules[cause]:
+            self.rules[cause].append(rule)
         if BASES.index(basis) < BASES.index(self.basis.get(cause, "prior")) or cause not in self.basis:
             self.basis[cause] = basis
         if reason:

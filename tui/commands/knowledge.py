@@ -28,7 +28,7 @@ replaces it, a new id adds one. Point at it with --knowledge DIR or $DISTDOCTOR_
 Its zh/ folder may hold the Chinese texts of its entries (the same ids, text fields only, as
 in the packaged data/zh/); validate then requires every text in both languages.
 """
-TABLES = ("causes", "symptoms", "checks", "switches", "signatures", "harmless", "steps")
+TABLES = ("causes", "symptoms", "checks", "switches", "signatures", "harmless", "steps", "rules")
 KNOWLEDGE_HELP = "site overlay of knowledge files (also $DISTDOCTOR_KNOWLEDGE)"
 VALIDATE_EPILOG = """\
 examples:
@@ -44,6 +44,7 @@ examples:
   distdoctor knowledge show p2p-unsupported       a cause: what / why / fix
   distdoctor knowledge show hang                  a symptom and the causes it raises
   distdoctor knowledge show logs --json           a method step, machine-readable
+  distdoctor knowledge show DL101                 a log rule: mechanism, evidence, when silent, examples
   distdoctor knowledge show p2p-unsupported --knowledge /etc/distdoctor
 
 exit codes: 0 shown, 2 no such id, a broken overlay, or bad usage
@@ -56,8 +57,8 @@ examples:
 
 exit codes: 0 listed, 2 a broken overlay, or bad usage
 """
-ID_HELP = ("the id of a cause, check, switch, symptom, signature or step, e.g. p2p-unsupported "
-           "(`distdoctor knowledge list TABLE` lists them)")
+ID_HELP = ("the id of a cause, check, switch, symptom, signature or step, e.g. p2p-unsupported, "
+           "or of a log rule, e.g. DL101 (`distdoctor knowledge list TABLE` lists them)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -75,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     validate.add_argument("dir", nargs="?", metavar="DIR",
                           help=t("overlay folder to validate on top of the packaged data "
                                "(the same as --knowledge DIR)"))
-    show = actions.add_parser("show", help=t("explain a cause, check, switch, symptom, signature or step"),
+    show = actions.add_parser("show", help=t("explain a cause, check, switch, symptom, signature, step or log rule"),
                               description=t("Explain one entry of the knowledge base."),
                               epilog=t(SHOW_EPILOG), formatter_class=raw)
     show.add_argument("id", metavar="ID", help=t(ID_HELP))
@@ -178,13 +179,15 @@ def unknown_id(kb: Any, item_id: str) -> str:
     """One line: the id as typed (cut short, control characters escaped), the nearest ids if any
     are close, and how to list them all."""
     shown = repr(item_id if len(item_id) <= 60 else item_id[:60] + "...")
-    ids = [i for table in TABLES for i in getattr(kb, table)]
+    ids = [i for table in TABLES for i in getattr(kb, table)]  # a log rule's too: dl101 -> DL101
     lowered = {i.lower(): i for i in ids}
     # 0.7: one typo in a four-letter id still matches (hnag -> hang), "bogus" -> "logs" does not
     near = difflib.get_close_matches(item_id.strip().lower()[:100], list(lowered), n=3, cutoff=0.7)
     hint = f"did you mean {', '.join(lowered[n] for n in near)}? " if near else ""
+    # the line names the tables of the knowledge base proper; a log rule's id (DL101) is found too
+    # (`knowledge list rules`), and a near miss of one is suggested above
     return (f"no cause, check, switch, symptom, signature or step with id {shown} "
-            f"({hint}every id: `distdoctor knowledge list {'|'.join(TABLES)}`)")
+            f"({hint}every id: `distdoctor knowledge list {'|'.join(TABLES[:-1])}`)")
 
 
 def _plain(value: Any) -> Any:
@@ -240,6 +243,20 @@ def _field(name: str, value: Any) -> list[str]:
     return _para(label, value)
 
 
+def _rule(rule: Any) -> list[str]:
+    """A log rule as a linter documents one: what it encodes, the evidence it needs, when it stays
+    silent, then its firing example and its silent twin, verbatim (log lines are never wrapped)."""
+    lines = [_("Cause: {cause}", cause=rule.cause)]
+    if rule.symptom:
+        lines.append(_("Symptom: {symptom}", symptom=rule.symptom))
+    lines.append("")
+    lines += _para("What it encodes", rule.mechanism) + _para("Evidence it needs", rule.evidence)
+    lines += _para("When it stays silent", rule.silent)
+    for heading, text in (("Example", rule.example), ("Silent twin", rule.silent_example)):
+        lines += [_(heading), *("  " + ln for ln in text.strip("\n").splitlines()), ""]
+    return lines
+
+
 def explain(item: Any) -> str:
     """Fixed headings: what it is / why it happens / fix, then copy-pasteable lines."""
     kind = type(item).__name__.lower()
@@ -258,6 +275,8 @@ def explain(item: Any) -> str:
                        + f": {item.fact} {item.op} {item.value!r} -> {item.status}")
         lines += _para("Finding", item.detail) + _para("Fix", item.fix)
         lines += _para("Causes", ", ".join(item.cause_ids))
+    elif kind == "rule":
+        lines += _rule(item)
     elif kind == "switch":
         lines += [f"  {item.env}={item.value}   "
                   + _("(backend {backend}, bisection order {order})", backend=item.backend, order=item.order), ""]
