@@ -330,3 +330,13 @@ async def test_a_seeded_fuzz_of_keys_resizes_and_pastes_leaves_the_app_responsiv
         await pilot.pause()
         assert app.closing  # it answered q
     assert app.return_code in (0, None)
+
+
+def test_an_interpreter_finding_says_what_to_do_in_the_app() -> None:
+    from distdoctor.knowledge import load_knowledge
+    from distdoctor.tui.app.screens.environment import explain
+
+    text = str(explain(load_knowledge(), {"check": "torch-not-installed", "title": "torch is not installed",
+                                          "detail": "", "fix": "distdoctor check --python /venv/bin/python"}))
+    assert "In this app: on Repro (4) press i" in text
+    assert "In this app" not in str(explain(load_knowledge(), {"check": "shm-too-small", "title": "t"}))

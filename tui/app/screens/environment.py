@@ -19,6 +19,8 @@ from ..lang import t
 from ..widgets import Plain, status_text
 from .base import StepScreen, row_index
 
+# findings about the interpreter the probes asked (this app's own when the job's is not known)
+INTERPRETER_CHECKS = frozenset({"torch-not-installed", "torch-import-fails"})
 STATUS_ORDER = {"fail": 0, "error": 1, "warn": 2, "unavailable": 3, "ok": 4}
 
 
@@ -35,6 +37,10 @@ def explain(kb: Any, finding: dict[str, Any]) -> Text:
     if fix:
         text.append("\n" + t("Fix: "), style="bold")
         text.append(fix)
+    if finding.get("check") in INTERPRETER_CHECKS:
+        # the fix names the command line's flag; in the app the field has a key
+        text.append("\n" + t("In this app: "), style="bold")
+        text.append(t("on Repro (4) press i and give the job's python; then r here checks it again."))
     more = [f for c in causes for f in c.fixes if f.text.strip() not in fix]
     if more:
         text.append("\n" + t("Other fixes:"), style="bold")
