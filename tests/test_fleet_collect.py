@@ -8,7 +8,7 @@ import stat
 import subprocess
 import sys
 import threading
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
@@ -39,7 +39,11 @@ def test_collect_on_this_machine_validates() -> None:
     # facts that can be checked against this machine independently
     st = os.statvfs("/dev/shm")
     assert summary["shm_bytes"] == st.f_blocks * st.f_frsize
-    assert summary["torch"] == version("torch")
+    try:
+        torch = version("torch")
+    except PackageNotFoundError:  # Python 3.10: torch 2.13 has no wheel for it
+        torch = None
+    assert summary["torch"] == torch
     assert os.path.samefile(doc["python"], sys.executable)
 
 
