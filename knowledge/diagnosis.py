@@ -6,7 +6,8 @@ what it returns: the culprit, how sure the tool is (`confidence`), the ranked ca
 basis and the lines for and against each, the next action, what to collect when the evidence
 cannot tell, and whether a restart will help (`recurrence`).
 
-Confidence (measured: tests/eval_diagnosis.py prints the table per level):
+Confidence (measured: tests/eval_diagnosis.py prints the table per level; the rules that decide it
+and the order of the causes are in knowledge/confidence.py):
 - `confirmed`: the mechanism is shown end to end: the top cause rests on this incident's own
   evidence and the culprit's own failure line (or the waiters' lines that name the stuck rank, or
   a switch that turns the failure into a pass) is part of that evidence, and no other cause has
@@ -22,26 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .i18n import t as tr
+from .confidence import advisory, against_culprit, applicable, explanation_first, how_sure, signatures_of
 from .verdict import Ranked, culprit as pick_culprit, rank_causes
 
 CONFIDENCE = ("confirmed", "likely", "unknown")
 RECURRENCE = ("will-recur", "may-pass", "exclude-node")
-# a second cause with at least this share of the top cause's score "fits alike": nothing is sure
-ALIKE = 0.75
-# below this share the top cause stands alone (a confirmed answer needs no close rival)
-ALONE = 0.5
-# signatures.toml's weight for "strong" (4 is "decisive on its own")
-STRONG = 3.0
 # a hardware fault this close to a rank's death is part of it (kernel log and rank log clocks
 # are the same node's; a log line is written a little after the fault it reports)
 HARDWARE_WINDOW_S = 120
-# what a cause's premise says about the culprit (causes.toml `premise`); the roles that contradict it
-CONTRADICTS: Mapping[str, tuple[str, ...]] = {"crash": ("stuck", "slow"), "no-crash": ("crashed",)}
 # how each rank's own lines end (the timeline) in the one status word JSON and text share
 STATUS: Mapping[str, str] = {"crashed": "crashed", "killed": "killed", "lost-peer": "lost-peer",
                              "timeout": "timed-out", "exited": "exited", "finished": "finished",
                              "stopped": "stopped", "unknown": "no-end-seen"}
-WAITED = ("lost-peer", "timeout")
 # the log tables' words for ranks the timeline does not know, in the same vocabulary
 TABLE_STATUS: Mapping[str, str] = {"seen": "no-end-seen", "timeout": "timed-out", "exited": "exited",
                                    "crashed": "crashed", "missing": "missing", "not": "not-waiting"}
@@ -142,8 +135,8 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     logs = ev.logs if isinstance(ev.logs, Mapping) else None
     log_causes = [c for c in (logs or {}).get("causes") or [] if isinstance(c, Mapping)]
     hardening = tuple(str(f.get("title", f.get("check", ""))) for f in ev.findings
-                      if isinstance(f, Mapping) and _advisory(kb, f))
-    findings = [f for f in ev.findings if isinstance(f, Mapping) and not _advisory(kb, f)]
+                      if isinstance(f, Mapping) and advisory(kb, f))
+    findings = [f for f in ev.findings if isinstance(f, Mapping) and not advisory(kb, f)]
     # the log analysis weighed the symptom among its own causes already; when other sources join,
     # every cause takes the symptom's prior alike, so the log causes do not lose theirs
     alone = not (findings or ev.fleet or ev.bisect or ev.live or ev.repro_causes or ev.hardware)
@@ -165,12 +158,12 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     ranked = [r for r in ranked if r.id in kb.causes or r.basis == "evidence"]
     ranks = _ranks(timeline, who)
     backend = ev.backend or (((logs or {}).get("facts") or {}).get("job") or {}).get("backend")
-    ranked, left_out = _applicable(kb, ranked, backend, logs)
-    ranked, contradicted = _against_culprit(kb, ranked, who, left_out)
-    ranked = _explanation_first(kb, ranked, who, logs)
+    ranked, left_out = applicable(kb, ranked, backend, logs)
+    ranked, contradicted = against_culprit(kb, ranked, who, left_out)
+    ranked = explanation_first(kb, ranked, who, logs)
     failed = bool((logs or {}).get("verdict", {}).get("failed")) if logs else False
     failed = failed or any(r.strong and r.basis == "evidence" for r in ranked)
-    confidence = _confidence(kb, [r for r in ranked if r.id not in contradicted], who, logs, ev)
+    confidence = how_sure(kb, [r for r in ranked if r.id not in contradicted], who, logs, ev.bisect)
     if not failed and confidence != "unknown":
         confidence = "unknown"
     summary = str(((logs or {}).get("verdict") or {}).get("summary") or (who or {}).get("why") or "")
@@ -178,7 +171,7 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     top = ranked[0] if ranked else None
     return Diagnosis(confidence=confidence, culprit=dict(who) if who else None, summary=summary,
                      causes=tuple(ranked), next_action=_next(kb, top, confidence, backend, collect, failed,
-                                                            _signatures_of(top, logs)),
+                                                            signatures_of(top, logs)),
                      collect=collect, recurrence=_recurrence(kb, top, who, timeline) if confidence != "unknown" else None,
                      ranks=ranks, left_out=tuple(left_out), hardening=hardening,
                      seen_before=tuple(x for x in ev.seen_before if isinstance(x, Mapping)), failed=failed)
@@ -225,12 +218,6 @@ def _seconds(iso: str, kind: int) -> float | None:
     return float(((t.month * 31 + t.day) * 24 + t.hour) * 3600 + t.minute * 60 + t.second)
 
 
-def _advisory(kb: Any, finding: Mapping[str, Any]) -> bool:
-    """A hardening advice (checks.toml `advisory = true`) is never evidence for this incident."""
-    check = kb.checks.get(str(finding.get("check", "")))
-    return bool(check is not None and getattr(check, "advisory", False))
-
-
 def _ranks(timeline: Mapping[str, Any], who: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     """Each rank's one status (the word the text shows), its last step and collective, its files."""
     blamed = {str(r) for r in (who or {}).get("ranks") or []}
@@ -246,164 +233,6 @@ def _ranks(timeline: Mapping[str, Any], who: Mapping[str, Any] | None) -> dict[s
                           "exitcode": row.get("exitcode"), "files": list(row.get("files") or [])[:4],
                           "hosts": list(row.get("hosts") or [])}
     return out
-
-
-def _applicable(kb: Any, ranked: list[Ranked], backend: str | None,
-                logs: Mapping[str, Any] | None) -> tuple[list[Ranked], list[dict[str, str]]]:
-    """Causes that cannot apply to this job are left out with the reason: on a Gloo job that
-    shows no GPU, the causes that need NCCL or a GPU (causes.toml `needs`). A cause with a
-    failure line of its own in these logs stays: the line proves the premise wrong."""
-    if backend != "gloo" or _gpu_seen(logs):
-        return ranked, []
-    kept, left = [], []
-    for r in ranked:
-        needs = set(getattr(kb.causes.get(r.id), "needs", ()) or ())
-        if needs & {"gpu", "nccl"} and not (r.basis == "evidence" and r.strong):
-            left.append({"id": r.id, "why": tr("a Gloo job with no GPU in its logs: this cause needs {needs}",
-                                               needs=" + ".join(sorted(needs)))})
-        else:
-            kept.append(r)
-    return kept, left
-
-
-def _gpu_seen(logs: Mapping[str, Any] | None) -> bool:
-    facts = (logs or {}).get("facts") or {}
-    values = facts.get("values") or {}
-    return any(k.startswith(("nccl", "cuda", "gpu")) for k in values) or any(
-        str(k).startswith(("nccl", "cuda", "gpu")) for k in facts)
-
-
-def _against_culprit(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None,
-                     left: list[dict[str, str]]) -> tuple[list[Ranked], set[str]]:
-    """A cause whose premise the culprit contradicts is argued against in words and can no longer
-    come first: "no crashed rank in sight" beside a crashed culprit, "a rank died" beside a rank
-    the waiters name as never arriving. Returns the ranking and the ids argued against (no rival
-    to the answer)."""
-    role = (who or {}).get("role")
-    if not role:
-        return ranked, set()
-    out, demoted = [], []
-    for r in ranked:
-        premise = getattr(kb.causes.get(r.id), "premise", "")
-        if role in CONTRADICTS.get(premise, ()) and not (r.basis == "evidence" and r.strong and not out):
-            ranks = ", ".join(str(x) for x in who.get("ranks") or [])
-            why = tr("the culprit, rank {ranks}, {role}: this cause's premise does not hold", ranks=ranks,
-                     role=tr(str(role)))
-            if r.basis == "prior":  # nothing in its favour but the symptom: it does not apply
-                left.append({"id": r.id, "why": why})
-                continue
-            demoted.append(Ranked(r.id, r.score, r.reasons, "facts" if r.basis == "evidence" else r.basis,
-                                  False, (*r.against, why)))
-        else:
-            out.append(r)
-    return out + demoted, {r.id for r in demoted}
-
-
-def _explanation_first(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None,
-                       logs: Mapping[str, Any] | None) -> list[Ranked]:
-    """A consequence never outranks its explanation. When the top cause is "a rank died and the
-    others wait" and another cause with this incident's evidence explains why the rank died, that
-    cause comes first (see `_explains`)."""
-    if not ranked or getattr(kb.causes.get(ranked[0].id), "premise", "") != "crash":
-        return ranked
-    for n, r in enumerate(ranked[1:], 1):
-        if _explains(kb, r, who, logs):
-            return [r, *ranked[:n], *ranked[n + 1:]]
-    return ranked
-
-
-def _explains(kb: Any, r: Ranked, who: Mapping[str, Any] | None, logs: Mapping[str, Any] | None) -> bool:
-    """Whether a cause explains the crash: it rests on this incident's evidence, can kill a rank
-    (causes.toml `explains_crash`), and, when the culprit's own failure line is shown, cites that
-    very line; when the crash is only inferred (a peer's lost connection, a launcher's exit code),
-    it is a set-up cause (`setup`) with evidence of its own."""
-    cause = kb.causes.get(r.id)
-    if not (r.basis == "evidence" and r.strong and getattr(cause, "explains_crash", False)):
-        return False
-    if any(reason.startswith("hardware:") for reason in r.reasons):
-        return True  # a fault on the culprit's node as it died
-    ff = (logs or {}).get("first_failure") or {}
-    blamed = [str(x) for x in (who or {}).get("ranks") or []]
-    if (who or {}).get("role") == "crashed" and str(ff.get("rank")) in blamed:
-        cites = next((c.get("evidence") or [] for c in (logs or {}).get("causes") or []
-                      if isinstance(c, Mapping) and c.get("id") == r.id), [])
-        return (ff.get("file"), ff.get("line")) in {(e.get("file"), e.get("line")) for e in cites}
-    return bool(getattr(cause, "setup", False))
-
-
-def _confidence(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, logs: Mapping[str, Any] | None,
-                ev: IncidentEvidence) -> str:
-    top = ranked[0] if ranked else None
-    if top is None or top.basis != "evidence" or not top.strong:
-        return "unknown"
-    needs = set(getattr(kb.causes.get(top.id), "answer_needs", ()) or ())
-    if "culprit" in needs and not (who or {}).get("ranks"):
-        return "unknown"
-    if "waiters" in needs and not _waiters(logs):
-        return "unknown"
-    # the deadlock a crash leaves behind is no rival of the cause that explains the crash
-    compatible = _explains(kb, top, who, logs)
-    rivals = [r.score for r in ranked[1:] if r.basis != "prior"
-              and not (compatible and getattr(kb.causes.get(r.id), "premise", "") == "crash")]
-    share = max(rivals, default=0.0) / top.score if top.score > 0 else 1.0
-    if share >= ALIKE:
-        return "unknown"
-    chain = top.id in ev.bisect or _chain(top, who, logs)
-    if chain and share < ALONE:
-        return "confirmed"
-    # with no rank named, the line itself must be strong: one weak or moderate signature fits
-    # several causes (a reset connection, a catch-all NCCL code)
-    if not (who or {}).get("ranks") and not _other_source(top) and _weight(top, logs) < STRONG:
-        return "unknown"
-    return "likely"
-
-
-def _signatures_of(top: Ranked | None, logs: Mapping[str, Any] | None) -> tuple[str, ...]:
-    """The signature ids of the top cause's log lines, in their order."""
-    cause = next((c for c in (logs or {}).get("causes") or [] if isinstance(c, Mapping)
-                  and top is not None and c.get("id") == top.id), {})
-    return tuple(dict.fromkeys(str(e.get("signature")) for e in cause.get("evidence") or []
-                               if isinstance(e, Mapping) and e.get("signature")))
-
-
-def _weight(top: Ranked, logs: Mapping[str, Any] | None) -> float:
-    """The weight of the top cause's strongest failure signature in the logs (0: none)."""
-    cause = next((c for c in (logs or {}).get("causes") or [] if isinstance(c, Mapping) and c.get("id") == top.id), {})
-    try:
-        return float(cause.get("weight") or 0.0)
-    except (TypeError, ValueError):
-        return 0.0
-
-
-def _other_source(top: Ranked) -> bool:
-    """Whether evidence beyond the logs backs the cause (a check, the fleet, a switch, a live capture)."""
-    return any(not r.startswith(("logs", "symptom")) for r in top.reasons)
-
-
-def _waiters(logs: Mapping[str, Any] | None) -> bool:
-    """Whether any rank is seen waiting: its lines end in a timeout or a lost peer."""
-    timeline = (logs or {}).get("timeline") or {}
-    return any(((row or {}).get("end") or {}).get("kind") in WAITED for row in timeline.values())
-
-
-def _chain(top: Ranked, who: Mapping[str, Any] | None, logs: Mapping[str, Any] | None) -> bool:
-    """The mechanism end to end: the culprit's own failure line is evidence for the top cause and
-    another rank's lines show what followed (it waited, lost its peer); or the waiters name a
-    stuck rank whose lines simply stop."""
-    if not who or not logs:
-        return False
-    timeline = logs.get("timeline") or {}
-    blamed = [str(r) for r in who.get("ranks") or []]
-    others = [row for r, row in timeline.items() if r not in blamed and isinstance(row, Mapping)]
-    waited = any((row.get("end") or {}).get("kind") in WAITED for row in others)
-    if not waited:
-        return False
-    if who.get("role") in ("stuck", "slow"):
-        return True
-    ff = logs.get("first_failure") or {}
-    cause = next((c for c in logs.get("causes") or [] if c.get("id") == top.id), None)
-    own = {(e.get("file"), e.get("line")) for e in (cause or {}).get("evidence") or []}
-    return who.get("role") == "crashed" and str(ff.get("rank")) in blamed and (ff.get("file"), ff.get("line")) in own
 
 
 def _collect(ev: IncidentEvidence, confidence: str, ranks: Mapping[str, Any],

@@ -6,6 +6,7 @@ import shutil
 from typing import Any
 
 from distdoctor.knowledge import i18n
+from distdoctor.knowledge.diagnosis import fix_for_backend
 from distdoctor.knowledge.ranks import span as rank_span
 from distdoctor.knowledge.printable import clean
 from distdoctor.knowledge.units import human_size
@@ -72,24 +73,12 @@ def next_action(kb: Any, cause_id: str, data: dict[str, Any], cols: int | None =
             "  dmesg -T | grep -i -E 'killed process|oom'"]
     out = _wrap(f"{cause.fix}".strip(), cols - 2, "", "")
     if cause.fixes:
-        fix = _for_backend(cause.fixes, ((data.get("facts") or {}).get("job") or {}).get("backend"))
+        fix = fix_for_backend(cause.fixes, ((data.get("facts") or {}).get("job") or {}).get("backend"))
         # a multi-line fix is a snippet: every line indented alike, none of them wrapped
         out.extend(f"  {ln}" for ln in str(fix.text).splitlines())
         if fix.note:
             out.extend(_wrap(f"({fix.note})", cols - 2, "  ", "   "))
     return out
-
-
-def _for_backend(fixes: Any, backend: str | None) -> Any:
-    """The first fix that fits the job's backend: a Gloo job gets GLOO_* lines, not NCCL_* ones."""
-    if backend == "gloo":
-        for fix in fixes:
-            if "GLOO_" in str(fix.text):
-                return fix
-        for fix in fixes:
-            if "NCCL_" not in str(fix.text):
-                return fix
-    return fixes[0]
 
 
 def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None) -> str:
