@@ -53,6 +53,19 @@ elif KIND == "silent":
             x = torch.tanh(x @ x.T / 64)
         dist.all_reduce(x)
         time.sleep(0.01)
+elif KIND == "eval0":
+    # rank 0 evaluates, silent, for three stall windows; rank 1 waits in the barrier
+    def evaluate(x):
+        total = 0.0
+        for _ in range(30):
+            x = torch.tanh(x @ x.T / 64)
+            total += float(x.sum())
+        return total
+    if rank == 0:
+        end = time.monotonic() + 12
+        while time.monotonic() < end:
+            evaluate(torch.randn(64, 64))
+    dist.barrier()
 elif KIND == "straggler":
     end = time.monotonic() + 14
     while True:
@@ -241,3 +254,10 @@ def test_mp_spawn_under_torchrun_is_read_from_the_process_tree(tmp_path: Path) -
     assert out["outcome"] in ("hang", "failed"), proc.stderr[-2000:]
     assert "mixed-launchers" in [c["id"] for c in out["causes"]], out["causes"]
     _left(tmp_path, port)
+
+
+def test_rank_0_evaluating_silently_while_the_others_wait_is_no_hang(tmp_path: Path) -> None:
+    proc, out, port = _run(tmp_path, "eval0")
+    assert proc.returncode == 0, (tmp_path / "evidence" / "watch.json").read_text()
+    assert out["outcome"] == "finished" and out["hang"] is None
+    _nothing_left(tmp_path, port)

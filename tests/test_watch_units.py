@@ -77,6 +77,38 @@ def test_bytes_moved_by_the_collective_threads_are_progress_whatever_the_stacks_
     assert straggling.stalled(38.0)
 
 
+def test_a_rank_outside_the_collectives_moving_bytes_progresses_and_a_waiting_ones_chatter_does_not() -> None:
+    saving, chatting = two_ranks(), two_ranks()
+    SAVE = [frame("save", "torch/serialization.py", 10), frame("<module>", "train.py", 50)]
+    for t in range(0, 30, 2):  # rank 0 in one long save call, rank 1 waiting in all_reduce
+        saving.stacks(float(t), {"0": SAVE, "1": IN_ALL_REDUCE})
+        saving.process_io("0", float(t), 10_000_000 * t)  # the checkpoint being written
+        chatting.stacks(float(t), {"0": IN_ALL_REDUCE, "1": IN_LOOP})
+        chatting.process_io("0", float(t), 500 * t)  # a metrics thread of a rank that waits
+    assert not saving.stalled(28.0)
+    assert chatting.stalled(28.0)
+
+
+def test_a_busy_rank_on_one_python_line_progresses_when_its_native_frames_change() -> None:
+    MATMUL = [frame("evaluate", "train.py", 5), frame("<module>", "train.py", 9)]
+    sgemm = [{"name": "mkl_blas_sgemm", "file": "libtorch_cpu.so", "line": 0, "native": True}] + MATMUL
+    tanh = [{"name": "at::native::tanh_kernel", "file": "libtorch_cpu.so", "line": 0, "native": True}] + MATMUL
+    spin = [{"name": "0x7f9aaac4524a", "file": "libc.so.6", "line": 0, "native": True}] + IN_LOOP
+    working, spinning = two_ranks(), two_ranks()
+    for t in range(0, 30, 2):
+        for p in (working, spinning):
+            p.cpu("0", float(t), t * 1.0)
+        working.stacks(float(t), {"0": MATMUL, "1": IN_ALL_REDUCE})
+        spinning.stacks(float(t), {"0": IN_LOOP, "1": IN_ALL_REDUCE})
+        assert working.needs_native() == (["0"] if t >= 2 else [])
+        if "0" in working.needs_native():
+            working.native("0", float(t), sgemm if t % 4 else tanh)
+        if "0" in spinning.needs_native():
+            spinning.native("0", float(t), spin)
+    assert not working.stalled(28.0)
+    assert spinning.stalled(28.0)
+
+
 def test_a_rank_that_died_is_named_first_among_the_failures() -> None:
     p = two_ranks()
     p.died("1", 3.0, 1)

@@ -80,6 +80,16 @@ def threads_io(pid: int, tids: list[int], proc: str = "/proc") -> int | None:
     return total if seen else None
 
 
+def process_io(pid: int, proc: str = "/proc") -> int | None:
+    """Bytes the whole process read and wrote so far (rchar + wchar); None when unreadable."""
+    try:
+        with open(f"{proc}/{pid}/io", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    return sum(int(line.split()[1]) for line in data.splitlines() if line.startswith((b"rchar:", b"wchar:")))
+
+
 def returncode(status: int | None) -> int | None:
     """waitpid's status as subprocess writes it: the exit code, or -signal."""
     if status is None:

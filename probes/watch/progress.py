@@ -68,7 +68,10 @@ class _Rank:
     busy_since_stack: float = 0.0  # CPU seconds used since the last stack sample
     log_size: int = -1
     io: int | None = None  # bytes its collective threads moved so far
+    proc_io: int | None = None  # bytes the whole process read and wrote so far
     key: tuple | None = None
+    unchanged: bool = False  # the last round found it where the round before did
+    native_key: tuple | None = None
     same_since: float | None = None  # first sample of the current unchanged stack
     where: str = ""
     waiting: bool = False
@@ -134,6 +137,17 @@ class Progress:
             r.last_progress = now
         r.io = total
 
+    def process_io(self, rank: str, now: float, total: int | None) -> None:
+        """Bytes the whole process read and wrote: progress for a rank last seen outside the
+        collectives (rank 0 saving a checkpoint in one long call, a loader reading), never for
+        one waiting in a collective, whose other threads (a metrics pusher) may talk on."""
+        r = self.ranks.get(rank)
+        if r is None or total is None:
+            return
+        if r.proc_io is not None and total > r.proc_io and r.key is not None and not r.waiting:
+            r.last_progress = now
+        r.proc_io = total
+
     def wants_stacks(self, now: float, every: float) -> bool:
         """Whether a round of stack samples is due. Idle ranks are sampled too: a healthy job
         that sleeps between its collectives (a slow reader, a straggler) uses almost no CPU, and
@@ -151,6 +165,7 @@ class Progress:
                 continue
             place = classify(frames)
             key = stack_key(frames)
+            r.unchanged = r.key is not None and key == r.key
             if r.key is not None and key != r.key:
                 r.last_progress = now
                 r.same_since = now
@@ -169,6 +184,25 @@ class Progress:
             del self.round_log[:-4096]
         for r in self.alive():
             r.busy_since_stack = 0.0
+
+    def needs_native(self) -> list[str]:
+        """Ranks computing (a tenth of a core or more) outside the collectives on the same Python
+        line as the round before: only their native frames can tell work (a matmul, then a tanh)
+        from a spin."""
+        return [r.rank for r in self.alive() if r.unchanged and not r.waiting and r.cpu_pct >= 10.0]
+
+    def native(self, rank: str, now: float, frames: list[dict[str, Any]]) -> None:
+        """A native dump of such a rank: other C/C++ functions than last time are work going on;
+        the same ones (or none: a loop in Python) are not."""
+        r = self.ranks.get(rank)
+        if r is None:
+            return
+        key = tuple(str(f.get("name")) for f in frames
+                    if f.get("native") and not str(f.get("name", "")).startswith("0x"))
+        if key and r.native_key is not None and key != r.native_key:
+            r.last_progress = now
+        if key:
+            r.native_key = key
 
     def died(self, rank: str, now: float, exit_code: int | None) -> None:
         r = self.ranks.get(rank)

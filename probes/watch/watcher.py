@@ -16,7 +16,7 @@ from distdoctor.knowledge.i18n import t
 
 from ..stacks.discover import RankProc, hostname
 from . import capture as cap
-from .procs import DeathWatch, alive, collective_threads, read_stat, threads_io
+from .procs import DeathWatch, alive, collective_threads, process_io, read_stat, threads_io
 from .progress import Progress, RankView, shared_and_ranked
 from .rasover import RasPoller
 from .targets import Target
@@ -195,6 +195,7 @@ class _Loop:
                     self._died(r.pid, None)
                 continue
             self.progress.cpu(rank, now, st.cpu_s)
+            self.progress.process_io(rank, now, process_io(r.pid))
             tids = self.io_threads.get(rank)
             if tids:
                 self.progress.collective_io(rank, now, threads_io(r.pid, tids))
@@ -215,6 +216,13 @@ class _Loop:
             self.progress.last_round = now
             return
         self.progress.stacks(time.monotonic(), {d["rank"]: d["frames"] for d in dumped})
+        busy = set(self.progress.needs_native())
+        if busy:
+            with self.child_cost:
+                native = stacks.dump_all([r for r in live if r.rank in busy], self.progress.host, native=True,
+                                         timeout=self.config.dump_timeout_s, rerun="distdoctor watch")
+            for d in native:
+                self.progress.native(d["rank"], time.monotonic(), d["frames"])
 
     def handle_deaths(self) -> None:
         with self.lock:
