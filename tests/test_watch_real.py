@@ -35,6 +35,12 @@ if KIND == "hang":
     if rank == 1:
         time.sleep(300)                        # LINE_SLEEP
     dist.all_reduce(t)                         # LINE_ALL_REDUCE
+elif KIND == "busyloop":
+    if rank == 1:
+        n = 0
+        while True:                            # LINE_SPIN: a spin that never reaches the collective
+            n += 1
+    dist.all_reduce(t)
 elif KIND == "crash":
     if rank == 1:
         time.sleep(1)
@@ -260,4 +266,11 @@ def test_rank_0_evaluating_silently_while_the_others_wait_is_no_hang(tmp_path: P
     proc, out, port = _run(tmp_path, "eval0")
     assert proc.returncode == 0, (tmp_path / "evidence" / "watch.json").read_text()
     assert out["outcome"] == "finished" and out["hang"] is None
+    _nothing_left(tmp_path, port)
+
+
+def test_a_rank_spinning_in_a_busy_loop_is_a_hang_with_that_rank_named(tmp_path: Path) -> None:
+    proc, out, port = _run(tmp_path, "busyloop")
+    assert out["outcome"] == "hang", (tmp_path / "evidence" / "watch.json").read_text()
+    assert out["verdict"]["culprit"]["ranks"] == ["1"]
     _nothing_left(tmp_path, port)
