@@ -179,6 +179,13 @@ def _regex(pattern: str) -> str:
     return pattern
 
 
+def _flag(value: Any) -> bool:
+    """A TOML boolean (`retired = true`): a string "false" would read as true."""
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
+
+
 def _string(value: Any) -> str:
     """A pattern kept unchecked (patterns=False): still a string, so the model stays typed."""
     if not isinstance(value, str):
@@ -226,7 +233,7 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
         "signature": (Signature, {"pattern": regex, "tags": tuple_, "weight": float}),
         "harmless": (Harmless, {"pattern": regex}),
         "step": (Step, {"next": tuple_, "terms": lambda t: MappingProxyType(dict(t))}),
-        "rule": (Rule, {}),
+        "rule": (Rule, {"retired": _flag}),
     }
     built: dict[str, dict[str, Any]] = {}
     files: dict[tuple[str, str], str] = {}

@@ -144,6 +144,8 @@ class Rule:
     example: str  # a short log it fires on, written from the real formats
     silent_example: str  # the near-identical healthy twin it stays silent on
     symptom: str = ""  # the symptom the example is analysed with ("" for none)
+    # a rule the code no longer applies keeps its id, so the id is never given to another rule
+    retired: bool = False
 
     @property
     def title(self) -> str:

@@ -247,6 +247,8 @@ def _rule(rule: Any) -> list[str]:
     """A log rule as a linter documents one: what it encodes, the evidence it needs, when it stays
     silent, then its firing example and its silent twin, verbatim (log lines are never wrapped)."""
     lines = [_("Cause: {cause}", cause=rule.cause)]
+    if rule.retired:
+        lines.append(_("Retired: the analysis no longer applies this rule; its id is never reused"))
     if rule.symptom:
         lines.append(_("Symptom: {symptom}", symptom=rule.symptom))
     lines.append("")
