@@ -340,3 +340,16 @@ def test_an_interpreter_finding_says_what_to_do_in_the_app() -> None:
                                           "detail": "", "fix": "distdoctor check --python /venv/bin/python"}))
     assert "In this app: on Repro (4) press i" in text
     assert "In this app" not in str(explain(load_knowledge(), {"check": "shm-too-small", "title": "t"}))
+
+
+def test_the_paste_filter_never_holds_the_escape_key_and_makes_a_flood_one_paste() -> None:
+    from distdoctor.tui.app.paste import END, START, PasteFilter
+
+    f = PasteFilter()
+    assert f.feed("\x1b") == "\x1b"  # the Escape key goes through at once
+    assert f.feed("q") == "q"
+    assert f.feed("abc\x1b[20") == "abc" and f.feed("0~x\x1b[201~") == START + "x" + END  # a cut start waits
+    flood = "abcdefghij" * 100  # one read no one can type: keys that were not bracketed
+    assert f.feed(flood) == START + flood + END
+    drag = "\x1b[<35;10;5M" * 40  # a mouse drag is many reports in one read, not a paste
+    assert f.feed(drag) == drag

@@ -117,6 +117,12 @@ class DistDoctorApp(App[int]):
 
         if isinstance(event, events.Paste):
             event.text = clean_paste(event.text)
+            focused = self.focused
+            if isinstance(focused, Input) and not getattr(focused, "KEEPS_WHOLE_PASTE", False):
+                # a one-line field takes what fits in MAX_FIELD, like keys
+                event.text = event.text[:max(0, MAX_FIELD - len(focused.value))]
+                if not event.text:
+                    return
         elif isinstance(event, events.Key):
             if self.too_small and event.key not in ("q", "ctrl+c", "ctrl+q"):
                 return

@@ -68,6 +68,7 @@ class PasteInput(Input):
     at once; the field shows its last line, where a traceback names the error, and a count."""
 
     full = ""
+    KEEPS_WHOLE_PASTE = True  # the app leaves its paste whole (bounded to paste.MAX_PASTE)
 
     def _on_paste(self, event: events.Paste) -> None:
         from ..paste import clean_paste
