@@ -7,13 +7,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from textual import events, work
+from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Input
 
+from .guards import InputGuards
+from .jobpython import JobPython
 from .messages import KnowledgeChecked, SessionNotSaved
 from .nextaction import next_action
 from .lang import LANGS, NAMES, localise_bindings, other, resolve, t, wrap_between_wide_characters
@@ -50,7 +51,7 @@ def method_order(kb: Any) -> list[str]:
 RELABEL_MODE = "-relabel"  # the blank mode shown while the step screens are rebuilt
 
 
-class DistDoctorApp(App[int]):
+class DistDoctorApp(InputGuards, JobPython, App[int]):
     """Walks an incident through the method; every result goes into the session record."""
 
     CSS_PATH = "app.tcss"
@@ -96,59 +97,6 @@ class DistDoctorApp(App[int]):
         if self.lang != "en":
             localise_bindings(self)
             wrap_between_wide_characters()
-
-    def get_driver_class(self) -> Any:
-        """Textual's driver, except on a Linux terminal: the same one with pastes cleaned and
-        bounded before its parser (tui/app/paste.py)."""
-        driver = super().get_driver_class()
-        from textual.drivers.linux_driver import LinuxDriver
-
-        if driver is LinuxDriver:
-            from .driver import PasteSafeLinuxDriver
-
-            return PasteSafeLinuxDriver
-        return driver
-
-    async def on_event(self, event: events.Event) -> None:
-        """A paste cleaned and bounded whatever delivered it; a field that holds MAX_FIELD
-        characters takes no more keys (a flood of keys must stay linear); while the window is
-        too small only quitting works."""
-        from .paste import MAX_FIELD, clean_paste
-
-        if isinstance(event, events.Paste):
-            event.text = clean_paste(event.text)
-            focused = self.focused
-            if isinstance(focused, Input) and not getattr(focused, "KEEPS_WHOLE_PASTE", False):
-                # a one-line field takes what fits in MAX_FIELD, like keys
-                event.text = event.text[:max(0, MAX_FIELD - len(focused.value))]
-                if not event.text:
-                    return
-        elif isinstance(event, events.Key):
-            if self.too_small and event.key not in ("q", "ctrl+c", "ctrl+q"):
-                return
-            focused = self.focused
-            if event.is_printable and isinstance(focused, Input) and len(focused.value) >= MAX_FIELD:
-                return
-        await super().on_event(event)
-
-    async def _on_resize(self, event: events.Resize) -> None:
-        """Below tiny.MIN_SIZE the step screens cannot be drawn (a zero-width column crashed
-        Rich): the app's -tiny class hides them behind "make the window larger" until it grows,
-        set before the new size is laid out."""
-        self.set_tiny(event.size.width, event.size.height)
-        # (Textual runs App._on_resize itself after this one: the handlers of every class run)
-
-    def set_tiny(self, width: int, height: int) -> None:
-        from .tiny import too_small
-
-        small = too_small(width, height)
-        if small == self.too_small:
-            return
-        self.too_small = small
-        self.set_class(small, "-tiny")
-        # now, not after the next message: the new size is laid out before a deferred restyle,
-        # and a zero-width column is what crashed
-        self.stylesheet.update(self, animate=False)
 
     def _new_screen(self, step_id: str) -> Screen[Any]:
         screen = _make_screen(step_id)
@@ -251,42 +199,6 @@ class DistDoctorApp(App[int]):
         refresh = getattr(self.screen, "refresh_chrome", None)
         if refresh:
             refresh()
-
-    # --- the job's interpreter ---------------------------------------------------------------
-    def job_python(self) -> str:
-        """The failing job's python as this session knows it (given, found, or the one a recorded
-        repro or bisection ran), else "": Environment, Repro and Bisect all use it."""
-        python = self.flow.answers.get("python") or getattr(self, "_job_python", "")
-        if python:
-            return str(python)
-        for kind in ("repro", "bisect"):
-            event = self.flow.events.get(kind) or {}
-            command = event.get("command") or (event.get("baseline") or {}).get("command") or []
-            if command and isinstance(command[0], str):
-                return command[0]
-        return ""
-
-    def set_job_python(self, python: str, how: str = "", keep: bool = False) -> None:
-        """Remember the job's python for the session (once: every step that runs it reads it);
-        `keep` saves it in the session record too (once a run has used it)."""
-        self._job_python = python
-        if keep and python and python != self.flow.answers.get("python"):
-            self.record("answer", {"step": self.current_step, "question": "python", "answer": python,
-                                   "how": how})
-
-    def find_job_python(self) -> Any:
-        """A `Found` (python, how) from a running job or the logs' tracebacks, or None. Blocking:
-        call it from a worker thread."""
-        from distdoctor.probes.repro.interpreter import find_job_python
-
-        return find_job_python(self.ctx, self.flow.log_paths)
-
-    def probe_context(self, python: str = "") -> Any:
-        """The probe context with the job's python, so `check`'s versions are the job's."""
-        from dataclasses import replace
-
-        python = python or self.job_python()
-        return replace(self.ctx, python=python) if python else self.ctx
 
     # --- data for the chrome -----------------------------------------------------------------
     def step_titles(self) -> list[tuple[str, str]]:

@@ -1,7 +1,6 @@
 """Steps 4 and 5, minimal repro and bisection: the plan, a Run key, live output, a results table."""
 from __future__ import annotations
 
-import re
 import threading
 import time
 from dataclasses import replace
@@ -19,6 +18,7 @@ from ...record.state import is_stopped
 from ..lang import t
 from ..widgets import STATUS_WORDS, Plain, status_text
 from .base import StepScreen, row_index
+from .repro_words import app_words, short_switch
 
 BACKENDS = [("auto", "auto"), ("nccl", "nccl"), ("gloo", "gloo")]
 
@@ -47,31 +47,6 @@ def used_python(result: dict[str, Any]) -> str:
     """The interpreter a recorded repro or bisection ran (`command` starts with it), or ""."""
     command = result.get("command") or (result.get("baseline") or {}).get("command") or []
     return str(command[0]) if command and isinstance(command[0], str) else ""
-
-
-_FLAG = re.compile(r"^--python (\S+?)[:：]\s*")
-_POINT = re.compile(r"\s*[(（][^()（）]*--python[^()（）]*[)）]")
-
-
-_SWITCH = re.compile(r"^(.*?\b[A-Z][A-Z0-9]*_\w+=\S+.*?[)）])[.。]\s*\S.*$", re.S)
-
-
-def short_switch(line: str) -> str:
-    """A bisection plan line up to its verdict ("... (if only this passes: p2p-unsupported)"),
-    without the prose after it."""
-    match = _SWITCH.match(line)
-    return match.group(1) if match else line
-
-
-def app_words(error: str) -> str:
-    """An interpreter error from the command line's words (`--python X: ...`, "point --python at
-    ...") in the app's: the field has a key, the app has no flags."""
-    match = _FLAG.match(error)
-    if not match:
-        return error
-    why = _POINT.sub("", error[match.end():]).strip()
-    return t("python {python}: {why}. Press i and give the failing job's python (its venv's bin/python).",
-             python=match.group(1), why=why.rstrip("."))
 
 
 class RunScreen(StepScreen):
