@@ -114,6 +114,10 @@ def test_a_rank_that_died_is_named_first_among_the_failures() -> None:
     p.died("1", 3.0, 1)
     p.died("0", 3.5, -15)
     assert p.failed_ranks() == ["1", "0"]
+    unread = two_ranks()
+    unread.died("0", 1.0, None)  # reaped before its status could be read: not a failure by itself
+    unread.died("1", 1.0, 0)
+    assert unread.failed_ranks() == []
     assert {r.rank: r.state for r in p.rows(4.0)} == {"0": "dead", "1": "dead"}
 
 

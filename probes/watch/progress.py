@@ -225,8 +225,10 @@ class Progress:
         return now - self.last_progress() >= self.stall_s
 
     def failed_ranks(self) -> list[str]:
-        """Ranks that died with a failure (an exit code other than 0, or a signal), first first."""
-        dead = [r for r in self.ranks.values() if r.dead_at is not None and r.exit_code not in (0,)]
+        """Ranks that died with a failure (an exit code other than 0, or a signal), first first.
+        A rank whose status was gone before it could be read (reaped at once) is not one: the
+        launcher's exit code or the logs tell."""
+        dead = [r for r in self.ranks.values() if r.dead_at is not None and r.exit_code not in (0, None)]
         return [r.rank for r in sorted(dead, key=lambda r: r.dead_at or 0.0)]
 
     def rows(self, now: float) -> list[RankView]:
