@@ -4,7 +4,8 @@ rather than follows from it, and the confidence of the answer (the levels are ex
 knowledge/diagnosis.py's docstring)."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .i18n import t as tr
 from .verdict import Ranked

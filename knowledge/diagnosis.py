@@ -19,11 +19,12 @@ and the order of the causes are in knowledge/confidence.py):
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from .i18n import t as tr
 from .confidence import advisory, against_culprit, applicable, explanation_first, how_sure, signatures_of
+from .i18n import t as tr
 from .verdict import Ranked, culprit as pick_culprit, rank_causes
 
 CONFIDENCE = ("confirmed", "likely", "unknown")
@@ -316,7 +317,7 @@ def log_result(report: Mapping[str, Any], d: Diagnosis, symptom: str | None = No
                           strong=r.strong, reasons=[x for x in (lines.get(r.id) or {}).get("reasons") or r.reasons],
                           against=list(r.against)) for r in d.causes]
     ranks = {str(k): dict(v) for k, v in (report.get("ranks") or {}).items() if isinstance(v, Mapping)}
-    for rank, row in ranks.items():  # ranks the timeline has no line for (named in a table only)
+    for row in ranks.values():  # ranks the timeline has no line for (named in a table only)
         word = str(row.get("status", ""))
         row["status"] = TABLE_STATUS.get(word.split(" ")[0], word)
     for rank, row in d.ranks.items():

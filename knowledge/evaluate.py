@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from .i18n import t
 from .model import Check, KnowledgeBase

@@ -15,8 +15,9 @@ import os
 import re
 import textwrap
 import unicodedata
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 LANGS = ("en", "zh")
 ENV = "DISTDOCTOR_LANG"

@@ -4,15 +4,26 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from . import i18n, regex_guard, tomlload
 from .errors import KnowledgeError
 from .model import (
-    STATUSES, Cause, Check, Fix, Harmless, KnowledgeBase, Rule, Signature, Step, Switch, Symptom,
+    STATUSES,
+    Cause,
+    Check,
+    Fix,
+    Harmless,
+    KnowledgeBase,
+    Rule,
+    Signature,
+    Step,
+    Switch,
+    Symptom,
 )
 
 DATA_DIR = Path(__file__).with_name("data")
@@ -68,7 +79,7 @@ def _read_dir(directory: Path, raw: _Raw, origin: str = "") -> None:
             if key not in KINDS:
                 raise KnowledgeError(str(path), key, f"unknown table (expected one of {', '.join(KINDS)})")
             if not isinstance(value, list):
-                raise KnowledgeError(str(path), key, "must be an array of tables ([[%s]])" % key)
+                raise KnowledgeError(str(path), key, f"must be an array of tables ([[{key}]])")
             seen: set[str] = set()
             for n, entry in enumerate(value):
                 entry_id = entry.get("id") if isinstance(entry, dict) else None

@@ -1,9 +1,10 @@
 """Frozen dataclasses for everything the knowledge base holds."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 STATUSES = ("ok", "warn", "fail", "unavailable", "error")
 

@@ -13,8 +13,10 @@ import time
 from typing import Any
 
 try:  # Python 3.11+: the parser lives in re._parser (sre_parse is a deprecated alias)
-    from re import _parser as sre_parse  # type: ignore[attr-defined]
-    from re import _constants as sre_constants  # type: ignore[attr-defined]
+    from re import (
+        _constants as sre_constants,  # type: ignore[attr-defined]
+        _parser as sre_parse,  # type: ignore[attr-defined]
+    )
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]

@@ -1,7 +1,7 @@
 """The method's decision tree as a networkx graph, and its validation."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import networkx as nx
 

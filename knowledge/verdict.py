@@ -9,8 +9,9 @@ lint), each `{"source", "ranks", "role", "why", "cause"}`.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .i18n import t as tr
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .runner import Runner, SubprocessRunner
 

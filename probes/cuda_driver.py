@@ -4,9 +4,10 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
-from typing import Any, Iterator
+from typing import Any
 
 from distdoctor.knowledge import tomlload
 

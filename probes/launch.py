@@ -1,8 +1,9 @@
 """Launch probe: the rank variables, which launcher set them, and whether they agree."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from .base import OK, ProbeContext, ProbeResult, unavailable
 from .procenv import EnvUnreadable, env_source, target_env

@@ -6,7 +6,8 @@ import ipaddress
 import queue
 import socket
 import threading
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import psutil
 
@@ -62,7 +63,7 @@ def tcp_connect(ip: str, port: int, timeout: float) -> tuple[str, str]:
             return "ok", "connected"
     except ConnectionRefusedError:
         return "refused", "connection refused"
-    except socket.timeout:
+    except TimeoutError:
         return "timed out", f"no answer within {timeout:g}s"
     except OSError as exc:
         if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):

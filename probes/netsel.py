@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 MAX_IFS = 16  # NCCL keeps at most this many socket interfaces
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from . import netmaster, netsel
 from .base import OK, ProbeContext, ProbeResult, unavailable

@@ -1,7 +1,7 @@
 """The environment a probe judges: the current one, or a running rank's from /proc/PID/environ."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .base import ProbeContext
 

@@ -1,7 +1,6 @@
 """The registered probes, by name, in the order a check runs and shows them."""
 from __future__ import annotations
 
-
 from .base import Probe, ProbeContext, ProbeResult
 from .hardware import probe_gpu_health, probe_infiniband, probe_kernel, probe_limits, probe_pcie
 from .launch import probe_launch

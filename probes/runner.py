@@ -7,8 +7,9 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Protocol
 
 from distdoctor.knowledge.i18n import t
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..knowledge.units import human_size as human
 from .base import OK, ProbeContext, ProbeResult, unavailable

@@ -4,7 +4,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from .base import ERROR, Probe, ProbeContext, ProbeResult, unavailable
 

@@ -1,9 +1,10 @@
 """Switches probe: NCCL/torch/Gloo variables from the environment and NCCL's config files."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from .base import OK, ProbeContext, ProbeResult, unavailable
 from .procenv import EnvUnreadable, env_source, target_env

@@ -6,13 +6,15 @@ import functools
 import ipaddress
 import os
 import sys
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any
+
+from runnerkit import RecordedRunner
 
 from distdoctor.knowledge import load_knowledge
 from distdoctor.probes.base import ProbeContext
-from runnerkit import RecordedRunner
 from distdoctor.tui.record.session import SessionStore
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -52,12 +54,11 @@ def recorded_probes() -> dict[str, Any]:
 
     from topology_fake_nvml import FakePynvml
 
+    from distdoctor.probes.hardware import HARDWARE_PROBES
     from distdoctor.probes.network import probe_network
     from distdoctor.probes.registry import PROBES
     from distdoctor.probes.shm import probe_shm
     from distdoctor.probes.topology import probe_topology
-
-    from distdoctor.probes.hardware import HARDWARE_PROBES
 
     nvml = FakePynvml(json.loads(NVML.read_text(encoding="utf-8")))
     # the container recording holds no kernel log, nvidia-smi or lspci: the hardware probes

@@ -52,12 +52,12 @@ async def _ready(make) -> float:
 
 
 def in_process(rounds: int) -> tuple[list[float], list[float]]:
+    from runnerkit import RecordedRunner
     from textual.app import App, ComposeResult
     from textual.widgets import Footer, Header, Static
 
     from distdoctor.knowledge import load_knowledge
     from distdoctor.probes.base import ProbeContext
-    from runnerkit import RecordedRunner
     from distdoctor.tui.app.app import make_app
     from distdoctor.tui.record.session import SessionStore
 

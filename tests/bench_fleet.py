@@ -32,12 +32,12 @@ def real_snapshot() -> dict:
 
 
 def hgx_snapshot() -> dict:
+    from runnerkit import RecordedRunner
     from topology_fake_nvml import FakePynvml
 
     from distdoctor.probes.base import ProbeContext
     from distdoctor.probes.fleet import snapshot
     from distdoctor.probes.registry import PROBES
-    from runnerkit import RecordedRunner
     from distdoctor.probes.topology import probe_topology
 
     nvml = FakePynvml.load("nvml-hgx-h100-8gpu-nvswitch.json")

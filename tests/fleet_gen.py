@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from distdoctor.probes.base import ProbeContext, ProbeResult
 from distdoctor.probes.fleet import snapshot

@@ -10,7 +10,7 @@ import struct
 import subprocess
 import termios
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 # CSI (colours, cursor moves), OSC (titles, clipboard) and the two-byte escapes Textual writes
 ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>78]")

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from distdoctor.knowledge import load_knowledge
-from distdoctor.probes.repro import (ReproInputError, ReproOptions, find_switch, plan, run_bisect,
-                                     trials)
+from distdoctor.probes.repro import ReproInputError, ReproOptions, find_switch, plan, run_bisect, trials
 from distdoctor.tui.record.session import SessionStore
 
 DISTDOCTOR = Path(sys.executable).with_name("distdoctor")

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fleet_gen import base_snapshot
 
 pytestmark = pytest.mark.slow  # ~20 real CLI runs, one to two seconds each

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from distdoctor.knowledge import KnowledgeError, load_knowledge
-from distdoctor.knowledge import regex_guard
+from distdoctor.knowledge import KnowledgeError, load_knowledge, regex_guard
 
 KB = load_knowledge(use_env=False)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 import appkit
+import pytest
 from appkit import run_async, settle
+
 from distdoctor.tui.cli import main
 from distdoctor.tui.record.session import SessionStore
 

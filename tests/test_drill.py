@@ -10,13 +10,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from distdoctor.probes.drill import DRILLS, DrillError, run_drill
-from distdoctor.probes.drill import store
+from distdoctor.probes.drill import DRILLS, DrillError, run_drill, store
 from distdoctor.probes.drill.script import cmd_sh, fault_shown
 from distdoctor.probes.drill.template import blocks, render
 from distdoctor.probes.repro.proctree import port_is_free
 from distdoctor.tui.cli import main
-
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:

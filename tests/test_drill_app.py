@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from appkit import run_async, screen_text
+from textual.widgets import OptionList
 
 from distdoctor.knowledge import load_knowledge
 from distdoctor.probes.drill import store as drills_store
 from distdoctor.tui.app.screens.drill import DrillApp
 from distdoctor.tui.record.session import SessionStore
-from textual.widgets import OptionList
 
 CRASH = Path(__file__).resolve().parent / "fixtures" / "recorded" / "01-drill-crash"
 

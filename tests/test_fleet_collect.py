@@ -12,12 +12,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
+from fleet_gen import NODE_FACTS, fake_probes
 
 from distdoctor.probes.base import ProbeContext, ProbeResult
 from distdoctor.probes.fleet import SCHEMA_ID, snapshot, validate_snapshot
 from distdoctor.probes.fleet.schema import PROBE_NAMES
 from distdoctor.probes.hardware import HARDWARE_PROBES
-from fleet_gen import NODE_FACTS, fake_probes
 
 DISTDOCTOR = Path(sys.executable).parent / "distdoctor"
 
@@ -162,8 +162,9 @@ def test_a_broken_install_is_a_bug_not_a_condition(monkeypatch: pytest.MonkeyPat
 def test_snapshot_of_a_recorded_8_gpu_node() -> None:
     """The real probes, with the topology probe reading a recorded HGX H100 NVML."""
     fake = pytest.importorskip("topology_fake_nvml")
-    from distdoctor.probes.registry import PROBES
     from runnerkit import RecordedRunner
+
+    from distdoctor.probes.registry import PROBES
     from distdoctor.probes.topology import probe_topology
 
     nvml = fake.FakePynvml.load("nvml-hgx-h100-8gpu-nvswitch.json")

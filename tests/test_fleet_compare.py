@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from fleet_gen import GIB, base_snapshot, node_name, write_fleet
 
 from distdoctor.probes.fleet import compare, load_snapshots, outlier_line, validate_snapshot
 from distdoctor.tui.cli import main
 from distdoctor.tui.record.session import SessionStore
-from fleet_gen import GIB, base_snapshot, node_name, write_fleet
 
 PLANTS = {
     17: {"driver": "535.104.05"},

@@ -10,8 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from distdoctor.probes.fleet import (FanoutOptions, SlurmError, fan_out_srun, pdsh_argv,
-                                     split_pdsh, srun_argv, ssh_argv, validate_snapshot)
+from distdoctor.probes.fleet import (
+    FanoutOptions,
+    SlurmError,
+    fan_out_srun,
+    pdsh_argv,
+    split_pdsh,
+    srun_argv,
+    ssh_argv,
+    validate_snapshot,
+)
 from distdoctor.probes.runner import CommandResult
 
 VENV_BIN = Path(sys.executable).parent
@@ -326,8 +334,9 @@ def test_split_pdsh_recorded_output() -> None:
 
 
 def test_parse_output_tolerates_a_banner_and_names_bad_output() -> None:
-    from distdoctor.probes.fleet import parse_output
     from fleet_gen import base_snapshot
+
+    from distdoctor.probes.fleet import parse_output
 
     text = json.dumps(base_snapshot(), indent=2)
     doc, reason = parse_output("Welcome to gpu07 (maintenance Friday)\n" + text)

@@ -9,12 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+from fleet_gen import NODE_FACTS, base_snapshot, write_fleet
 
 from distdoctor.probes.fleet import compare, load_snapshots
 from distdoctor.probes.fleet.compare import LABELS
 from distdoctor.probes.fleet.schema import MAY_DIFFER, SUMMARY_FIELDS
 from distdoctor.tui.cli import main
-from fleet_gen import NODE_FACTS, base_snapshot, write_fleet
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -9,8 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from distdoctor.probes.flightrec import (DumpError, analyse, as_evidence, cross_check, read_and_analyse,
-                                         read_dumps, to_json)
+from distdoctor.probes.flightrec import (
+    DumpError,
+    analyse,
+    as_evidence,
+    cross_check,
+    read_and_analyse,
+    read_dumps,
+    to_json,
+)
 from distdoctor.probes.flightrec.reader import read_file
 from distdoctor.tui.cli import main
 

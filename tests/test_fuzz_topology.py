@@ -7,13 +7,12 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-
 from conftest import HERE_FIXTURES, shared_fixtures
 from fuzzkit import mutate
 
 from distdoctor.probes.topology import draw_matrix, draw_text, to_dot, to_svg
-from distdoctor.probes.topology.load import TopologyInputError, parse_text
 from distdoctor.probes.topology.assess import analyse
+from distdoctor.probes.topology.load import TopologyInputError, parse_text
 
 SEED = 11
 MEASURE_EVERY = 25  # tracemalloc slows Python ~3x: every 25th case has its peak measured

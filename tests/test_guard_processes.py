@@ -102,7 +102,7 @@ def test_crash_guard_makes_the_others_fail_fast(tmp_path: Path) -> None:
     assert line.endswith("ValueError: corrupted record in shard-00001.bin")
     assert "process group: destroyed" in crashed
     # the peers learnt of it from the closed connection, not from a timeout, and said so
-    for rc, log, _ in (results[0], results[2]):
+    for _rc, log, _ in (results[0], results[2]):
         assert "crashed at step" in log and "Connection closed by peer" in log
     dump = tmp_path / "fr_rank_1.json"
     assert dump.is_file() and b"all_reduce" in dump.read_bytes()

@@ -8,10 +8,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import appkit
+import pytest
 from appkit import settle
+
 from distdoctor.knowledge import i18n
 
 LOGS = appkit.FIXTURES / "app"

@@ -21,8 +21,8 @@ from __future__ import annotations
 import ast
 import re
 import string
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

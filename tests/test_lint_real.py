@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import shared_fixtures
+
 from distdoctor.probes.lint import lint_paths
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "lint"

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from distdoctor.knowledge import load_knowledge
-from distdoctor.knowledge.logs import analyse, read_context
-from distdoctor.knowledge.logs import sources
+from distdoctor.knowledge.logs import analyse, read_context, sources
 
 KB = load_knowledge(use_env=False)
 OOM = "[rank1]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"

@@ -10,8 +10,8 @@ import copy
 from pathlib import Path
 
 import pytest
-
 from conftest import shared_fixtures
+
 from distdoctor.knowledge import load_knowledge
 from distdoctor.knowledge.logs import analyse, scan
 from distdoctor.knowledge.logs.collect import ELASTIC_SPAN, Collector

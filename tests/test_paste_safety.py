@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fleet_gen import base_snapshot, node_name, write_fleet
 
 from distdoctor.probes.fleet.hosts import HostListError, expand_hosts, host_problem
 from distdoctor.probes.repro import ReproOptions, manual_commands
 from distdoctor.tui.cli import main
-
-from fleet_gen import base_snapshot, node_name, write_fleet
 
 HOSTILE = ["-oProxyCommand=touch PWNED", "node-1;touch PWNED", "$(touch PWNED)", "`touch PWNED`",
            "node 1", "a\nb; touch PWNED", "x' ; touch PWNED '", "-F/dev/null", "n\x1b[2Jode",

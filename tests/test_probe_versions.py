@@ -11,11 +11,11 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 
 import pytest
+from runnerkit import RecordedRunner
 
 from distdoctor.probes import cuda_driver
 from distdoctor.probes.base import ProbeContext
 from distdoctor.probes.runner import CommandResult
-from runnerkit import RecordedRunner
 from distdoctor.probes.versions import MARKER, SNIPPET, STARTED, probe_versions
 
 PROC_VERSION = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"

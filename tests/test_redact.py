@@ -9,8 +9,8 @@ import re
 import stat
 
 import pytest
-
 from conftest import shared_fixtures
+
 from distdoctor.tui.record.pseudonym import Pseudonymizer
 from distdoctor.tui.record.redact import MASK, is_secret_name, redact, redact_env, redact_text
 
@@ -233,7 +233,7 @@ def test_ordinary_words_survive_pseudonyms() -> None:
 
 
 def test_shapes_that_once_slipped_through_are_masked() -> None:
-    from distdoctor.tui.record.redact import is_secret_name, redact, redact_text
+    from distdoctor.tui.record.redact import is_secret_name, redact_text
 
     cases = {
         "post https://hooks.slack.com/services/T0000/B0000/XXSlackSecretXX now": "XXSlackSecretXX",

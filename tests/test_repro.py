@@ -13,8 +13,17 @@ import psutil
 import pytest
 
 from distdoctor.knowledge import load_knowledge
-from distdoctor.probes.repro import (ReproInputError, ReproOptions, check_python, manual_commands,
-                                     parse_env, parse_steps, run_repro, script_text, validate)
+from distdoctor.probes.repro import (
+    ReproInputError,
+    ReproOptions,
+    check_python,
+    manual_commands,
+    parse_env,
+    parse_steps,
+    run_repro,
+    script_text,
+    validate,
+)
 from distdoctor.probes.repro.causes import scan_signatures
 from distdoctor.probes.repro.judge import judge
 from distdoctor.probes.repro.proctree import port_is_free

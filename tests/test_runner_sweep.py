@@ -6,10 +6,10 @@ import threading
 from pathlib import Path
 
 import psutil
+from runnerkit import RecordedRunner
 
 from distdoctor.probes.base import OK, UNAVAILABLE, ProbeContext, ProbeResult
 from distdoctor.probes.runner import SubprocessRunner
-from runnerkit import RecordedRunner
 from distdoctor.probes.sweep import run_sweep, select
 
 

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_signals_repro import SIGKILL_GONE_WITHIN_S, tagged, wait_gone
 
 from distdoctor.knowledge.logs.parallel import MIN_TOTAL
-
-from test_signals_repro import SIGKILL_GONE_WITHIN_S, tagged, wait_gone
 
 DISTDOCTOR = Path(sys.executable).with_name("distdoctor")
 TAG = "DISTDOCTOR_SIGNAL_TEST_TAG"

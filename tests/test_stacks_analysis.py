@@ -13,9 +13,18 @@ from pathlib import Path
 import pytest
 
 from distdoctor.probes.base import ProbeContext
-from distdoctor.probes.stacks import (analyse, as_evidence, classify, ensure_running, main_thread,
-                                      merge_hosts, parse_json_dump, parse_text_dump, proc_state,
-                                      rank_list)
+from distdoctor.probes.stacks import (
+    analyse,
+    as_evidence,
+    classify,
+    ensure_running,
+    main_thread,
+    merge_hosts,
+    parse_json_dump,
+    parse_text_dump,
+    proc_state,
+    rank_list,
+)
 from distdoctor.probes.stacks.discover import Job, RankProc, is_launcher
 from distdoctor.probes.stacks.frames import DumpUnreadable
 from distdoctor.probes.stacks.ptrace import explain_refusal, looks_denied

@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from test_stacks_real import skip_if_refused
 
 from distdoctor.probes.repro.proctree import free_port
 from distdoctor.tui.cli import main
-
-from test_stacks_real import skip_if_refused
 
 RANK = """import sys, time
 

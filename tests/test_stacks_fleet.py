@@ -10,12 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from distdoctor.probes.fleet.fanout import (FanoutOptions, kubectl_argv, kubectl_pods_argv,
-                                            parse_output)
-from distdoctor.probes.stacks import analyse
-
 from test_stacks_analysis import recorded
+
+from distdoctor.probes.fleet.fanout import FanoutOptions, kubectl_argv, kubectl_pods_argv, parse_output
+from distdoctor.probes.stacks import analyse
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -44,7 +44,7 @@ class FakePynvml(types.ModuleType):
         self.ready = False
 
     @classmethod
-    def load(cls, name: str, **kwargs: Any) -> "FakePynvml":
+    def load(cls, name: str, **kwargs: Any) -> FakePynvml:
         return cls(json.loads((FIXTURES / name).read_text()), **kwargs)
 
     def _call(self, name: str) -> None:

@@ -5,8 +5,9 @@ import argparse
 import importlib
 import re
 import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t

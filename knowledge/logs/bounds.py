@@ -14,8 +14,9 @@ import os
 import re
 import select
 import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO
 
 from ..i18n import t as tr
 
@@ -42,7 +43,7 @@ class Limits:
 
 
 _LIMITS: contextvars.ContextVar[Limits] = contextvars.ContextVar("distdoctor_log_limits",
-                                                                 default=Limits())
+                                                                 default=Limits())  # noqa: B039 (frozen)
 
 
 def current() -> Limits:

@@ -48,7 +48,7 @@ class Compiled:
     comm_ids_free: bool = True  # no signature or harmless pattern can see a communicator's address
 
 
-def _sig(s: "_Row") -> Sig:
+def _sig(s: _Row) -> Sig:
     alts = literal_alternatives(s.pattern)
     needles = tuple(sorted({max(runs, key=len) for runs in alts}, key=len, reverse=True)) if alts else ()
     return Sig(s.id, s.cause, float(s.weight), frozenset(s.tags), re.compile(s.pattern), needles)

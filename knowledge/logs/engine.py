@@ -4,12 +4,11 @@ from __future__ import annotations
 import io
 import json
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..i18n import t as tr
 from ..model import KnowledgeBase
-from . import culprit, parallel, timeline
-from . import sources as src_mod
+from . import culprit, parallel, sources as src_mod, timeline
 from .collect import Collector
 from .compiled import compile_kb, kb_key
 from .prefilter import sample_freq

@@ -9,8 +9,9 @@ extractor is one entry here and its handler.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from . import extract as x
 

@@ -7,8 +7,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from ..i18n import resolve
 from .compiled import _compile

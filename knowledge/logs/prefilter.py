@@ -5,8 +5,8 @@ import functools
 import heapq
 import re
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 if sys.version_info >= (3, 11):
     import re._constants as _c

@@ -3,7 +3,7 @@ drops NCCL's repeated init and transport lines before anything decodes them."""
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from . import extractors
 from .collect import ELASTIC_SPAN

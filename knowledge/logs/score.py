@@ -6,8 +6,8 @@ from collections import defaultdict
 from ..diagnosis import symptom_priors
 from ..i18n import t as tr
 from ..model import KnowledgeBase
-from . import extract as x
 from ..ranks import rank_key, span
+from . import extract as x
 from .records import Hit
 from .report import CauseScore, Evidence
 from .setup_rules import (
@@ -218,7 +218,7 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
     for pg, per in view.timeouts.items():
         seqs = {r: t.seq for r, t in per.items() if t.seq is not None}
         by_seq: dict[int, set[str]] = defaultdict(set)
-        for r, t in per.items():
+        for t in per.values():
             if t.seq is not None and t.op:
                 by_seq[t.seq].add(t.op)
         if len(set(seqs.values())) > 1:

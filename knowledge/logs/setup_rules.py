@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..i18n import t as tr
-from . import extract as x
 from ..ranks import rank_key, span
+from . import extract as x
 from .collect import Collector
 from .records import Hit
 from .tally import Scores

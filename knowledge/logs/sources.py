@@ -14,8 +14,9 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 from ..fswalk import walk
 from ..i18n import t as tr
@@ -114,7 +115,7 @@ def expand(paths: list[str]) -> tuple[list[Source], list[Skipped]]:
             continue
         if os.path.isdir(arg):
             found = []
-            for root, dirs, files in walk(arg, onerror=lambda e: skipped.append(
+            for root, dirs, files in walk(arg, onerror=lambda e, arg=arg: skipped.append(
                     Skipped(getattr(e, "filename", arg) or arg, tr("unreadable directory: {why}", why=e.strerror)))):
                 dirs.sort(key=_natural_key)
                 found.extend(os.path.join(root, f) for f in files)

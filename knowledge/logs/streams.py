@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import lzma
 import zlib
-from typing import Any, BinaryIO, Callable
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 # what reading a damaged file can raise: OSError (incl. BadGzipFile), EOFError (truncated),
 # zlib.error / LZMAError (corrupt data), ValueError (bad bz2 stream)
@@ -42,7 +43,7 @@ class Compressed:
         finally:
             self.raw.close()
 
-    def __enter__(self) -> "Compressed":
+    def __enter__(self) -> Compressed:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -29,7 +29,7 @@ def short(path: str) -> str:
     return re.split(r"[/\\]", path)[-1] or path
 
 
-def when(rl: "RankLine", phase: bool = True) -> str:
+def when(rl: RankLine, phase: bool = True) -> str:
     """` after step 5`, or ` during eval` when no step is known (and `phase`)."""
     if rl.step:
         return tr(" after {kind} {n}", kind=rl.step[0], n=rl.step[1])

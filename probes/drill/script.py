@@ -103,7 +103,7 @@ def fault_shown(drill: Drill, text: str, outcome: str) -> bool:
         return outcome == "pass" and "Traceback" not in text
     if drill.name == "same-data":
         seen: dict[str, set[str]] = {}
-        for rank, epoch, ids in _FIRST_IDS.findall(text):
+        for _rank, epoch, ids in _FIRST_IDS.findall(text):
             seen.setdefault(epoch, set()).add(ids)
         return outcome == "pass" and bool(seen) and all(len(v) == 1 for v in seen.values())
     return outcome != "pass" and re.search(drill.proof, text) is not None

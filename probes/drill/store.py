@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from distdoctor.knowledge.statedir import state_dir
 

@@ -7,7 +7,7 @@ ordinary script with one real bug in it, not like a switchboard of simulated fai
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 TEMPLATE = '''\
 """Toy regression job: three linear layers on synthetic data, DistributedDataParallel on Gloo."""

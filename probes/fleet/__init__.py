@@ -3,8 +3,16 @@ from __future__ import annotations
 
 from .batch import SlurmError, fan_out_pdsh, fan_out_srun, pdsh_argv, split_pdsh, srun_argv
 from .compare import compare, outlier_line
-from .fanout import (VIAS, FanoutOptions, HostResult, collect_local, fan_out_ssh, parse_output,
-                     ssh_argv, write_results)
+from .fanout import (
+                     VIAS,
+                     FanoutOptions,
+                     HostResult,
+                     collect_local,
+                     fan_out_ssh,
+                     parse_output,
+                     ssh_argv,
+                     write_results,
+)
 from .hosts import HostListError, expand_hosts, read_hostfile
 from .load import load_snapshots
 from .schema import SCHEMA_ID, SNAPSHOT_SCHEMA, validate, validate_snapshot

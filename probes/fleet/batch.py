@@ -6,7 +6,7 @@ import re
 import shlex
 import time
 from collections import defaultdict
-from typing import Mapping
+from collections.abc import Mapping
 
 from distdoctor.knowledge.i18n import t
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ...knowledge.units import human_size
 from . import health

@@ -8,10 +8,11 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 

@@ -12,12 +12,21 @@ import json
 import os
 import re
 import stat
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 
-from .schema import (NUMBER_HOOKS, SCHEMA_ID, SCHEMA_RE, SCHEMA_VERSION, SNAPSHOT_SCHEMA,
-                     bounds_problem, json_cut_short, validate)
+from .schema import (
+    NUMBER_HOOKS,
+    SCHEMA_ID,
+    SCHEMA_RE,
+    SCHEMA_VERSION,
+    SNAPSHOT_SCHEMA,
+    bounds_problem,
+    json_cut_short,
+    validate,
+)
 
 _SUMMARY_SCHEMA = SNAPSHOT_SCHEMA["properties"]["summary"]
 HEAD_BYTES = 8192
@@ -158,8 +167,8 @@ def parse_record(data: bytes, file: str) -> tuple[dict[str, Any] | None, str]:
             return None, t("truncated: the JSON stops at byte {n}", n=len(data))
         return None, t("not valid JSON: {error} (line {line}, column {column})", error=exc.msg, line=exc.lineno,
                        column=exc.colno)
-    except (ValueError, RecursionError) as exc:
-        # an integer longer than Python's 4300-digit limit, or nesting too deep for the parser
+    except ValueError as exc:
+        # an integer longer than Python's 4300-digit limit
         return None, t("not a usable JSON document: {why}", why=str(exc).split(";")[0])
     return record_of(doc, file)
 

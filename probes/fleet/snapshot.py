@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..base import Probe, ProbeContext, ProbeResult
 from ..sweep import run_sweep

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import PurePath
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ...knowledge.evaluate import lookup
 from ..base import ProbeResult

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from .analyse import analyse
+from .blame import as_evidence, cross_check, cross_check_logs, to_json
 from .model import Culprit, FrResult, GroupResult, Mismatch
 from .reader import DumpError, RankDump, loads_plain, read_dumps
-from .blame import as_evidence, cross_check, cross_check_logs, to_json
 
 
 def read_and_analyse(paths: list[str]) -> FrResult:

@@ -12,7 +12,8 @@ An even split cannot be told from the dumps alone; the culprit then says so.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 from distdoctor.knowledge.printable import clean

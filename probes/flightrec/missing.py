@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 

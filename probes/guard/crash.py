@@ -11,8 +11,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from types import FrameType, TracebackType
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 # SIGTERM: torchrun and schedulers stop ranks with it; SIGHUP/SIGUSR2: preemption on some clusters
@@ -106,7 +107,7 @@ class CrashGuard:
         except Exception as exc:
             return f"? ({type(exc).__name__})"
 
-    def __enter__(self) -> "CrashGuard":
+    def __enter__(self) -> CrashGuard:
         self._fault_was_on = faulthandler.is_enabled()
         # a segfault or abort cannot run Python: at least the stacks of every thread get printed
         faulthandler.enable(file=self.stream or sys.stderr, all_threads=True)

@@ -3,9 +3,10 @@ training (`distdoctor lint`): standard-library `ast` only, the code is never imp
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from .check_sync import in_rank_branch
 from .model import Script, dotted

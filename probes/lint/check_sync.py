@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from .model import RANK_ZERO_DECORATORS, Script, dotted
 from .rules import Finding, finding

@@ -4,12 +4,27 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
-from .names import (DIST_COLLECTIVES, DIST_RECEIVER, METHOD_COLLECTIVES, NO_TAINT_CALLS, PER_PROCESS,
-                    RANK_ATTRS, RANK_ENV, RANK_FUNCS, RANK_NAME, RANK_ZERO_DECORATORS, TORCHRUN_ENV,
-                    WEAK_COLLECTIVES, bound_names, dotted, env_key)
+from .names import (
+    DIST_COLLECTIVES,
+    DIST_RECEIVER,
+    METHOD_COLLECTIVES,
+    NO_TAINT_CALLS,
+    PER_PROCESS,
+    RANK_ATTRS,
+    RANK_ENV,
+    RANK_FUNCS,
+    RANK_NAME,
+    RANK_ZERO_DECORATORS,
+    TORCHRUN_ENV,
+    WEAK_COLLECTIVES,
+    bound_names,
+    dotted,
+    env_key,
+)
 
 __all__ = ["RANK_ZERO_DECORATORS", "TORCHRUN_ENV", "Script", "dotted", "env_key"]
 
@@ -35,7 +50,7 @@ class Script:
     _qualnames: dict[int, str] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, path: str, text: str) -> "Script":
+    def parse(cls, path: str, text: str) -> Script:
         script = cls(path, ast.parse(text, filename=path))
         script._index()
         return script

@@ -5,9 +5,10 @@ import os
 import re
 import socket
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import psutil
 

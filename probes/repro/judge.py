@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 STEPS = ("init", "selfcheck", "barrier", "allreduce", "broadcast", "done")
 STEP_RE = re.compile(r"DISTDOCTOR_STEP (\w+) rank=(\d+)")

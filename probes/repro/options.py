@@ -6,10 +6,10 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from distdoctor.knowledge.i18n import t
 
@@ -155,7 +155,7 @@ def check_python(opts: ReproOptions, *, runner: Runner | None = None,
     if result.returncode != 0:
         if not result.stderr.strip() and not result.stdout.strip():
             raise ReproInputError(t("--python {python}: exited with code {returncode} and printed nothing: not a Python interpreter? (point --python at the failing job's python)", python=python, returncode=result.returncode))
-        last = (result.stderr.strip().splitlines() or ["exit code %s" % result.returncode])[-1]
+        last = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
         if "No module named" in last and "torch" in last:
             raise ReproInputError(t("--python {python}: torch is not installed there (point --python at the failing job's interpreter)", python=python))
         raise ReproInputError(t("--python {python}: cannot import torch: {last}", python=python, last=last))

@@ -6,9 +6,10 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 from distdoctor.knowledge.statedir import state_dir
@@ -19,8 +20,7 @@ from .causes import match_causes
 from .judge import judge
 from .options import ReproInputError, ReproOptions, validate
 from .proctree import ProcessTree, free_port, port_is_free
-from .script import (debug_env, manual_commands, private_dir, torchrun_argv, write_private,
-                     write_script)
+from .script import debug_env, manual_commands, private_dir, torchrun_argv, write_private, write_script
 
 LOG_NAME = "output.log"
 MAX_ANALYSE_BYTES = 8 << 20
@@ -190,7 +190,7 @@ def run_repro(opts: ReproOptions, kb: KnowledgeBase | None = None,
     duration = time.monotonic() - start
     cut: int | None = None  # what the run printed before distdoctor stopped it
     if how != "exited":
-        cut = tree.note("no result after %.0fs: killing the run's process tree" % duration
+        cut = tree.note(f"no result after {duration:.0f}s: killing the run's process tree"
                         if how == "timeout" else "stopped by the user: killing the run's process tree")
         tree.kill(graceful=True)
     elif tree.survivors():

@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import shlex
 import socket
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Mapping
 
 from ..secret_names import env_assignment
 from .options import ReproOptions

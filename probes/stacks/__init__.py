@@ -2,7 +2,8 @@
 each rank is and which ones are odd (`distdoctor stacks`, `distdoctor fleet stacks`)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..base import ProbeContext
 from .analyse import analyse, as_evidence, rank_key, rank_list

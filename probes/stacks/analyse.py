@@ -4,7 +4,8 @@ fleet's merged ranks are read exactly as one node's."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 from distdoctor.knowledge.ranks import rank_key, span

@@ -3,8 +3,9 @@ RANK/LOCAL_RANK in /proc/PID/environ, Slurm step tasks; grouped into jobs."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..base import ProbeContext
 from ..procenv import EnvUnreadable, read_environ

@@ -6,8 +6,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 

@@ -39,8 +39,8 @@ def __getattr__(name: str) -> Any:
 
 def analyse(source: Topology | str, name: str | None = None) -> dict[str, Any]:
     """The `topo --json` dict for a parsed Topology or for raw text in any supported format."""
-    from .load import parse_text
     from .assess import analyse as analyse_topology
+    from .load import parse_text
 
     topo = parse_text(source, name or "<text>") if isinstance(source, str) else source
     return analyse_topology(topo, name)
@@ -49,7 +49,7 @@ def analyse(source: Topology | str, name: str | None = None) -> dict[str, Any]:
 def load_input(path: str | Path) -> dict[str, Any]:
     """Parse any supported file (detected by content) into the `topo --json` dict.
     Raises TopologyInputError (one-line message) for empty, binary, truncated or foreign files."""
-    from .load import load_topology
     from .assess import analyse as analyse_topology
+    from .load import load_topology
 
     return analyse_topology(load_topology(path), str(path))

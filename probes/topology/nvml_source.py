@@ -3,8 +3,9 @@ daemon thread under a deadline because a wedged GPU can make NVML calls block.""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 

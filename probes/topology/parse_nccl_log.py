@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from distdoctor.knowledge.i18n import t
 
+from .limits import MAX_GPUS, sane, tests_bus
 from .model import Gpu, Nic, Topology, bus_from_int, cpus_from_mask, short_bus
 from .parse_nccl_dump import DumpReader
-from .limits import MAX_GPUS, sane, tests_bus
 from .parse_xml import tree_links
 
 # host:pid:tid [cudaDev] (file.cc:line )?NCCL LEVEL text; host may be empty, a prefix may precede it.
@@ -255,10 +255,10 @@ def resolve(topo: Topology, scan: LogScan, dump: DumpReader) -> None:
     if scan.skipped:
         shown = "; ".join(dict.fromkeys(scan.skipped[:3]))
         more = f" and {len(scan.skipped) - 3} more" if len(scan.skipped) > 3 else ""
-        topo.note((t("Skipped {n} damaged or out-of-range entry: {shown}{more}.", n=1, shown=shown, more=more)
+        topo.note(t("Skipped {n} damaged or out-of-range entry: {shown}{more}.", n=1, shown=shown, more=more)
                    if len(scan.skipped) == 1 else
                    t("Skipped {n} damaged or out-of-range entries: {shown}{more}.", n=len(scan.skipped), shown=shown,
-                     more=more)))
+                     more=more))
 
 
 def gpu_key(rec: Rec, multi: bool) -> str:

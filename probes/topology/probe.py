@@ -34,8 +34,8 @@ def probe_topology(ctx: ProbeContext, nvml: Any = None) -> ProbeResult:
     raw = [f"$ {' '.join(TOPO_M)}\n{smi.stdout}"]
     if topo is None and not smi.ok:
         return unavailable(NAME, nvml_reason + t("; ") + why_failed(smi))
-    from .load import TopologyInputError, parse_text
     from .assess import analyse
+    from .load import TopologyInputError, parse_text
 
     if topo is not None:
         if smi.ok:  # NVML knows nothing of NICs: the matrix adds them and their distances

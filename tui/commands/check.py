@@ -9,8 +9,9 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 

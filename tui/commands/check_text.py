@@ -1,7 +1,8 @@
 """The text of `distdoctor check`: one block per finding, then the next actions to copy, at any width."""
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from distdoctor.knowledge import i18n
 

@@ -7,8 +7,9 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 

@@ -349,8 +349,8 @@ def run_compare(args: argparse.Namespace) -> int:
 def _recorded(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Snapshots of recorded nodes (sos reports, root trees), made in memory."""
     from distdoctor.probes.recorded import node_trees, snapshot_tree
-    from distdoctor.probes.sosarchive import ArchiveError
     from distdoctor.probes.registry import PROBES
+    from distdoctor.probes.sosarchive import ArchiveError
 
     from .common import knowledge
 

@@ -97,8 +97,14 @@ def _evidence_from(args: argparse.Namespace) -> tuple[dict[str, Any] | None, dic
 
 
 def run(args: argparse.Namespace) -> int:
-    from distdoctor.probes.flightrec import (DumpError, as_evidence, cross_check, cross_check_logs,
-                                             read_and_analyse, to_json)
+    from distdoctor.probes.flightrec import (
+        DumpError,
+        as_evidence,
+        cross_check,
+        cross_check_logs,
+        read_and_analyse,
+        to_json,
+    )
 
     stacks, logs = _evidence_from(args)
     try:

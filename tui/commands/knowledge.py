@@ -5,11 +5,11 @@ import argparse
 import dataclasses
 import difflib
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from distdoctor.knowledge import i18n
-
 from distdoctor.knowledge.i18n import t
 
 from ..errors import UsageError

@@ -115,7 +115,8 @@ def remember(data: dict, session: str | None) -> None:
         return
     from ..record.history import recall
 
-    memory = recall(data, session_id=session)
+    # with --session the recording that follows says once what is wrong with the store
+    memory = recall(data, session_id=session, on_error=(lambda exc: None) if session else None)
     data["verdict"]["seen_before"] = memory.get("seen_before") or []
     data["verdict"]["repeat_offender"] = memory.get("repeat_offender")
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.diagnosis import fix_for_backend
-from distdoctor.knowledge.ranks import span as rank_span
 from distdoctor.knowledge.printable import clean
+from distdoctor.knowledge.ranks import span as rank_span
 from distdoctor.knowledge.units import human_size
 
 WIDTH = 120  # when stdout is not a terminal and $COLUMNS is unset

@@ -6,14 +6,14 @@ import shlex
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
-
-from distdoctor.probes.secret_names import is_secret_name
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
+from distdoctor.probes.secret_names import is_secret_name
 
 from ..errors import UsageError
 from .common import add_common, knowledge, print_json, record

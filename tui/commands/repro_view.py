@@ -35,7 +35,7 @@ class Live:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
 
-    def __enter__(self) -> "Live":
+    def __enter__(self) -> Live:
         if self.tty:
             self._ticker = threading.Thread(target=self._tick, daemon=True, name="repro-timer")
             self._ticker.start()

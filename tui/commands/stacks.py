@@ -162,7 +162,6 @@ def summary(result: dict[str, Any]) -> str:
     wrote it, or the same parts (the job's place first, then the others, the ranks not running,
     those not dumped) rebuilt from the ranks and the odd ones out."""
     from distdoctor.knowledge import i18n
-
     from distdoctor.probes.stacks.analyse import NOT_RUNNING, rank_key
 
     if i18n.resolve() == "en":

@@ -2,7 +2,8 @@
 and the verdict's rows every renderer shows: the app's banner, the report's verdict box."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 

@@ -6,8 +6,9 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from distdoctor.knowledge.printable import plain_text
 

@@ -5,7 +5,8 @@ import functools
 import math
 import re
 from collections import Counter
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from distdoctor.knowledge.printable import plain_text
 

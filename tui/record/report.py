@@ -5,21 +5,21 @@ import json
 import os
 import stat
 import time
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 
-from .redact import redact, redact_text, walk
 from . import report_verdict
+from .redact import redact, redact_text, walk
 from .report_causes import annotate, split
 from .report_conclusion import conclude, switches_to_remove
 from .report_html import render_html
 from .report_md import render_markdown
 from .report_runs import bisect_section, log_tail, repro_section
-from .report_tables import cell as _cell
-from .report_tables import flatten, tabulate
+from .report_tables import cell as _cell, flatten, tabulate
 
 __all__ = ["build_report", "export_report", "render_markdown", "render_html", "render_json",
            "RENDERERS"]

@@ -4,7 +4,8 @@ on neither evidence nor a failed check folded under "also considered"."""
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 SHOWN_LINES = 3  # evidence lines quoted per cause; the Log evidence section has them all
 # Reasons that are evidence about this incident rather than the symptom's usual suspects

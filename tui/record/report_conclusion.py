@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 Latest = Callable[[Mapping[str, Any], str], "dict[str, Any] | None"]
 

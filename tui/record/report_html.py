@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.printable import clean_block
 
 from .report_causes import split
-from .report_verdict import rank_row_words, words
 from .report_md import SUSPECTS_SHOWN, basis_text, col, tr
+from .report_verdict import rank_row_words, words
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif,"Noto Color Emoji","Apple Color Emoji",

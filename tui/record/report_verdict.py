@@ -2,12 +2,12 @@
 report_md and report_html only format them."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 
 from .diagnosis_view import CONFIDENCE_WORDS, RECURRENCE_WORDS, culprit_line
-
 
 # the diagnosis's status words as the logs text says them (tui/commands/logs_text.py)
 STATUS_WORDS = {"lost-peer": "lost peer", "timed-out": "timed out", "no-end-seen": "no end seen"}

@@ -11,8 +11,9 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from distdoctor.knowledge import statedir
 from distdoctor.knowledge.i18n import t

@@ -1,8 +1,9 @@
 """The app's view of one session: what each step found, rebuilt from the session's events."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 # Which session event kind completes which step of the method. Step ids come from the knowledge
 # base; a step without an entry here (a site overlay's extra step) is never "done".
