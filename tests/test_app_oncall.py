@@ -283,6 +283,9 @@ def test_quitting_says_the_session_and_how_to_resume_or_report(tmp_path: Path, c
     _say_where_the_session_is(App())
     out = capsys.readouterr().out
     assert "distdoctor --resume 20261202-010101-abcd" in out and "distdoctor report 20261202-010101-abcd" in out
+    App.flow.events = {}
+    _say_where_the_session_is(App())
+    assert "nothing was recorded in session 20261202-010101-abcd" in capsys.readouterr().out
 
 
 @run_async

@@ -47,14 +47,17 @@ def run_app(args: argparse.Namespace) -> int:
 
 
 def _say_where_the_session_is(app: object) -> None:
-    """After quitting: the session's id and the two commands that use it (nothing when the
-    session recorded nothing: there is nothing to resume)."""
+    """After quitting: the session's id and the two commands that use it, or that nothing was
+    recorded (there is then nothing to resume)."""
     from distdoctor.knowledge.i18n import t
 
     flow = getattr(app, "flow", None)
-    if flow is None or not flow.events or getattr(app, "return_code", 0) not in (0, None):
+    if flow is None or getattr(app, "return_code", 0) not in (0, None):
         return
     sid = flow.session_id
+    if not flow.events:
+        print(t("distdoctor: nothing was recorded in session {id}: there is nothing to reopen.", id=sid))
+        return
     print(t("distdoctor: session {id} saved. Reopen it: distdoctor --resume {id}; "
             "the incident report: distdoctor report {id} -o report.md", id=sid))
 
