@@ -174,9 +174,14 @@ def build(view: View) -> dict[str, RankLine]:
         r = view.rank(h)
         if r is not None and r in lines and lines[r].end.kind == "unknown":
             lines[r].end = End("finished", h.text[:120], h)
+    hosts: dict[str, set[str]] = {}  # rank -> the hosts of its NCCL host:pid keys, in one pass
+    for k in col.seen:
+        if ":" in k:
+            r = _rank(view, k)
+            if r is not None and r in lines:
+                hosts.setdefault(r, set()).add(k.split(":")[0])
     for r, rl in lines.items():
-        rl.hosts = sorted({h for k, fs in col.seen.items() if _rank(view, k) == r and ":" in k
-                           for h in [k.split(":")[0]]})
+        rl.hosts = sorted(hosts.get(r, ()))
     return {r: lines[r] for r in sorted(lines, key=lambda k: (len(k), k))}
 
 
