@@ -149,10 +149,14 @@ class Progress:
         r.proc_io = total
 
     def wants_stacks(self, now: float, every: float) -> bool:
-        """Whether a round of stack samples is due. Idle ranks are sampled too: a healthy job
-        that sleeps between its collectives (a slow reader, a straggler) uses almost no CPU, and
-        only its stacks moving shows it is alive."""
-        return bool(self.alive()) and now - self.last_round >= every
+        """Whether a round of stack samples is due: every `every` seconds while the job's progress
+        is in doubt (nothing moved for that long), every 2 x `every` otherwise (the rounds that
+        measure stragglers). Idle ranks are sampled too: a healthy job that sleeps between its
+        collectives uses almost no CPU, and only its stacks moving shows it is alive."""
+        if not self.alive():
+            return False
+        since = now - self.last_round
+        return since >= 2 * every or (since >= every and now - self.last_progress() >= every)
 
     def stacks(self, now: float, frames_by_rank: Mapping[str, list[dict[str, Any]]]) -> None:
         """A round: each alive rank's main-thread frames (a rank missing here was not dumped)."""
@@ -185,11 +189,12 @@ class Progress:
         for r in self.alive():
             r.busy_since_stack = 0.0
 
-    def needs_native(self) -> list[str]:
+    def needs_native(self, now: float, every: float) -> list[str]:
         """Ranks computing (a tenth of a core or more) outside the collectives on the same Python
-        line as the round before: only their native frames can tell work (a matmul, then a tanh)
-        from a spin."""
-        return [r.rank for r in self.alive() if r.unchanged and not r.waiting and r.cpu_pct >= 10.0]
+        line as the round before, with no other sign of progress for `every` seconds: only their
+        native frames can tell work (a matmul, then a tanh) from a spin."""
+        return [r.rank for r in self.alive() if r.unchanged and not r.waiting and r.cpu_pct >= 10.0
+                and now - max(r.last_progress, self.job_progress) >= every]
 
     def native(self, rank: str, now: float, frames: list[dict[str, Any]]) -> None:
         """A native dump of such a rank: other C/C++ functions than last time are work going on;

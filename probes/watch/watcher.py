@@ -216,7 +216,7 @@ class _Loop:
             self.progress.last_round = now
             return
         self.progress.stacks(time.monotonic(), {d["rank"]: d["frames"] for d in dumped})
-        busy = set(self.progress.needs_native())
+        busy = set(self.progress.needs_native(time.monotonic(), self.config.stack_every_s))
         if busy:
             with self.child_cost:
                 native = stacks.dump_all([r for r in live if r.rank in busy], self.progress.host, native=True,
