@@ -274,3 +274,38 @@ def test_a_rank_spinning_in_a_busy_loop_is_a_hang_with_that_rank_named(tmp_path:
     assert out["outcome"] == "hang", (tmp_path / "evidence" / "watch.json").read_text()
     assert out["verdict"]["culprit"]["ranks"] == ["1"]
     _nothing_left(tmp_path, port)
+
+
+def test_watch_by_job_id_and_run_keep_running_leave_the_job_to_a_human(tmp_path: Path) -> None:
+    """`watch --job AGENT_PID` finds the job as `stacks --job` does; `run --keep-running` leaves
+    the hung job running after the capture, its output still going to launcher.log."""
+    (tmp_path / "train.py").write_text(JOB)
+    port = free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    cmd = [sys.executable, "-m", "distdoctor.tui.cli", "run", "--stall", STALL, "--json", "--no-native",
+           "--keep-running", "--evidence-dir", str(tmp_path / "evidence"), "--", sys.executable, "-m",
+           "torch.distributed.run", "--nproc-per-node=2", "--master-addr=127.0.0.1", f"--master-port={port}",
+           "train.py", "hang"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path, env=env)
+    agents = [p for p in psutil.process_iter(["cmdline", "cwd"])
+              if p.info["cwd"] == str(tmp_path) and "torch.distributed.run" in " ".join(p.info["cmdline"] or [])]
+    try:
+        out = json.loads(proc.stdout)
+        assert out["outcome"] == "hang" and "left running" in proc.stderr
+        assert len(agents) == 1 and agents[0].is_running()
+        ranks = agents[0].children()
+        assert len(ranks) == 2 and all(r.status() != psutil.STATUS_ZOMBIE for r in ranks)
+        watch = subprocess.run([sys.executable, "-m", "distdoctor.tui.cli", "watch", "--job", str(agents[0].pid),
+                                "--stall", STALL, "--json", "--no-native", "--evidence-dir", str(tmp_path / "w")],
+                               capture_output=True, text=True, timeout=120)
+        got = json.loads(watch.stdout)
+        assert watch.returncode == 1 and got["outcome"] == "hang"
+        assert got["verdict"]["culprit"]["ranks"] == ["1"]
+        assert agents[0].is_running()
+    finally:
+        for a in agents:
+            procs = [a] + a.children(recursive=True)
+            for p in procs:
+                p.kill()
+            psutil.wait_procs(procs, timeout=10)
+    _nothing_left(tmp_path, port)

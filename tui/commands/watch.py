@@ -81,12 +81,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(t("--pid {pids}: no such running process", pids=" ".join(map(str, gone))))
         find = by_pids(args.pid)
     else:
+        from distdoctor.probes.stacks import find_jobs
+
         ranks, _, found = _pick(args)
-        job_id = found.split(":", 1)[0].removeprefix("--job ").strip()
-        find = by_job(job_id)
-        if not find():
-            pids = [r.pid for r in ranks]
-            find = by_pids(pids)
+        pids = {r.pid for r in ranks}
+        # the job by its id, so ranks an elastic restart brings are followed; else its pids
+        job = next((j for j in find_jobs() if {r.pid for r in j.ranks} == pids), None)
+        find = by_job(job.id) if job is not None else by_pids(sorted(pids))
     kb = common.knowledge(args)  # a broken overlay is bad usage now, not after the job
     session_id = new_id()
     evidence = watch_view.evidence_dir(args, session_id)
