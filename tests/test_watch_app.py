@@ -7,9 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import appkit
+import pytest
 from appkit import run_async, screen_text
 
 SLEEPER = "import time\nopen({ready!r}, 'w').close()\ntime.sleep(120)\n"

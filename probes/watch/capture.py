@@ -8,8 +8,9 @@ import glob
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 

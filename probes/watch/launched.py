@@ -8,8 +8,8 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from ..repro.proctree import ProcessTree, die_with_parent, start_watchdog
 

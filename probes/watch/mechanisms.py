@@ -6,7 +6,8 @@ Each finding is an evidence item for the one diagnosis."""
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import psutil
 

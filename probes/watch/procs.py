@@ -7,8 +7,8 @@ import os
 import re
 import select
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

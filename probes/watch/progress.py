@@ -10,9 +10,10 @@ no rank progressed for the stall window. Stack samples taken together (a round) 
 stragglers: a rank found outside the collectives while the others wait in one."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..stacks.classify import classify
 from ..stacks.frames import python_frames

@@ -7,8 +7,9 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..base import ProbeContext
 from ..ras import JSON_SINCE, LEG_TIMEOUT_S, as_evidence, client_version, loads_json, parse

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import psutil
 

@@ -3,7 +3,8 @@ ranked causes, through the one diagnosis (knowledge/diagnosis.py). Everything go
 conclude(), so the engine behind it is called in one place."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 

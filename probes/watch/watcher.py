@@ -8,9 +8,10 @@ import os
 import resource
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from distdoctor.knowledge.i18n import t
 
@@ -111,7 +112,7 @@ class _ChildCost:
     def __init__(self) -> None:
         self.total = 0.0
 
-    def __enter__(self) -> "_ChildCost":
+    def __enter__(self) -> _ChildCost:
         self._before = _cpu_children()
         return self
 

@@ -103,10 +103,8 @@ class WatchScreen(ModalScreen[str | None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="watch", description="watch the running job")
     def watch_job(self) -> None:
         from distdoctor.probes.watch import WatchConfig, watch_job
-        from distdoctor.probes.watch.targets import Running
+        from distdoctor.probes.watch.targets import Running, by_pids
         from distdoctor.tui.record.session import state_dir
-
-        from distdoctor.probes.watch.targets import by_pids
 
         pids = [r.pid for r in self.ranks]
         self.evidence = state_dir().parent / "evidence" / self.app.flow.session_id  # type: ignore[attr-defined]
