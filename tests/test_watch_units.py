@@ -192,3 +192,20 @@ def test_a_plain_command_that_finishes_is_finished(tmp_path: Path) -> None:
     failed = _cli("run", "--json", "--stall", "5", "--evidence-dir", str(tmp_path / "f"), "--",
                   sys.executable, "-c", "import sys; sys.exit(3)")
     assert failed.returncode == 1 and json.loads(failed.stdout)["exit_code"] == 3
+
+
+def test_the_text_view_lists_the_evidence_not_the_priors_and_a_dead_ranks_exit_code() -> None:
+    from distdoctor.probes.watch import Outcome, RankView
+    from distdoctor.tui.commands.watch_view import render
+
+    out = Outcome("failed", 1, verdict={"culprit": {"ranks": ["1"], "role": "crashed", "why": "raised"},
+                                        "summary": "Rank 1 raised", "confidence": "confirmed"},
+                  causes=[{"id": "rank-crash-deadlock", "score": 4.5, "basis": "evidence"},
+                          {"id": "version-mismatch", "score": 1.0, "basis": "prior"}],
+                  rows=[RankView("0", 11, "h", "dead", "<module> (t.py:1)", "", 0.0, 3.0, -15),
+                        RankView("1", 12, "h", "dead", "<module> (t.py:1)", "", 0.0, 70.0, 1)],
+                  session="s1")
+    text = render(out)
+    assert "outcome: failed (exit code 1)" in text and "culprit: rank 1 (crashed): raised" in text
+    assert "rank-crash-deadlock" in text and "version-mismatch" not in text
+    assert "exit code -15" in text and "exit code 1" in text and "t.py:1" not in text

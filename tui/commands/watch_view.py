@@ -136,7 +136,8 @@ def render(outcome: Any) -> str:
     summary = (outcome.verdict or {}).get("summary")
     if summary:
         lines.append(t("summary: {text}", text=summary))
-    for n, cause in enumerate(outcome.causes[:3], 1):
+    # the priors ("the symptom points here") are in --json; the text lists what the evidence says
+    for n, cause in enumerate([c for c in outcome.causes if c.get("basis") != "prior"][:3], 1):
         lines.append(f"  {n}. {cause['id']}  ({t(cause.get('basis', 'evidence'))}, {cause['score']:g})")
     for s in outcome.stragglers:
         slow = t("{x}x slower", x=s["slowdown"]) if s.get("slowdown") else t("the others waited on it in every sample")
@@ -145,8 +146,10 @@ def render(outcome: Any) -> str:
         lines.append("")
         lines.append(t("rank  pid       state             since progress  CPU    where"))
         for r in outcome.rows:
+            where = (t("exit code {code}", code=r.exit_code) if r.state in ("dead", "exited")
+                     else r.where or r.last_collective)
             lines.append(f"{r.rank:<5} {r.pid!s:<9} {t(r.state):<17} {r.since_progress_s:>10.0f} s  "
-                         f"{r.cpu_pct:>4.0f}%  {r.where or r.last_collective}")
+                         f"{r.cpu_pct:>4.0f}%  {where}")
     if outcome.evidence:
         lines.append("")
         lines.append(t("evidence:"))

@@ -24,7 +24,8 @@ STALL_S = 60.0  # the app's stall window: a person is watching, a minute without
 
 def rank_row(row: Any) -> tuple[str, ...]:
     """One live row: rank, pid, host, state, where, last collective, since progress, CPU."""
-    return (row.rank, str(row.pid or ""), row.host, t(row.state), row.where or "", row.last_collective or "",
+    where = t("exit code {code}", code=row.exit_code) if row.state in ("dead", "exited") else row.where or ""
+    return (row.rank, str(row.pid or ""), row.host, t(row.state), where, row.last_collective or "",
             f"{row.since_progress_s:.0f} s", f"{row.cpu_pct:.0f}%")
 
 
