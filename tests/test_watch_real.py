@@ -309,3 +309,26 @@ def test_watch_by_job_id_and_run_keep_running_leave_the_job_to_a_human(tmp_path:
                 p.kill()
             psutil.wait_procs(procs, timeout=10)
     _nothing_left(tmp_path, port)
+
+
+MISMATCH = r'''
+import datetime
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+t = torch.ones(4)
+dist.all_reduce(t)
+if dist.get_rank() == 1:
+    dist.all_gather([torch.ones(8), torch.ones(8)], torch.ones(8))
+else:
+    dist.all_reduce(t)
+'''
+
+
+def test_ranks_waiting_in_different_collectives_are_an_asymmetric_collective(tmp_path: Path) -> None:
+    proc, out, port = _run_script(tmp_path, MISMATCH)
+    assert out["outcome"] == "hang", proc.stderr[-2000:]
+    top = out["causes"][0]
+    assert top["id"] == "asymmetric-collective" and top["basis"] == "evidence", out["causes"]
+    assert any("different collectives" in r for r in top["reasons"])
+    _left(tmp_path, port)

@@ -89,3 +89,22 @@ def spawned_workers(ranks: Sequence[Any], pyspy: str, *, runner: Runner | None =
              "why": t("rank {rank}, a worker the launcher started, started {n} processes of its own with "
                       "mp.spawn: two launchers for one job, each numbering the ranks", rank=first,
                       n=spawning[first])}]
+
+
+def different_collectives(stacks_doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every dumped rank waiting in a collective, not all in the same one (or the same one from
+    different lines), and no odd rank to blame: a collective only some ranks call, met by
+    another. The stacks' culprit rule stays silent on an even split; the mismatch itself is the
+    evidence."""
+    from ..stacks.classify import classify
+
+    dumped = [r for r in stacks_doc.get("ranks") or [] if r.get("frames")]
+    if len(dumped) < 2 or stacks_doc.get("culprit"):
+        return []
+    places = {r["rank"]: classify(r["frames"]) for r in dumped}
+    if not all(p.waiting for p in places.values()) or len({p.where for p in places.values()}) < 2:
+        return []
+    where = "; ".join(t("rank {rank} in {where}", rank=rank, where=p.where) for rank, p in places.items())
+    return [{"source": "stacks", "ranks": [], "role": "misconfigured", "cause": "asymmetric-collective",
+             "why": t("the ranks wait in different collectives ({where}): a collective only some ranks call",
+                      where=where)}]

@@ -287,7 +287,7 @@ class _Loop:
     def mechanisms(self, doc: dict[str, Any] | None, ranks: list[RankProc]) -> list[dict[str, Any]]:
         """What the stacks alone do not say: a world size nobody started, mp.spawn under a launcher."""
         from .. import stacks
-        from .mechanisms import spawned_workers, world_size_mismatch
+        from .mechanisms import different_collectives, spawned_workers, world_size_mismatch
 
         if not ranks:
             return []
@@ -299,6 +299,7 @@ class _Loop:
         with self.child_cost:
             found = world_size_mismatch(doc or {}, ranks, pyspy, timeout=timeout) if doc else []
             found += spawned_workers(ranks, pyspy, timeout=timeout)
+        found += different_collectives(doc or {})
         return found
 
     def _learn_job(self, pid: int) -> None:
@@ -402,8 +403,6 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
             outcome = kind
             if captured is not None:
                 loop.finish_capture(captured)
-            if config.kill_on_hang:
-                target.end()
         elif kind == "cancelled":
             outcome = "failed"
             target.end()
@@ -427,13 +426,16 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
             hang["detected_after_s"] = round(time.monotonic() - last, 1)
             if outcome == "failed":
                 hang = None
+        if kind in ("hang", "failed") and config.kill_on_hang:
+            # only now: the logs were read as the hang left them, without the launcher's
+            # lines about the ending (a SIGTERM reads as a crash)
+            target.end()
     finally:
         loop.watch.close()
         if loop.ras is not None:
             loop.ras.stop()
         target.release()
-    out = Outcome(outcome, code if not (target.launched and kind in ("hang",) and config.kill_on_hang) else code,
-                  hang, verdict, causes, loop.progress.stragglers() if outcome == "finished" else [],
+    out = Outcome(outcome, code, hang, verdict, causes, loop.progress.stragglers() if outcome == "finished" else [],
                   {k: v for k, v in (captured or {}).get("paths", {}).items() if v},
                   rows=rows, capture=captured or {}, notes=loop.notes + list((captured or {}).get("notes") or []))
     out.exit_code = target.exit_code()
