@@ -332,3 +332,39 @@ def test_ranks_waiting_in_different_collectives_are_an_asymmetric_collective(tmp
     assert top["id"] == "asymmetric-collective" and top["basis"] == "evidence", out["causes"]
     assert any("different collectives" in r for r in top["reasons"])
     _left(tmp_path, port)
+
+
+SPAWN_HANG = r'''
+import datetime, os, sys, time
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def work(rank, world):
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=300))
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    if rank == 1:
+        time.sleep(300)
+    dist.all_reduce(t)
+
+
+if __name__ == "__main__":
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = sys.argv[1]
+    mp.spawn(work, args=(2,), nprocs=2)
+'''
+
+
+def test_a_plain_python_job_that_calls_mp_spawn_is_watched_rank_by_rank(tmp_path: Path) -> None:
+    (tmp_path / "job.py").write_text(SPAWN_HANG)
+    port = free_port()
+    cmd = [sys.executable, "-m", "distdoctor.tui.cli", "run", "--stall", STALL, "--json", "--no-native",
+           "--evidence-dir", str(tmp_path / "evidence"), "--", sys.executable, "job.py", str(port)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                          env=dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo"))
+    out = json.loads(proc.stdout)
+    assert out["outcome"] == "hang", proc.stderr[-2000:]
+    assert out["verdict"]["culprit"]["ranks"] == ["1"]  # mp.spawn's children, numbered in start order
+    _left(tmp_path, port)
