@@ -56,6 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help=t("include C/C++ frames (py-spy --native)"))
     parser.add_argument("--timeout", type=_seconds, default=None, metavar="S",
                         help=t("seconds per rank's dump (default 20)"))
+    parser.add_argument("--debug-server", metavar="URL",
+                        help=t("read every rank's stacks from the job's PyTorch debug server "
+                               "(start_debug_server, http://HOST:25999) instead of py-spy: no ptrace needed"))
     add_common(parser)
     parser.set_defaults(func=run)
 
@@ -114,16 +117,19 @@ def _pick(args: argparse.Namespace) -> tuple[list[Any], list[str], str]:
 def run(args: argparse.Namespace) -> int:
     from distdoctor.probes import stacks
 
-    ranks, expected, found = _pick(args)
-    try:
-        stacks.find_pyspy()
-    except stacks.NoPySpy as exc:
-        raise UsageError(str(exc)) from None
-    timeout = args.timeout or stacks.DUMP_TIMEOUT_S
-    result = stacks.take(ranks, expected=expected, native=args.native, timeout=timeout)
-    sizes = {r.world_size for r in ranks}
-    # for `fleet stacks`: the ranks no node has are found from the job's WORLD_SIZE
-    result["job"] = {"found": found, "world_size": sizes.pop() if len(sizes) == 1 else None}
+    if args.debug_server:
+        result, found = _from_debug_server(args)
+    else:
+        ranks, expected, found = _pick(args)
+        try:
+            stacks.find_pyspy()
+        except stacks.NoPySpy as exc:
+            raise UsageError(str(exc)) from None
+        timeout = args.timeout or stacks.DUMP_TIMEOUT_S
+        result = stacks.take(ranks, expected=expected, native=args.native, timeout=timeout)
+        sizes = {r.world_size for r in ranks}
+        # for `fleet stacks`: the ranks no node has are found from the job's WORLD_SIZE
+        result["job"] = {"found": found, "world_size": sizes.pop() if len(sizes) == 1 else None}
     dumped = [r for r in result["ranks"] if r["frames"]]
     record(args, "stacks", result)
     if args.json:
@@ -135,6 +141,20 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(t("could not dump any rank: {why}", why=first.removeprefix("not dumped: ")))
     # a rank that could not be dumped may be the one holding the job: not "all in one place"
     return 1 if result["odd"] or len(dumped) < len(result["ranks"]) else 0
+
+
+def _from_debug_server(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """Every rank's stacks from torch's debug server (its ranks are all of the job's)."""
+    from distdoctor.probes import debugserver, stacks
+
+    try:
+        ranks = debugserver.stacks(args.debug_server, timeout=args.timeout or debugserver.TIMEOUT_S)
+    except debugserver.DebugServerError as exc:
+        raise UsageError(str(exc)) from None
+    result = stacks.analyse(ranks)
+    found = t("debug server {url}", url=args.debug_server)
+    result["job"] = {"found": found, "world_size": len(ranks)}
+    return result, found
 
 
 def _frame_line(frame: dict[str, Any]) -> str:
