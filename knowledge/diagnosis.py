@@ -6,7 +6,7 @@ what it returns: the culprit, how sure the tool is (`confidence`), the ranked ca
 basis and the lines for and against each, the next action, what to collect when the evidence
 cannot tell, and whether a restart will help (`recurrence`).
 
-Confidence (measured: tests/eval_diagnosis.py prints the table per level; the rules that decide it
+Confidence (measured: tests/bench/eval_diagnosis.py prints the table per level; the rules that decide it
 and the order of the causes are in knowledge/confidence.py):
 - `confirmed`: the mechanism is shown end to end: the top cause rests on this incident's own
   evidence and the culprit's own failure line (or the waiters' lines that name the stuck rank, or

@@ -27,7 +27,7 @@ DEPRECATED = {
 # Old names PyTorch no longer reads at all. The others it still reads through getCvarInt/Bool/String
 # (c10d/Utils.hpp), which take the new name first in the list and print "Environment variable OLD is
 # deprecated; use NEW instead" once; when both are set, the new name's value wins. Checked against
-# torch 2.13's ProcessGroupNCCL.hpp and FlightRecorder.hpp (tests/test_knowledge_facts.py).
+# torch 2.13's ProcessGroupNCCL.hpp and FlightRecorder.hpp (tests/integration/test_knowledge_facts.py).
 NOT_READ = frozenset({"NCCL_AVOID_RECORD_STREAMS"})
 # Verbose logging: wanted while debugging, noise and slowdown when left in a production job.
 VERBOSE = {"NCCL_DEBUG": ("INFO", "TRACE"), "TORCH_DISTRIBUTED_DEBUG": ("INFO", "DETAIL"),

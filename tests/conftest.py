@@ -1,21 +1,21 @@
-"""Shared fixtures: keep the developer's host (state dir, overlay, env) out of unit tests."""
+"""Shared fixtures: keep the developer's host (state dir, overlay, env) out of unit tests.
+
+The tests are sorted by layer: unit/ (no process spawned, no app: the fast inner loop), app/ (the
+Textual app under Pilot, and its SVG snapshots), integration/ (real processes, sockets, torch jobs);
+kits/ holds what they share and bench/ the benchmarks and the diagnosis figures. The kits, and
+the test modules a benchmark or another test reuses, are importable from every folder.
+"""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
-SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-HERE_FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-
-def shared_fixtures(sub: str) -> Path:
-    """A folder of ../shared/fixtures, or skip the test when it is absent (as on a user's machine)."""
-    path = SHARED_FIXTURES / sub
-    if not path.is_dir():
-        pytest.skip(f"shared fixtures not present: {path}")
-    return path
+TESTS = Path(__file__).resolve().parent
+sys.path[:0] = [str(TESTS / d) for d in ("kits", "bench", "unit", "integration", "app") if str(TESTS / d) not in sys.path]
+from fixturekit import HERE_FIXTURES, SHARED_FIXTURES, shared_fixtures  # noqa: E402,F401  (re-exported)
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,7 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
     monkeypatch.delenv("DISTDOCTOR_KNOWLEDGE", raising=False)
     # English output is what the tests compare, whatever the developer's locale (zh_CN would
-    # switch it to Chinese: knowledge/i18n.py); tests/test_i18n.py chooses its language itself
+    # switch it to Chinese: knowledge/i18n.py); tests/unit/test_i18n.py chooses its language itself
     monkeypatch.setenv("DISTDOCTOR_LANG", "en")
 
 

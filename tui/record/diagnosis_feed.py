@@ -2,7 +2,7 @@
 
 The app's Logs and Conclusion steps and the md/html/json reports call `diagnose_session`; the
 `logs` command calls `diagnose()` on the same log evidence, so the three agree field by field
-(tests/test_diagnosis_agree.py)."""
+(tests/app/test_diagnosis_agree.py)."""
 from __future__ import annotations
 
 from typing import Any

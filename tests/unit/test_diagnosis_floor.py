@@ -1,0 +1,77 @@
+"""A floor under the aggregate diagnosis figures (tests/bench/eval_diagnosis.py prints them all).
+
+Not a per-case test: rules must come from mechanisms, so no single case is demanded. The floors
+sit a little under the figures measured when they were last raised; a change that lowers any of
+them is a regression to explain. Healthy runs must never be called failures. Sets that are absent
+(the shared fixtures on a user's machine) are skipped.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+import eval_diagnosis  # noqa: E402
+
+FLOORS = {  # set: (top-1, top-3)
+    # 0.84: 030 matched only through one reporter's typo (a pattern now gone); 044's OOM on one
+    # rank's own failure line now comes before the deadlock it caused (labelled the other way round,
+    # with cuda-oom in `also`): a consequence never outranks its explanation
+    "logs": (0.8, 0.9),
+    "logs-batch2": (0.7, 0.9),
+    "recorded": (0.8, 0.8),
+    "own-recorded": (0.9, 0.9),
+    "fresh-recorded": (0.6, 0.85),  # held out at 0.53 / 0.80 before the rules its misses taught
+    "fresh2-recorded": (0.65, 0.85),  # held out at 0.53 / 0.82 (issue 21), 0.71 / 0.88 after
+}
+# confident answers (likely or confirmed) must be right this often over the failure sets together
+CONFIDENT_FLOOR = 0.88  # measured 0.91 (issue 21's aim is 0.95: see the closing note)
+# public-fresh (issue 21): where the paste holds no evidence or the cause is outside the guide,
+# at most this share may be answered confidently wrong (held out at 8/14 before the engine)
+CONFIDENTLY_WRONG_CAP = 0.15  # 1/14 now
+CULPRIT_FLOOR = 0.75
+CULPRIT_FLOORS = {"fresh2-recorded": 0.55}  # held out at 0.53; 0.60 now (uneven shards and key=value rank tags unread)
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    return eval_diagnosis.run()
+
+
+@pytest.mark.parametrize("name", sorted(FLOORS))
+def test_failure_sets_stay_above_their_floor(result: dict, name: str) -> None:
+    if name not in result:
+        pytest.skip(f"{name}: no cases here")
+    f = result[name]["figures"]
+    top1, top3 = FLOORS[name]
+    misses = [f"{r['case']}: want {r['want']} got {r['got']}" for r in result[name]["cases"] if not r["top1"]]
+    assert f["top1"] >= top1 and f["top3"] >= top3, (f, misses)
+    if "culprit_rank" in f:  # the recordings that name the rank at fault
+        assert f["culprit_rank"] >= CULPRIT_FLOORS.get(name, CULPRIT_FLOOR), [r for r in result[name]["cases"] if r.get("rank_ok") is False]
+
+
+def test_confident_answers_are_right_often_enough(result: dict) -> None:
+    rows = [r for name in (*FLOORS, "public-fresh") if name in result for r in result[name]["cases"]
+            if not r.get("healthy") and r["confidence"] != "unknown"]
+    if not rows:
+        pytest.skip("no failure sets here")
+    right = sum(r["top1"] for r in rows) / len(rows)
+    assert right >= CONFIDENT_FLOOR, [f"{r['case']}: want {r['want']} got {r['got']}" for r in rows if not r["top1"]]
+
+
+def test_no_evidence_is_rarely_answered_confidently_wrong(result: dict) -> None:
+    if "public-fresh" not in result:
+        pytest.skip("public-fresh: no cases here")
+    unsure = [r for r in result["public-fresh"]["cases"] if r.get("unsure")]
+    wrong = [r["case"] for r in unsure if r["confident_wrong"]]
+    assert len(wrong) <= CONFIDENTLY_WRONG_CAP * len(unsure), wrong
+
+
+@pytest.mark.parametrize("name", ["healthy", "own-healthy", "fresh-healthy", "fresh2-healthy"])
+def test_healthy_runs_are_never_failures(result: dict, name: str) -> None:
+    if name not in result:
+        pytest.skip(f"{name}: no cases here")
+    alarms = [r for r in result[name]["cases"] if r["false_alarm"]]
+    assert not alarms, alarms
