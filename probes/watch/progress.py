@@ -198,16 +198,17 @@ class Progress:
                 and now - max(r.last_progress, self.job_progress) >= every]
 
     def native(self, rank: str, now: float, frames: list[dict[str, Any]]) -> None:
-        """A native dump of such a rank: other C/C++ functions than last time are work going on;
-        the same ones (or none: a loop in Python) are not."""
+        """A native dump of such a rank: its main thread inside named native code (a matmul,
+        a tanh kernel, a BLAS or OpenMP routine) is computing; no named native frame under its
+        Python line (a loop in Python itself, a spin in stripped libc code) is not. Comparing two
+        dumps instead would miss work that sits in one kernel at both instants."""
         r = self.ranks.get(rank)
         if r is None:
             return
         key = tuple(str(f.get("name")) for f in frames
                     if f.get("native") and not str(f.get("name", "")).startswith("0x"))
-        if key and r.native_key is not None and key != r.native_key:
-            r.last_progress = now
         if key:
+            r.last_progress = now
             r.native_key = key
 
     def died(self, rank: str, now: float, exit_code: int | None) -> None:

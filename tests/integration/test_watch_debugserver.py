@@ -1,6 +1,6 @@
 """PyTorch's debug server as a source, on a real 2-rank Gloo job under torchrun that starts it with
 `distdoctor.guard.debug_server()`: every rank's stacks and Flight Recorder read over HTTP (also
-by `distdoctor fr URL`), and a
+by `distdoctor stacks --debug-server URL` and `distdoctor fr URL`), and a
 `run` whose py-spy cannot attach (as in a container without ptrace rights) still names the rank
 that never reached the collective, from the server's stacks and live Flight Recorder."""
 from __future__ import annotations
@@ -68,6 +68,10 @@ def test_stacks_and_flight_recorder_from_the_debug_server_name_the_rank_that_nev
         doc = stacks.analyse(debugserver.stacks(url, timeout=30), ["0", "1"])
         assert doc["culprit"]["ranks"] == ["1"]
         assert [r["where"].split(" ")[0] for r in doc["ranks"]] == ["all_reduce", "<module>"]
+        live = subprocess.run([sys.executable, "-m", "distdoctor.tui.cli", "stacks", "--debug-server", url,
+                               "--json"], capture_output=True, text=True, timeout=120)
+        assert live.returncode == 1, live.stderr
+        assert json.loads(live.stdout)["culprit"]["ranks"] == ["1"]
         fr = subprocess.run([sys.executable, "-m", "distdoctor.tui.cli", "fr", url, "--json"],
                             capture_output=True, text=True, timeout=120)
         assert fr.returncode == 1, fr.stderr
