@@ -28,6 +28,7 @@ NOT_HERE = {
     ("stacks", OK): "a live job to dump (test_stacks_real.py)",
     ("stacks", PROBLEM): "a live hung job (test_stacks_real.py)",
     ("drill", OK): "a real drill run (test_drill.py)",
+    ("watch", OK): "a real job watched to its end (test_watch_real.py)",
 }
 
 
@@ -93,6 +94,10 @@ TABLE: list[tuple[str, str, list[str], int]] = [
     ("report", "usage", ["report", "no-such-session"], USAGE),
     ("sessions", "ok", ["sessions"], OK),
     ("sessions", "usage", ["sessions", "--no-such-flag"], USAGE),
+    ("run", "ok: a job that finishes", ["run", "--", sys.executable, "-c", "pass"], OK),
+    ("run", "problem: a job that fails", ["run", "--", sys.executable, "-c", "import sys; sys.exit(3)"], PROBLEM),
+    ("run", "usage: no launch line", ["run"], USAGE),
+    ("watch", "usage: no such process", ["watch", "--pid", "999999999"], USAGE),
     ("history", "ok", ["history", "--db", "{tmp}/incidents.db"], OK),
     ("history", "usage", ["history", "resolve", "x", "text", "--db", "{tmp}/incidents.db"], USAGE),
     ("history", "usage: a corrupt store", ["history", "--db", "{tmp}/garbage.txt"], USAGE),

@@ -171,7 +171,7 @@ def test_the_probe_imports_no_networkx_until_there_is_a_topology(tmp_path: Path)
         print(result.status, 'networkx' in sys.modules)
         from distdoctor.probes.topology import TopologyInputError, build_graph, parse_text
         print(TopologyInputError.__name__, build_graph.__module__, 'networkx' in sys.modules)
-    """).replace("TESTS", repr(str(Path(__file__).resolve().parents[1])))
+    """).replace("TESTS", repr(str(Path(__file__).resolve().parents[1] / "kits")))
     if not cuda_driver.nvml_library_missing():
         pytest.skip("this host has libnvidia-ml: NVML answers and the verdict needs networkx")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

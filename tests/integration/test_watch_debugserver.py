@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -41,6 +42,12 @@ dist.all_reduce(t)
 '''
 
 
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 def test_stacks_and_flight_recorder_from_the_debug_server_name_the_rank_that_never_came(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from distdoctor.probes.watch import WatchConfig, watch_job
@@ -64,6 +71,10 @@ def test_stacks_and_flight_recorder_from_the_debug_server_name_the_rank_that_nev
         deadline = time.monotonic() + 120
         while len(list(tmp_path.glob("ready.*"))) < 2:
             assert tree.proc.poll() is None and time.monotonic() < deadline, (tmp_path / "launcher.log").read_text()
+            time.sleep(0.2)
+        # the server starts listening in its own thread: ready means started, not yet listening
+        while not _listening(dbg):
+            assert time.monotonic() < deadline, (tmp_path / "launcher.log").read_text()
             time.sleep(0.2)
         doc = stacks.analyse(debugserver.stacks(url, timeout=30), ["0", "1"])
         assert doc["culprit"]["ranks"] == ["1"]
