@@ -6,9 +6,8 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 import appkit
+import pytest
 from appkit import run_async, screen_text
 
 from distdoctor.tui.record.session import SessionStore

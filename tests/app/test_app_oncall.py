@@ -9,11 +9,11 @@ import stat
 import time
 from pathlib import Path
 
+import appkit
 import pytest
+from appkit import run_async, screen_text, settle
 from textual import events
 
-import appkit
-from appkit import run_async, screen_text, settle
 from distdoctor.tui.record.session import SessionStore
 
 CRASH = Path(__file__).resolve().parents[1] / "fixtures" / "recorded" / "01-drill-crash" / "logs"

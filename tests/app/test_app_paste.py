@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual import events
-
 import appkit
 from appkit import run_async, screen_text
+from textual import events
+
 from distdoctor.tui.record.session import SessionStore
 
 TRACEBACK = """[rank1]: Traceback (most recent call last):

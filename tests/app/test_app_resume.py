@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import appkit
+import pytest
 from appkit import run_async, screen_text
 from ptykit import Term
 

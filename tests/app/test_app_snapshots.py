@@ -8,9 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 import appkit
+import pytest
 from appkit import classified, settle
 
 LOGS = appkit.FIXTURES / "app"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import appkit
+import pytest
 from appkit import classified, settle
+
 from distdoctor.knowledge import i18n
 
 LOGS = appkit.FIXTURES / "app"

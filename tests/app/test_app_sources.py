@@ -7,6 +7,7 @@ from pathlib import Path
 
 import appkit
 from appkit import run_async, screen_text
+
 from distdoctor.tui.record.session import SessionStore
 
 HERE = Path(__file__).parents[1] / "fixtures"

@@ -11,9 +11,9 @@ from distdoctor.knowledge.tree import main_path
 from distdoctor.tui.app import launchers
 from distdoctor.tui.app.app import method_order
 from distdoctor.tui.app.nextaction import next_action
+from distdoctor.tui.app.widgets import PathSuggester, status_text
 from distdoctor.tui.record.ranking import rank_causes, rank_session
 from distdoctor.tui.record.state import Flow, suspects
-from distdoctor.tui.app.widgets import PathSuggester, status_text
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from textual import work
 from textual.app import App
@@ -13,15 +14,16 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from .guards import InputGuards
-from .jobpython import JobPython
-from .messages import KnowledgeChecked, SessionNotSaved
-from .nextaction import next_action
-from .lang import LANGS, NAMES, localise_bindings, other, resolve, t, wrap_between_wide_characters
-from .palette import DistDoctorCommands
-from .steps import screen_class
 from ..record.session import SAVE_WAIT_S, SessionStore, SessionWriter, new_id
 from ..record.state import Flow
+from .guards import InputGuards
+from .jobpython import JobPython
+from .lang import LANGS, NAMES, localise_bindings, other, resolve, t, wrap_between_wide_characters
+from .messages import KnowledgeChecked, SessionNotSaved
+from .nextaction import next_action
+from .palette import DistDoctorCommands
+from .steps import screen_class
+
 
 # Step id -> (module under tui.screens, class). Imported when the step is first opened, so the
 # first screen does not pay for DataTable, Log or the probes. Unknown steps get GenericStepScreen.

@@ -6,9 +6,9 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 from .lang import t
 

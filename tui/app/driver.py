@@ -6,8 +6,8 @@ import os
 import selectors
 from codecs import getincrementaldecoder
 
-from textual._parser import ParseError
 from textual._loop import loop_last
+from textual._parser import ParseError
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 

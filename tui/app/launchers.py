@@ -1,8 +1,8 @@
 """Which launcher started the job, and the exact lines that turn distributed logging on for it."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from .lang import t
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .lang import resolve, t
 from ..record.state import Flow, is_stopped, suspects
+from .lang import resolve, t
 
 
 def _next_hint(kb: Any, step_id: str, order: list[str]) -> str:

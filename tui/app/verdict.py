@@ -2,7 +2,8 @@
 visible whatever the scroll. It only formats `Diagnosis.to_dict()` (tui.record.diagnosis_view)."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import Static

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.geometry import Region
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Header, Input, OptionList
 from textual.worker import Worker, WorkerState

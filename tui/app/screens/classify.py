@@ -1,7 +1,8 @@
 """Step 1, classify: hang or error, then the sub-symptom (or a pasted error line); the suspects."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -11,9 +12,9 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
-from ..messages import LogsAnalysed
 from ...record.state import suspects
 from ..lang import t
+from ..messages import LogsAnalysed
 from ..widgets import Plain
 from .base import StepScreen
 

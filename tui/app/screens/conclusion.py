@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -12,12 +13,12 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Static
 
-from ..messages import Exported
-from .. import launchers
 from ...record.ranking import Ranked, rank_session, session_culprit
 from ...record.report_causes import plain_reason
 from ...record.session import SAVE_WAIT_S
+from .. import launchers
 from ..lang import t
+from ..messages import Exported
 from ..widgets import Plain
 from .base import StepScreen, row_index
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -14,8 +15,8 @@ from textual.widget import Widget
 from textual.widgets import Button, DataTable, ProgressBar, Static
 from textual.worker import get_current_worker
 
-from ..messages import ProbeDone, SweepDone, SweepStarted
 from ..lang import t
+from ..messages import ProbeDone, SweepDone, SweepStarted
 from ..widgets import Plain, status_text
 from .base import StepScreen, row_index
 

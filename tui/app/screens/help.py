@@ -1,7 +1,8 @@
 """The help screen: every key of the app and of each step screen, gathered from their bindings."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
@@ -18,7 +19,6 @@ INTRO = ("distdoctor walks a hung or failing multi-GPU PyTorch job to its root c
 
 from ..lang import localise_bindings, resolve, t
 from ..widgets import Plain
-
 
 KEY_NAMES = {"question_mark": "?", "slash": "/", "plus": "+", "minus": "-", "escape": "Esc",
              "backspace": "Backspace"}

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -12,12 +13,11 @@ from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Static
 
 from .. import launchers
-from ..messages import LogsAnalysed, StacksTaken
-from . import logs_sources
 from ..lang import cells, clip, t
+from ..messages import LogsAnalysed, StacksTaken
 from ..widgets import PathSuggester, Plain
+from . import logs_sources
 from .base import StepScreen, row_index
-
 
 MAX_NAME = 24  # the Where column's share of an 80-column screen
 TABLE_ROWS = 12  # app.tcss: the max-height of a DataTable in a step

@@ -4,7 +4,8 @@ for this stack, and the launcher the loaded logs reveal."""
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from rich.text import Text
 

@@ -12,8 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from ..messages import ContextRead
 from ..lang import cells, localise_bindings, resolve, t
+from ..messages import ContextRead
 from ..widgets import Plain
 
 CONTEXT = 12  # lines either side; + and - change it

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Iterable
+from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -13,9 +14,9 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Log, Select, Static
 
-from ..messages import PythonFound, RunFinished, RunLine, RunRow
 from ...record.state import is_stopped
 from ..lang import t
+from ..messages import PythonFound, RunFinished, RunLine, RunRow
 from ..widgets import STATUS_WORDS, Plain, status_text
 from .base import StepScreen, row_index
 from .repro_words import app_words, short_switch

@@ -12,8 +12,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 
-from ..messages import FleetCompared
 from ..lang import localise_bindings, resolve, t
+from ..messages import FleetCompared
 from ..widgets import PathSuggester, Plain, status_text
 
 
