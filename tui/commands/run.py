@@ -131,9 +131,4 @@ def run(args: argparse.Namespace) -> int:
         port = watch_view.master_port(plan.argv, env)
         if port and not watch_view.port_free(port):
             outcome.notes.append(t("port {port} is still held after the job ended", port=port))
-    watch_view.save(args, outcome, session_id, KIND)
-    if args.json:
-        common.print_json(outcome.to_json())
-    else:
-        sys.stdout.write(watch_view.render(outcome))
-    return watch_view.exit_code(outcome)
+    return watch_view.finish(args, outcome, session_id, KIND)

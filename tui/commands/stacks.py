@@ -46,12 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("stacks", help=t("where every rank of a hung job is (py-spy)"),
                             description=t(DESCRIPTION), epilog=t(EPILOG),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--pid", type=_pid, nargs="+", action="extend", metavar="PID",
-                       help=t("the ranks' process ids"))
-    which.add_argument("--job", default="auto", metavar="auto|ID",
-                       help=t("`auto` (default): the one job on this node; or an ID it listed "
-                            "(MASTER_ADDR:PORT names a job on every node)"))
+    add_job_choice(parser)
     parser.add_argument("--native", action="store_true",
                         help=t("include C/C++ frames (py-spy --native)"))
     parser.add_argument("--timeout", type=_seconds, default=None, metavar="S",
@@ -61,6 +56,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                                "(start_debug_server, http://HOST:25999) instead of py-spy: no ptrace needed"))
     add_common(parser)
     parser.set_defaults(func=run)
+
+
+def add_job_choice(parser: argparse.ArgumentParser) -> None:
+    """--pid PID... or --job auto|ID: which job's ranks (stacks and watch take the same)."""
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--pid", type=_pid, nargs="+", action="extend", metavar="PID",
+                       help=t("the ranks' process ids"))
+    which.add_argument("--job", default="auto", metavar="auto|ID",
+                       help=t("`auto` (default): the one job on this node; or an ID it listed "
+                              "(MASTER_ADDR:PORT names a job on every node)"))
 
 
 def _pid(text: str) -> int:

@@ -3,12 +3,12 @@ capture the evidence; the job is ended only with --kill-on-hang."""
 from __future__ import annotations
 
 import argparse
-import sys
 
 from distdoctor.knowledge.i18n import t
 
 from ..errors import UsageError
 from . import common, watch_view
+from .stacks import add_job_choice
 
 KIND = "watch"
 DESCRIPTION = """\
@@ -40,12 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("watch", help=t("watch a running job and catch its hang as it happens"),
                             description=t(DESCRIPTION), epilog=t(EPILOG),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--pid", type=_pid, nargs="+", action="extend", metavar="PID",
-                       help=t("the ranks' process ids"))
-    which.add_argument("--job", default="auto", metavar="auto|ID",
-                       help=t("`auto` (default): the one job on this node; or an ID it listed "
-                              "(MASTER_ADDR:PORT names a job on every node)"))
+    add_job_choice(parser)
     parser.add_argument("--logs", nargs="+", action="extend", default=[], metavar="PATH",
                         help=t("the job's log files or folders (torchrun --log-dir): their growth is "
                                "progress, and they are read for the verdict"))
@@ -53,12 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help=t("end the job once the hang is captured"))
     watch_view.add_watch_options(parser)
     parser.set_defaults(func=run)
-
-
-def _pid(text: str) -> int:
-    if not text.isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(t("not a process id: {text}", text=repr(text)))
-    return int(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,9 +88,4 @@ def run(args: argparse.Namespace) -> int:
                          debug_server=watch_view.debug_server(args)[0],
                          debug_server_given=watch_view.debug_server(args)[1], log_sources=list(args.logs))
     outcome = watch_job(Running(find), config)
-    watch_view.save(args, outcome, session_id, KIND)
-    if args.json:
-        common.print_json(outcome.to_json())
-    else:
-        sys.stdout.write(watch_view.render(outcome))
-    return watch_view.exit_code(outcome)
+    return watch_view.finish(args, outcome, session_id, KIND)

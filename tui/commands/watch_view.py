@@ -163,6 +163,16 @@ def render(outcome: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+def finish(args: argparse.Namespace, outcome: Any, session_id: str, kind: str) -> int:
+    """Save the session and report, print the outcome (JSON or text), and the exit code."""
+    save(args, outcome, session_id, kind)
+    if args.json:
+        common.print_json(outcome.to_json())
+    else:
+        sys.stdout.write(render(outcome))
+    return exit_code(outcome)
+
+
 def exit_code(outcome: Any) -> int:
     return 0 if outcome.outcome == "finished" else 1
 
