@@ -164,6 +164,6 @@ def outlier_line(outlier: Mapping[str, Any]) -> str:
     """"node-17: driver 535.104.05, 63 others 550.54.15"."""
     field = outlier["field"]
     others = "other" if outlier["count"] == 1 else "others"
-    tie = " (a tie: either side may be the odd one)" if outlier.get("tie") else ""
+    tie = " (an even split: neither side is the odd one out)" if outlier.get("tie") else ""
     return (f"{outlier['node']}: {label(field)} {show(field, outlier['value'])}, "
             f"{outlier['count']} {others} {show(field, outlier['majority'])}{tie}")

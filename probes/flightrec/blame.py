@@ -26,8 +26,16 @@ def _culprit_of(group: GroupResult) -> Culprit | None:
     if m is None:
         return None
     label = t(" in group {pg}", pg=group.pg + (f" ({group.desc})" if group.desc else ""))
-    unsure = t(" The split is even, so the dumps alone cannot tell which side is wrong: check "
-               "`distdoctor stacks`.") if m.even_split else ""
+    unsure = ""
+    if m.even_split and not any(r in group.no_dump or r in group.never_joined for r in m.ranks):
+        # half the ranks against the other half, each side issuing collectives: no side is the odd
+        # one out, so no rank is named (a rank with no dump, or that never issued one, still is)
+        return Culprit((), "undecided", t(
+            "at collective #{seq}{group}, {detail}: ranks {ranks} against ranks {others}, an even split, so the "
+            "dumps alone cannot tell which side is wrong. Break the tie with `distdoctor stacks` (where each rank "
+            "is now), `distdoctor lint` on the training script (a collective under a rank condition), or a "
+            "third rank's dump", seq=m.seq, group=label, detail=m.detail or m.kind, ranks=_names(m.ranks),
+            others=_names(m.others)), "asymmetric-collective", group.pg)
     if m.kind == "missing":
         gone = tuple(r for r in m.ranks if r in group.no_dump)
         if gone:
@@ -87,7 +95,7 @@ def pick_culprit(groups: Sequence[GroupResult]) -> Culprit | None:
     culprit = _culprit_of(group)
     if culprit is None:
         return None
-    note = fr_trace_note(group, culprit)
+    note = fr_trace_note(group, culprit) if culprit.ranks else ""
     return Culprit(culprit.ranks, culprit.role, culprit.why, culprit.cause, culprit.pg, note)
 
 

@@ -283,7 +283,17 @@ def test_a_two_node_split_is_a_tie_not_a_majority(tmp_path: Path, base: dict) ->
     [outlier] = result["outliers"]
     assert outlier["tie"] and result["disagreements"][0]["tie"]
     assert ", 1 other " in outlier_line(outlier)
-    assert outlier_line(outlier).endswith(" (a tie: either side may be the odd one)")
+    assert outlier_line(outlier).endswith(" (an even split: neither side is the odd one out)")
     write_fleet(tmp_path, 3, {1: {"driver": "535.104.05"}}, base)  # 2 against 1: a majority
     [outlier] = compare(load_snapshots([str(tmp_path)])[0])["outliers"]
     assert not outlier["tie"] and outlier_line(outlier).endswith("2 others 550.54.15")
+
+
+def test_an_even_split_names_no_odd_node_and_says_what_breaks_the_tie(tmp_path: Path, base: dict) -> None:
+    from distdoctor.tui.commands.fleet_text import render_compare
+
+    write_fleet(tmp_path, 2, {1: {"driver": "535.104.05"}}, base)
+    text = render_compare(compare(load_snapshots([str(tmp_path)])[0]), cols=120)
+    assert "no node is the odd one out" in text and "fleet collect" in text
+    assert "rebuild the odd nodes" not in text
+    assert text.count("distdoctor check") == 2  # each side is checked, neither is singled out

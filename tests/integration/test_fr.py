@@ -316,3 +316,24 @@ def test_dump_prefix_as_torch_writes_it(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 1 and json.loads(out)["culprit"]["ranks"] == ["2"]
     code, _, err = cli(capsys, str(tmp_path / "no_such_prefix_"))
     assert code == 2 and "nor files starting with it" in err
+
+
+def test_an_even_split_names_no_culprit_and_says_what_breaks_the_tie(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # two ranks of the recorded size mismatch: one each side, neither is the odd one out
+    docs = {r: d for r, d in _load_json_dumps("size").items() if r in (0, 1)}
+    for doc in docs.values():
+        doc["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}
+    sizes = {r: d["entries"][-1]["input_sizes"] for r, d in docs.items()}
+    if sizes[0] == sizes[1]:  # make the two disagree on the last collective's size
+        docs[1]["entries"][-1] = dict(docs[1]["entries"][-1], input_sizes=[[8]], output_sizes=[[8]])
+    folder = _write(tmp_path, docs)
+    result = read_and_analyse([str(folder)])
+    assert result.culprit is not None and result.culprit.ranks == () and result.culprit.role == "undecided"
+    assert "distdoctor stacks" in result.culprit.why and "third rank" in result.culprit.why
+    assert main(["fr", str(folder)]) == 1
+    out = capsys.readouterr().out
+    assert "culprit: not named:" in out and "rank 1 (misconfigured)" not in out
+    # the silent twin: three ranks, two agree: the third is named
+    three = read_and_analyse([str(FR / "size" / "json")])
+    assert three.culprit is not None and len(three.culprit.ranks) == 1

@@ -39,7 +39,7 @@ def _outlier_line(outlier: dict[str, Any]) -> str:
     field = outlier["field"]
     values = {"node": outlier["node"], "field": _label(field), "value": _show(field, outlier["value"]),
               "count": outlier["count"], "majority": _show(field, outlier["majority"]),
-              "tie": t(" (a tie: either side may be the odd one)") if outlier.get("tie") else ""}
+              "tie": t(" (an even split: neither side is the odd one out)") if outlier.get("tie") else ""}
     if outlier["count"] == 1:
         return t("{node}: {field} {value}, {count} other {majority}{tie}", **values)
     return t("{node}: {field} {value}, {count} others {majority}{tie}", **values)
@@ -129,8 +129,16 @@ def _next(result: dict[str, Any]) -> list[str]:
         return ["", t("every node agrees: the fleet's versions are not the cause.")]
     nodes = list(dict.fromkeys(o["node"] for o in result["outliers"]))
     causes = sorted({d["cause_id"] for d in result["disagreements"] if d["cause_id"]})
+    even = all(o.get("tie") for o in result["outliers"])
+    if even:  # no majority to trust: name no node, check both sides and bring a third
+        nodes = list(dict.fromkeys(n for g in result["groups"] for n in g["nodes"]))
     bad = {b["node"]: b for b in result.get("bad_hosts", [])}
     out = ["", t("next:")]
+    if even:
+        out.append("  " + t("the nodes split evenly: no node is the odd one out. Break the tie with a third node, "
+                            "or check each side:"))
+        out.append("  distdoctor fleet collect --via ssh --hostfile hosts.txt -o fleet/   # "
+                   + t("collect a third node"))
     for node in nodes[:3]:
         if node in bad:  # never inside a command: shown quoted, as data, with why
             shown = ascii(bad[node]["host"])
@@ -147,6 +155,7 @@ def _next(result: dict[str, Any]) -> list[str]:
         out.append(f"  distdoctor knowledge show {shlex.quote(cause)}   # {t('why it matters, how to fix')}")
     if any(d["field"].startswith("switch:") for d in result["disagreements"]):
         out.append("  " + t("set the same switches on every node (job environment and /etc/nccl.conf)"))
-    out.append("  " + t("rebuild the odd nodes from the same image as the majority, then collect and "
-                        "compare again"))
+    if not even:
+        out.append("  " + t("rebuild the odd nodes from the same image as the majority, then collect and "
+                            "compare again"))
     return out

@@ -201,6 +201,10 @@ def render(result: Any, paths: list[str], checks: list[str]) -> str:
     lines.append("")
     if c is None:
         lines.append(t("culprit: none found in the dumps"))
+    elif not c.ranks:  # an even split: no side is the odd one out
+        lines.append(t("culprit: not named: {why}", why=c.why))
+        if c.cause:
+            lines.append(t("cause: {cause}", cause=c.cause))
     else:
         ranks = ", ".join(str(r) for r in c.ranks)
         who = t("rank {ranks}", ranks=ranks) if len(c.ranks) == 1 else t("ranks {ranks}", ranks=ranks)
