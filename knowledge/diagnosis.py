@@ -133,8 +133,8 @@ def symptom_priors(kb: Any, symptom: str | None) -> dict[str, float]:
 
 def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     """The one verdict for this evidence (see the module's docstring for what each field means)."""
-    logs = ev.logs if isinstance(ev.logs, Mapping) else None
-    log_causes = [c for c in (logs or {}).get("causes") or [] if isinstance(c, Mapping)]
+    logs = _clean(ev.logs)
+    log_causes = list(logs["causes"]) if logs else []
     hardening = tuple(str(f.get("title", f.get("check", ""))) for f in ev.findings
                       if isinstance(f, Mapping) and advisory(kb, f))
     findings = [f for f in ev.findings if isinstance(f, Mapping) and not advisory(kb, f)]
@@ -176,6 +176,40 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
                      collect=collect, recurrence=_recurrence(kb, top, who, timeline) if confidence != "unknown" else None,
                      ranks=ranks, left_out=tuple(left_out), hardening=hardening,
                      seen_before=tuple(x for x in ev.seen_before if isinstance(x, Mapping)), failed=failed)
+
+
+def _clean(logs: Any) -> dict[str, Any] | None:
+    """A log result with the shapes the rules read, whatever a session record holds (events can
+    be written by older versions or by hand): a mapping of rank rows, a list of cause mappings."""
+    if not isinstance(logs, Mapping):
+        return None
+    out = dict(logs)
+    rows = logs.get("timeline")
+    out["timeline"] = {str(r): _shaped(v, {"end": Mapping, "files": list, "hosts": list})
+                       for r, v in rows.items() if isinstance(v, Mapping)} if isinstance(rows, Mapping) else {}
+    causes = logs.get("causes")
+    out["causes"] = [dict(_shaped(c, {"evidence": list, "reasons": list, "against": list}),
+                          basis=c.get("basis") if c.get("basis") in ("evidence", "facts", "prior") else "evidence")
+                     for c in causes if isinstance(c, Mapping) and isinstance(c.get("id"), str)] \
+        if isinstance(causes, (list, tuple)) else []
+    for key in ("verdict", "first_failure", "facts"):
+        if not isinstance(out.get(key), Mapping):
+            out[key] = {}
+    if not isinstance(out.get("symptom"), str):
+        out["symptom"] = None
+    who = out["verdict"].get("culprit")
+    if who is not None and not (isinstance(who, Mapping) and isinstance(who.get("ranks"), (list, tuple))):
+        out["verdict"] = dict(out["verdict"], culprit=None)
+    return out
+
+
+def _shaped(row: Mapping[str, Any], kinds: Mapping[str, type]) -> dict[str, Any]:
+    """`row` with each named field of the wanted kind (an empty one when it is not)."""
+    out = dict(row)
+    for key, kind in kinds.items():
+        if not isinstance(out.get(key), kind):
+            out[key] = {} if kind is Mapping else []
+    return out
 
 
 def _hardware_at_death(events: Sequence[Mapping[str, Any]], who: Mapping[str, Any] | None,

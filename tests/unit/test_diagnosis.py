@@ -193,3 +193,26 @@ def test_a_session_s_check_gives_its_hardware_xids_with_their_times() -> None:
     assert [e["time"] for e in events] == ["2026-12-02T10:14:05", "2026-12-02T10:20:00"]
     assert all(e["cause"] == "gpu-hardware-fault" and e["host"] == "node-17" for e in events)
     assert hardware_events({"facts": {}}) == [] and hardware_events(None) == []
+
+
+def test_a_damaged_record_is_diagnosed_never_raised() -> None:
+    """Session events may come from older versions or be written by hand: every field of the log
+    result the wrong kind, a seeded family of them, gives a diagnosis, never an exception."""
+    import random
+
+    rng = random.Random(7)
+    junk = [None, 1, "x", [], {}, [1], {"a": 1}, {"kind": 5}, ["1"], {"ranks": "12", "role": 3}]
+    for _ in range(500):
+        logs = {k: rng.choice(junk) for k in ("timeline", "causes", "verdict", "first_failure", "facts", "symptom")}
+        if rng.random() < 0.5:
+            logs["timeline"] = {"0": {k: rng.choice(junk) for k in ("end", "last_ts", "files", "hosts", "step")},
+                                "1": rng.choice(junk)}
+        if rng.random() < 0.5:
+            logs["verdict"] = {"culprit": rng.choice([*junk, {"ranks": ["0"], "role": "crashed"}]),
+                               "failed": rng.choice(junk)}
+        if rng.random() < 0.5:
+            logs["causes"] = [{"id": rng.choice(["rank-crash-deadlock", "x", None, 3]),
+                               **{k: rng.choice(junk) for k in ("score", "basis", "evidence", "weight", "reasons")}}]
+        d = diagnose(KB, IncidentEvidence(symptom=rng.choice([None, "hang", "x"]), logs=logs, live=[rng.choice(junk)],
+                                          hardware=[{"cause": "gpu-hardware-fault", "time": rng.choice(junk)}]))
+        assert d.confidence in ("confirmed", "likely", "unknown") and isinstance(d.to_dict(), dict)
