@@ -27,7 +27,6 @@ def advisory(kb: Any, finding: Mapping[str, Any]) -> bool:
     return bool(check is not None and getattr(check, "advisory", False))
 
 
-
 def applicable(kb: Any, ranked: list[Ranked], backend: str | None,
                 logs: Mapping[str, Any] | None) -> tuple[list[Ranked], list[dict[str, str]]]:
     """Causes that cannot apply to this job are left out with the reason: on a Gloo job that
@@ -46,13 +45,10 @@ def applicable(kb: Any, ranked: list[Ranked], backend: str | None,
     return kept, left
 
 
-
 def _gpu_seen(logs: Mapping[str, Any] | None) -> bool:
     facts = (logs or {}).get("facts") or {}
-    values = facts.get("values") or {}
-    return any(k.startswith(("nccl", "cuda", "gpu")) for k in values) or any(
-        str(k).startswith(("nccl", "cuda", "gpu")) for k in facts)
-
+    values = facts.get("values") if isinstance(facts.get("values"), Mapping) else {}
+    return any(str(k).startswith(("nccl", "cuda", "gpu")) for k in (*values, *facts))
 
 
 def against_culprit(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None,
@@ -81,7 +77,6 @@ def against_culprit(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None
     return out + demoted, {r.id for r in demoted}
 
 
-
 def explanation_first(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None,
                        logs: Mapping[str, Any] | None) -> list[Ranked]:
     """A consequence never outranks its explanation. When the top cause is "a rank died and the
@@ -93,7 +88,6 @@ def explanation_first(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | No
         if _explains(kb, r, who, logs):
             return [r, *ranked[:n], *ranked[n + 1:]]
     return ranked
-
 
 
 def _explains(kb: Any, r: Ranked, who: Mapping[str, Any] | None, logs: Mapping[str, Any] | None) -> bool:
@@ -111,9 +105,9 @@ def _explains(kb: Any, r: Ranked, who: Mapping[str, Any] | None, logs: Mapping[s
     if (who or {}).get("role") == "crashed" and str(ff.get("rank")) in blamed:
         cites = next((c.get("evidence") or [] for c in (logs or {}).get("causes") or []
                       if isinstance(c, Mapping) and c.get("id") == r.id), [])
-        return (ff.get("file"), ff.get("line")) in {(e.get("file"), e.get("line")) for e in cites}
+        return (ff.get("file"), ff.get("line")) in {(e.get("file"), e.get("line")) for e in cites
+                                                     if isinstance(e, Mapping)}
     return bool(getattr(cause, "setup", False))
-
 
 
 def how_sure(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, logs: Mapping[str, Any] | None,
@@ -144,14 +138,12 @@ def how_sure(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, logs:
     return "likely"
 
 
-
 def signatures_of(top: Ranked | None, logs: Mapping[str, Any] | None) -> tuple[str, ...]:
     """The signature ids of the top cause's log lines, in their order."""
     cause = next((c for c in (logs or {}).get("causes") or [] if isinstance(c, Mapping)
                   and top is not None and c.get("id") == top.id), {})
     return tuple(dict.fromkeys(str(e.get("signature")) for e in cause.get("evidence") or []
                                if isinstance(e, Mapping) and e.get("signature")))
-
 
 
 def _weight(top: Ranked, logs: Mapping[str, Any] | None) -> float:
@@ -163,18 +155,15 @@ def _weight(top: Ranked, logs: Mapping[str, Any] | None) -> float:
         return 0.0
 
 
-
 def _other_source(top: Ranked) -> bool:
     """Whether evidence beyond the logs backs the cause (a check, the fleet, a switch, a live capture)."""
     return any(not r.startswith(("logs", "symptom")) for r in top.reasons)
-
 
 
 def _waiters(logs: Mapping[str, Any] | None) -> bool:
     """Whether any rank is seen waiting: its lines end in a timeout or a lost peer."""
     timeline = (logs or {}).get("timeline") or {}
     return any(((row or {}).get("end") or {}).get("kind") in WAITED for row in timeline.values())
-
 
 
 def _chain(top: Ranked, who: Mapping[str, Any] | None, logs: Mapping[str, Any] | None) -> bool:
@@ -193,5 +182,5 @@ def _chain(top: Ranked, who: Mapping[str, Any] | None, logs: Mapping[str, Any] |
         return True
     ff = logs.get("first_failure") or {}
     cause = next((c for c in logs.get("causes") or [] if c.get("id") == top.id), None)
-    own = {(e.get("file"), e.get("line")) for e in (cause or {}).get("evidence") or []}
+    own = {(e.get("file"), e.get("line")) for e in (cause or {}).get("evidence") or [] if isinstance(e, Mapping)}
     return who.get("role") == "crashed" and str(ff.get("rank")) in blamed and (ff.get("file"), ff.get("line")) in own

@@ -153,7 +153,8 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     at_death = _hardware_at_death(ev.hardware, who, timeline)
     live = [*ev.live, *at_death]
     if at_death and who is not None and not who.get("host"):  # exclude-node names the node
-        who = dict(who, host=next((e.get("host") for e in ev.hardware if e.get("host")), None))
+        who = dict(who, host=next((e.get("host") for e in ev.hardware if isinstance(e, Mapping) and e.get("host")),
+                                   None))
     ranked = rank_causes(suspects, list(log_causes) + list(ev.repro_causes), findings, dict(ev.bisect),
                          ev.fleet, dict(ev.ruled_out), live)
     ranked = [r for r in ranked if r.id in kb.causes or r.basis == "evidence"]
@@ -224,10 +225,10 @@ def _hardware_at_death(events: Sequence[Mapping[str, Any]], who: Mapping[str, An
     row = timeline.get(rank) or {}
     # its failure line's own time, else its last timestamped line (a traceback has no time)
     ts = (row.get("end") or {}).get("ts") or row.get("last_ts")
-    if not isinstance(ts, (list, tuple)) or len(ts) != 2:
+    if not isinstance(ts, (list, tuple)) or len(ts) != 2 or not all(isinstance(x, (int, float)) for x in ts):
         return []
     out = []
-    for e in events:
+    for e in (x for x in events if isinstance(x, Mapping)):
         at = _seconds(str(e.get("time") or ""), int(ts[0]))
         if e.get("cause") and at is not None and abs(at - float(ts[1])) <= HARDWARE_WINDOW_S:
             out.append({"source": "hardware", "cause": str(e["cause"]), "ranks": [rank], "role": "crashed",
