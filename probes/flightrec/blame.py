@@ -26,10 +26,13 @@ def _culprit_of(group: GroupResult) -> Culprit | None:
     if m is None:
         return None
     label = t(" in group {pg}", pg=group.pg + (f" ({group.desc})" if group.desc else ""))
-    unsure = ""
-    if m.even_split and not any(r in group.no_dump or r in group.never_joined for r in m.ranks):
-        # half the ranks against the other half, each side issuing collectives: no side is the odd
-        # one out, so no rank is named (a rank with no dump, or that never issued one, still is)
+    # half against half where one side waits in a collective the other never issued: the side that
+    # never issued it is named (most often it is late), with the doubt said
+    unsure = t(" The split is even, so the dumps alone cannot tell which side is wrong: check "
+               "`distdoctor stacks`.") if m.even_split else ""
+    if m.even_split and m.kind != "missing" and not any(r in group.no_dump for r in m.ranks):
+        # half the ranks against the other half, each issuing a different collective at this
+        # SeqNum: no side is the odd one out, so no rank is named
         return Culprit((), "undecided", t(
             "at collective #{seq}{group}, {detail}: ranks {ranks} against ranks {others}, an even split, so the "
             "dumps alone cannot tell which side is wrong. Break the tie with `distdoctor stacks` (where each rank "
