@@ -248,19 +248,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print(t("distdoctor: interrupted"), file=sys.stderr)
-        _forget_scan_pool()
         return 130
     except BrokenPipeError:
         return 0
-
-
-def _forget_scan_pool() -> None:
-    """After Ctrl-C the log scan's worker pool is gone (its processes got the signal too); the
-    pool's exit hook would write to their closed pipe and print a traceback at interpreter exit."""
-    pool = sys.modules.get("concurrent.futures.process")
-    wakeups = getattr(pool, "_threads_wakeups", None)
-    if isinstance(wakeups, dict):
-        wakeups.clear()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -263,4 +263,16 @@ def _results(pool, key: tuple, sources: list[Source], futures: list
                     with contextlib.suppress(Exception):
                         proc.kill()
                 pool.shutdown(wait=False, cancel_futures=True)
+                _forget_wakeup(pool)
             _LIVE.difference_update(procs)
+
+
+def _forget_wakeup(pool) -> None:
+    """The pool's workers are killed: its manager's wakeup pipe goes with them, and the exit hook
+    of concurrent.futures would write to it at interpreter exit and print a traceback."""
+    import concurrent.futures.process as futures_process
+
+    wakeups = getattr(futures_process, "_threads_wakeups", None)
+    thread = getattr(pool, "_executor_manager_thread", None)
+    if isinstance(wakeups, dict) and thread is not None:
+        wakeups.pop(thread, None)
