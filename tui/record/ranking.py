@@ -1,4 +1,4 @@
-"""The session's ranked causes and culprit, read off the one diagnosis (tui/record/diagnosis_feed.py)."""
+"""The session's ranked causes, read off the one diagnosis (tui/record/diagnosis_feed.py)."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,20 +7,10 @@ from distdoctor.knowledge.verdict import Ranked, rank_causes
 
 from .diagnosis_feed import diagnose_flow
 
-__all__ = ["Ranked", "rank_causes", "rank_session", "session_culprit"]
+__all__ = ["Ranked", "rank_causes", "rank_session"]
 
 
 def rank_session(kb: Any, flow: Any) -> list[Ranked]:
     """The causes in the diagnosis's order (those outside the guide's list are evidence, not
     causes to fix, and are left to the log view)."""
     return [r for r in diagnose_flow(kb, flow).causes if r.id in kb.causes]
-
-
-def session_culprit(flow: Any, kb: Any = None) -> dict[str, Any] | None:
-    """The culprit and the summary for the Conclusion step and the report."""
-    if kb is None:
-        from distdoctor.knowledge import load_knowledge
-
-        kb = load_knowledge(tree=False, patterns=False)
-    d = diagnose_flow(kb, flow)
-    return dict(d.culprit, summary=d.summary) if d.culprit else None

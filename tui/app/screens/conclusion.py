@@ -13,7 +13,8 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Static
 
-from ...record.ranking import Ranked, rank_session, session_culprit
+from ...record.diagnosis_feed import diagnose_flow
+from ...record.ranking import Ranked
 from ...record.report_causes import plain_reason
 from ...record.session import SAVE_WAIT_S
 from .. import launchers
@@ -89,8 +90,9 @@ class ConclusionScreen(StepScreen):
 
     def conclude(self) -> None:
         kb, flow = self.dd.kb, self.dd.flow
-        self.ranked = rank_session(kb, flow)
-        who = session_culprit(flow)
+        d = diagnose_flow(kb, flow)  # once: the ranking and the culprit come from the same diagnosis
+        self.ranked = [r for r in d.causes if r.id in kb.causes]
+        who = dict(d.culprit, summary=d.summary) if d.culprit else None
         table = self.query_one("#ranking", DataTable)
         table.clear()
         for n, r in enumerate(self.ranked, 1):
