@@ -79,7 +79,7 @@ elif KIND == "straggler":
         dist.broadcast(flag, src=0)
         if flag.item():
             break
-        time.sleep(0.25 if rank == 1 else 0.05)     # LINE_STRAGGLE
+        time.sleep(0.45 if rank == 1 else 0.05)     # LINE_STRAGGLE
         dist.all_reduce(t)
 dist.destroy_process_group()
 print(f"rank {rank} done", flush=True)
@@ -191,7 +191,7 @@ def test_watch_by_pid_captures_a_hang_and_leaves_the_job_running(tmp_path: Path)
 
 
 def test_a_straggler_is_named_and_the_job_finishes(tmp_path: Path) -> None:
-    """Rank 1 sleeps 0.2 s more than rank 0 every step (a slow reader): the job is healthy, slower."""
+    """Rank 1 sleeps 0.4 s more than rank 0 every step (a slow reader): the job is healthy, slower."""
     proc, out, port = _run(tmp_path, "straggler")
     assert proc.returncode == 0, (tmp_path / "evidence" / "watch.json").read_text()
     assert out["outcome"] == "finished" and out["hang"] is None
