@@ -42,6 +42,8 @@ SETS = {
     # recorded for issue 21 (tests/fixtures/record_fresh2.py), measured before any rule change: held out
     "fresh2-recorded": HERE / "fixtures" / "fresh2" / "recorded",
     "fresh2-healthy": HERE / "fixtures" / "fresh2" / "healthy",
+    # a third batch from public threads for issue 21, measured before any rule used it: held out
+    "public3": HERE / "fixtures" / "public3",
 }
 
 
