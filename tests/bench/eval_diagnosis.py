@@ -44,6 +44,9 @@ SETS = {
     "fresh2-healthy": HERE / "fixtures" / "fresh2" / "healthy",
     # a third batch from public threads for issue 21, measured before any rule used it: held out
     "public3": HERE / "fixtures" / "public3",
+    # a third recorded batch for issue 21 (tests/fixtures/record_fresh3.py), measured before any rule used it: held out
+    "fresh3-recorded": HERE / "fixtures" / "fresh3" / "recorded",
+    "fresh3-healthy": HERE / "fixtures" / "fresh3" / "healthy",
 }
 
 
