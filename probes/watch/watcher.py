@@ -17,11 +17,13 @@ from distdoctor.knowledge.i18n import t
 
 from ..stacks.discover import RankProc, hostname
 from . import capture as cap
+from .mechanisms import different_collectives
+from .nodes import VERDICT, seconds
 from .procs import DeathWatch, alive, collective_threads, process_io, read_stat, threads_io
 from .progress import Progress, RankView, shared_and_ranked
 from .rasover import RasPoller
 from .targets import Target
-from .verdict import conclude
+from .verdict import agree, conclude
 
 DISCOVER_FAST_S = 1.0  # look for the ranks this often until they are found
 DISCOVER_SLOW_S = 5.0  # then this often (an elastic restart brings new processes)
@@ -49,6 +51,8 @@ class WatchConfig:
     job_env: dict[str, str] | None = None  # the ranks' environment when known (run); else read from a rank
     versions: dict[str, Any] | None = None  # the job's torch/CUDA/NCCL when known (run)
     backend: str | None = None
+    shared: Any = None  # nodes.SharedDir: the job spans several nodes, whose watchers agree through it
+    shared_wait_s: float = 60.0  # the longest wait for the other nodes' captures, then for the verdict
 
     @property
     def interval_s(self) -> float:
@@ -143,6 +147,7 @@ class _Loop:
         self.ras = RasPoller(config.stall_s, max(2.0, config.stall_s / 4), on_progress=self._ras_moved) \
             if config.ras else None
         self.watch = DeathWatch(self._died)
+        self.learned_nodes = config.shared is None
 
     def _ras_moved(self) -> None:
         """RAS saw collective counts move: the job progressed, whatever its logs say."""
@@ -171,6 +176,23 @@ class _Loop:
             self.progress.add_rank(r.rank, r.pid, now)
             if not self.watch.add(r.pid) and not alive(r.pid):
                 self.progress.died(r.rank, now, None)
+            if not self.learned_nodes:
+                self.learned_nodes = self._learn_node(r.pid)
+
+    def _learn_node(self, pid: int) -> bool:
+        """This node's rank and the node count from a rank's environment (torchrun's GROUP_RANK
+        and GROUP_WORLD_SIZE: an elastic rendezvous assigns them)."""
+        from ..base import ProbeContext
+        from ..procenv import EnvUnreadable, read_environ
+        from .nodes import job_nodes
+
+        try:
+            env = read_environ(ProbeContext(), pid)
+        except EnvUnreadable:
+            return False
+        node, count, _ = job_nodes([], env)
+        self.config.shared.learn(node, count)
+        return True
 
     def logs(self, now: float) -> None:
         if now >= self.next_logs:
@@ -235,6 +257,8 @@ class _Loop:
             self.progress.died(rank, when, code)
             try:
                 if code not in (0, None) and self.death_capture is None:
+                    if self.config.shared is not None:  # the other nodes capture their ranks now
+                        self.config.shared.mark("failed", _wall(when), [rank])
                     # the survivors' stacks now, while the launcher is held (or before it acts)
                     self.death_capture = self.capture("failed", dead=[rank])
             finally:
@@ -253,6 +277,20 @@ class _Loop:
             self.config.on_tick(self.progress.rows(time.monotonic()))
 
     # --- capture --------------------------------------------------------------------------------
+    def node_doc(self, captured: dict[str, Any], outcome: str) -> dict[str, Any]:
+        """What this node tells the others (DIR/<host>/captured.json): where its evidence is, its
+        own evidence items, its per-rank logs by global rank, its ranks' local numbers."""
+        self.next_logs = 0.0
+        self.logs(time.monotonic())
+        paths = captured.get("paths") or {}
+        return {"kind": outcome, "last_progress": _wall(self.progress.last_progress()),
+                "evidence": str(self.config.evidence), "stacks": paths.get("stacks"), "ras": paths.get("ras"),
+                "extra": captured.get("local_extra", captured.get("extra") or []),
+                "fr": [d for d in (self.config.fr_dir, captured.get("fr_live")) if d],
+                "logs": self.rank_logs, "shared_logs": self.shared_logs,
+                "local_ranks": {r.rank: r.local_rank or r.rank for r in self.procs.values()},
+                "exit_codes": {k: r.exit_code for k, r in self.progress.ranks.items() if r.dead_at is not None}}
+
     def capture(self, kind: str, dead: Sequence[str] = ()) -> dict[str, Any]:
         evidence = self.config.evidence
         notes: list[str] = []
@@ -273,21 +311,26 @@ class _Loop:
             result["stacks"] = live["stacks"]
             result["paths"]["stacks"] = live["stacks_path"]
         result["fr_live"] = live.get("fr_dir")
-        result["extra"].extend(self.mechanisms(result.get("stacks"), alive_ranks))
+        local = self.mechanisms(result.get("stacks"), alive_ranks)
         for rank in dead:
             code = self.progress.ranks[rank].exit_code
-            result["extra"].append({
+            local.append({
                 "source": "stacks", "ranks": [rank], "role": "crashed", "cause": "rank-crash-deadlock",
                 "why": t("exited first (exit code {code}) while the other ranks ran", code=code)})
+        # what this node's ranks alone show; whether ranks wait in different collectives is read
+        # over every rank's stacks (every node's, on several nodes)
+        result["local_extra"] = local
+        result["extra"] = local + different_collectives(result.get("stacks") or {})
         if alive_ranks and self.config.job_env is None:
             self._learn_job(alive_ranks[0].pid)
         result["notes"] = notes
         return result
 
     def mechanisms(self, doc: dict[str, Any] | None, ranks: list[RankProc]) -> list[dict[str, Any]]:
-        """What the stacks alone do not say: a world size nobody started, mp.spawn under a launcher."""
+        """What the stacks alone do not say: a world size nobody started, mp.spawn under a launcher
+        (this node's; the ranks in different collectives are read over every node's stacks)."""
         from .. import stacks
-        from .mechanisms import different_collectives, spawned_workers, world_size_mismatch
+        from .mechanisms import spawned_workers, world_size_mismatch
 
         if not ranks:
             return []
@@ -299,7 +342,6 @@ class _Loop:
         with self.child_cost:
             found = world_size_mismatch(doc or {}, ranks, pyspy, timeout=timeout) if doc else []
             found += spawned_workers(ranks, pyspy, timeout=timeout)
-        found += different_collectives(doc or {})
         return found
 
     def _learn_job(self, pid: int) -> None:
@@ -364,6 +406,11 @@ def _size(path: str) -> int:
         return 0
 
 
+def _wall(mono: float) -> float:
+    """A time.monotonic() instant on the wall clock (what other nodes compare)."""
+    return time.time() - (time.monotonic() - mono)
+
+
 def _iso(wall: float) -> str:
     return datetime.datetime.fromtimestamp(wall, datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -373,6 +420,9 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
     config.evidence.mkdir(parents=True, exist_ok=True)
     cpu0 = _cpu_self()
     loop = _Loop(target, config)
+    shared = config.shared
+    if shared is not None:
+        shared.register()
     if loop.ras is not None:
         loop.ras.start()
     kind = ""
@@ -388,11 +438,22 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
             if config.cancel is not None and config.cancel.is_set():
                 kind = "cancelled"
                 break
-            if loop.progress.stalled(now):
+            if shared is not None:
+                shared.heartbeat(_wall(loop.progress.last_progress()), sorted(loop.procs))
+            # another node confirmed a hang or saw a rank die: this node's ranks are taken too
+            remote = shared.marker() if shared is not None and loop.procs else None
+            if remote is not None or (loop.progress.stalled(now) and (
+                    shared is None or shared.others_stalled(config.stall_s))):
                 last = loop.progress.last_progress()
-                kind = "failed" if loop.progress.failed_ranks() else "hang"
+                kind = "failed" if loop.progress.failed_ranks() or (remote or {}).get("kind") == "failed" else "hang"
+                if shared is not None and remote is None:
+                    shared.mark(kind, _wall(last), loop.progress.failed_ranks() or sorted(loop.procs))
+                elif remote is not None:
+                    loop.notes.append(t("{host} confirmed a {kind}: this node's ranks were taken at once",
+                                        host=remote.get("host"), kind=t(str(remote.get("kind")))))
                 captured = loop.capture(kind, dead=loop.progress.failed_ranks()[:1])
-                hang = {"confirmed_at": _iso(time.time() - (time.monotonic() - now)), "_last": last}
+                hang = {"confirmed_at": _iso(_wall(now) if remote is None else seconds(remote.get("at"))),
+                        "_last": last}
                 break
             loop.wake.wait(config.interval_s)
             loop.wake.clear()
@@ -410,20 +471,35 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
             outcome = "finished" if (code in (0, None) and not failed) else "failed"
             captured = loop.death_capture or {"kind": outcome, "paths": {}, "extra": [], "notes": []}
             if outcome == "failed" and not captured.get("extra") and failed:
-                captured["extra"] = loop.capture("failed", dead=failed[:1])["extra"]
+                more = loop.capture("failed", dead=failed[:1])
+                captured["extra"], captured["local_extra"] = more["extra"], more["local_extra"]
             captured["kind"] = outcome
             loop.finish_capture(captured)
         verdict: dict[str, Any] | None = None
         causes: list[dict[str, Any]] = []
-        if outcome != "finished":
+        job_last: float | None = None  # the job's last progress on any node (wall clock)
+        if outcome != "finished" and shared is not None:
+            captured = captured or {"kind": outcome, "paths": {}, "extra": [], "notes": []}
+            doc, merged = agree(shared, loop.node_doc(captured, outcome), config.kb, backend=config.backend,
+                                wait_s=config.shared_wait_s, notes=loop.notes)
+            verdict = dict(doc.get("verdict") or {}, given_by=doc.get("by"), nodes=doc.get("nodes") or [])
+            causes = list(doc.get("causes") or [])
+            job_last = seconds(doc.get("last_progress"))
+            captured["paths"]["verdict"] = str(shared.root / VERDICT)
+            if merged is not None:  # this node concluded: its session and report hold every node's evidence
+                captured.update({k: merged[k] for k in ("stacks", "fr", "ras", "logs_report") if merged.get(k)})
+                captured["paths"]["stacks_all_nodes"] = merged["paths"].get("stacks")
+        elif outcome != "finished":
             concluded = conclude(dict(captured or {"kind": outcome}, backend=config.backend), config.kb)
             verdict = {"culprit": concluded["culprit"], "summary": concluded["summary"],
                        "confidence": concluded["confidence"]}
             causes = concluded["causes"]
             (captured or {})["logs_report"] = concluded["logs"]
+        elif shared is not None:  # so that no node waits for this one's capture
+            shared.captured({"kind": outcome, "last_progress": _wall(loop.progress.last_progress())})
         if hang is not None:
             last = hang.pop("_last")
-            hang["detected_after_s"] = round(time.monotonic() - last, 1)
+            hang["detected_after_s"] = round(time.time() - max(_wall(last), job_last or float("-inf")), 1)
             if outcome == "failed":
                 hang = None
         if kind in ("hang", "failed") and config.kill_on_hang:

@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(t("cannot start {cmd}: {why}", cmd=argv[0], why=t("not found, or not executable")))
     kb = common.knowledge(args)  # a broken overlay is bad usage now, not after the job
     session_id = new_id()
-    evidence = watch_view.evidence_dir(args, session_id)
+    shared = watch_view.shared_dir(args, argv, dict(os.environ))
+    evidence = watch_view.evidence_dir(args, session_id, shared)
     args.evidence_path = str(evidence)
     plan = plan_launch(argv, os.environ, evidence, knobs=not args.no_knobs, python=args.python)
     env = dict(os.environ, **plan.env_added)
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
                          native=not args.no_native, kb=kb, job_env=env, versions=plan.versions or None,
                          debug_server=watch_view.debug_server(args)[0],
                          debug_server_given=watch_view.debug_server(args)[1], fr_dir=plan.fr_dir,
-                         log_sources=[str(log)] + ([plan.log_dir] if plan.log_dir else []))
+                         log_sources=[str(log)] + ([plan.log_dir] if plan.log_dir else []), shared=shared)
     try:
         outcome = watch_job(Launched(tree), config)
     except BaseException:

@@ -79,13 +79,29 @@ def run(args: argparse.Namespace) -> int:
         find = by_job(job.id) if job is not None else by_pids(sorted(pids))
     kb = common.knowledge(args)  # a broken overlay is bad usage now, not after the job
     session_id = new_id()
-    evidence = watch_view.evidence_dir(args, session_id)
+    shared = watch_view.shared_dir(args, [], _rank_env(args.pid or sorted(pids)))
+    evidence = watch_view.evidence_dir(args, session_id, shared)
     args.evidence_path = str(evidence)
     stall = args.stall or default_stall()
     watch_view.say(t("watching the job (stall {stall}s), evidence in {dir}", stall=f"{stall:g}", dir=evidence))
     config = WatchConfig(stall_s=stall, evidence=evidence, kill_on_hang=args.kill_on_hang,
                          native=not args.no_native, kb=kb,
                          debug_server=watch_view.debug_server(args)[0],
-                         debug_server_given=watch_view.debug_server(args)[1], log_sources=list(args.logs))
+                         debug_server_given=watch_view.debug_server(args)[1], log_sources=list(args.logs),
+                         shared=shared)
     outcome = watch_job(Running(find), config)
     return watch_view.finish(args, outcome, session_id, KIND)
+
+
+def _rank_env(pids: list[int]) -> dict[str, str]:
+    """A rank's environment (which node of how many, from torchrun's GROUP_RANK and
+    GROUP_WORLD_SIZE or Slurm's); {} when none can be read."""
+    from distdoctor.probes.base import ProbeContext
+    from distdoctor.probes.procenv import EnvUnreadable, read_environ
+
+    for pid in pids:
+        try:
+            return read_environ(ProbeContext(), pid)
+        except EnvUnreadable:
+            continue
+    return {}

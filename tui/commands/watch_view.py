@@ -51,10 +51,13 @@ def debug_server(args: argparse.Namespace) -> tuple[str, bool]:
     return (args.debug_server, True) if args.debug_server else (DEFAULT_URL, False)
 
 
-def evidence_dir(args: argparse.Namespace, session_id: str) -> Path:
+def evidence_dir(args: argparse.Namespace, session_id: str, shared: Any = None) -> Path:
+    """The folder this watcher writes its evidence in: --evidence-dir (DIR/<host>/ on several
+    nodes: `shared`), else one under the state folder named after the session."""
     from distdoctor.tui.record.session import state_dir
 
-    path = Path(args.evidence_dir) if args.evidence_dir else state_dir().parent / "evidence" / session_id
+    path = shared.own if shared is not None else (
+        Path(args.evidence_dir) if args.evidence_dir else state_dir().parent / "evidence" / session_id)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"
@@ -66,6 +69,24 @@ def evidence_dir(args: argparse.Namespace, session_id: str) -> Path:
         raise UsageError(t("--evidence-dir {path}: cannot write there ({why})", path=path,
                            why=exc.strerror or exc)) from None
     return path
+
+
+def shared_dir(args: argparse.Namespace, argv: list[str], env: dict[str, str]) -> Any:
+    """The agreement between nodes (probes/watch/nodes.py) when --evidence-dir is given and the
+    job spans several nodes (torchrun's --nnodes, GROUP_WORLD_SIZE, SLURM_NNODES, WORLD_SIZE over
+    LOCAL_WORLD_SIZE); None otherwise. Its folder for this node is DIR/<host>/."""
+    if not args.evidence_dir:
+        return None
+    from distdoctor.probes.stacks import hostname
+    from distdoctor.probes.watch.nodes import SharedDir, job_nodes
+
+    node, count, key = job_nodes(argv, env)
+    if not count or count < 2:
+        return None
+    shared = SharedDir(Path(args.evidence_dir), hostname(), node_rank=node, nnodes=count, run=key)
+    say(t("node {node} of {count}: the watchers agree through {dir} (the verdict: {dir}/verdict.json, "
+          "given by the lowest node rank)", node="?" if node is None else node, count=count, dir=args.evidence_dir))
+    return shared
 
 
 def say(text: str) -> None:
