@@ -34,7 +34,10 @@ def add_watch_options(parser: argparse.ArgumentParser) -> None:
                                "the job's heartbeat timeout when it sets one, else 120)"))
     parser.add_argument("--evidence-dir", metavar="DIR",
                         help=t("where the stacks, dumps, logs and report go (default: a new folder under "
-                               "distdoctor's state folder, named after the session)"))
+                               "distdoctor's state folder, named after the session). For a job over several "
+                               "nodes, give every node's watcher the same folder on a shared file system: each "
+                               "writes DIR/<host>/, a hang confirmed on any node makes every node capture, and "
+                               "the node of the lowest node rank gives the one verdict, DIR/verdict.json"))
     parser.add_argument("--no-native", action="store_true",
                         help=t("skip the native (C/C++) stacks at capture (they take a second per rank)"))
     parser.add_argument("--debug-server", metavar="URL",
@@ -147,7 +150,10 @@ def render(outcome: Any) -> str:
                 "detected_after_s"))}[outcome.outcome]
     lines.append(t("outcome: {what}", what=head))
     culprit = (outcome.verdict or {}).get("culprit")
-    if culprit:
+    if culprit and culprit.get("host"):  # several nodes: the node too
+        lines.append(t("culprit: rank {ranks} on {host} ({role}): {why}", ranks=", ".join(culprit.get("ranks") or []),
+                       host=culprit["host"], role=t(str(culprit.get("role") or "")), why=culprit.get("why", "")))
+    elif culprit:
         lines.append(t("culprit: rank {ranks} ({role}): {why}", ranks=", ".join(culprit.get("ranks") or []),
                        role=t(str(culprit.get("role") or "")), why=culprit.get("why", "")))
     elif outcome.outcome != "finished":
