@@ -129,8 +129,8 @@ def how_sure(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, logs:
     if share >= ALIKE:
         return "unknown"
     chain = top.id in bisect or _chain(top, who, logs)
-    if chain and share < ALONE:
-        return "confirmed"
+    if chain and share < ALONE and not (who or {}).get("inferred"):
+        return "confirmed"  # a culprit named only by elimination (`inferred`) is likely at most
     # with no rank named, the line itself must be strong: one weak or moderate signature fits
     # several causes (a reset connection, a catch-all NCCL code)
     if not (who or {}).get("ranks") and not _other_source(top) and _weight(top, logs) < STRONG:

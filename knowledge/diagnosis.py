@@ -276,6 +276,9 @@ def _collect(ev: IncidentEvidence, confidence: str, ranks: Mapping[str, Any],
     """What to collect next: the caller's exact lines (knobs for these versions), then the live
     evidence a hang still offers, then the ranks whose logs are missing from what was given."""
     out = list(ev.collect) if confidence == "unknown" else []
+    if confidence == "unknown":  # what the logs themselves say is missing (the keys a store wait gave up on)
+        said = ev.logs.get("collect") if isinstance(ev.logs, Mapping) else None
+        out += [c for c in said if isinstance(c, str)] if isinstance(said, (list, tuple)) else []
     hang = (ev.symptom or "").startswith("hang") or any(r.get("status") in ("stuck", "timed-out")
                                                          for r in ranks.values())
     if hang:  # the one thing to do while it still hangs, whatever the logs concluded

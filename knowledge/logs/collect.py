@@ -5,13 +5,12 @@ from collections import Counter, defaultdict
 
 from . import extract as x
 from .compiled import Compiled, Sig
-from .extractors import MAX_HITS, TABLE
-from .records import Exc, FileState, Hit
+from .extractors import MAX_HITS, TABLE, TRACEBACK_SPAN
+from .records import Exc, FileState, Hit, StoreWait
 from .sources import TAIL
 
 TEXT_CAP = 500  # characters of a line kept for display
 TAIL_LINES = 3  # "tail" signatures count among this many last non-blank lines of a file
-TRACEBACK_SPAN = 400  # an exception line this close after a traceback header ends that traceback
 ELASTIC_SPAN = 8  # lines after `rank : N (local_rank: M)` that belong to that rank
 
 
@@ -49,6 +48,7 @@ class Collector:
         self.sample_ids: dict[str, dict[str, Hit]] = defaultdict(dict)  # id list -> rank -> line
         self.epoch_sizes: dict[str, tuple[int, Hit]] = {}  # rank -> its first "N batches" line
         self.named_late: dict[str, Hit] = {}  # rank a waiter names as not arriving -> that line
+        self.store_waits: list[StoreWait] = []  # store waits that gave up, in reading order
         self.files: list[FileState] = []
         self.file: FileState | None = None
         self._channel_memo: set[tuple[str, str]] = set()

@@ -19,6 +19,7 @@ from collections import Counter
 from typing import Any
 
 from ..i18n import t as tr
+from . import extract as x
 from .timeline import RankLine, exceptions_unranked, short, when, where
 from .view import View
 
@@ -50,7 +51,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         return found
     if uneven:
         return uneven
-    named = _named_late(view, lines)
+    named = _named_late(view, lines) or _store_named(view, lines)
     if named:
         return named
     late = _late(waiters)
@@ -118,6 +119,51 @@ def _named_late(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None
     return {"ranks": ranks, "role": "stuck", "rule": "DL903",
             "why": tr("rank {waiter}'s monitored barrier names rank {ranks} as never arriving ({where})",
                       waiter=waiter, ranks=", ".join(ranks), where=f"{short(hit.file)}:{hit.line}")}
+
+
+def _store_named(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
+    """The waiters name the late rank through the store keys they gave up on: a key that names a
+    rank (`/index/rank1`) is written by that rank, so a rank whose key was waited for and who did
+    not itself wait out a timeout is the late one. A list that names the waiters' own keys too (a
+    whole-group wait) names the late rank only by elimination: then every rank left must have
+    lines of its own (an excerpt may lack another waiter's), and the culprit is `inferred` (never
+    confirmed). Silent when the keys name no rank, or name only ranks seen waiting."""
+    waits = [w for w in view.col.store_waits if w.keys]
+    waiters = {r for w in view.col.store_waits for r in [view.rank(w.hit)] if r is not None and r.isdigit()}
+    timed = {r for r, rl in lines.items() if rl.end.kind == "timeout"}
+    named: dict[str, Any] = {}
+    whole = False
+    for w in waits:
+        ranks = {r for r in map(x.key_rank, w.keys) if r is not None}
+        whole = whole or bool(ranks & waiters)
+        for r in ranks:
+            named.setdefault(r, w.hit)
+    late = sorted(set(named) - waiters - timed, key=int)
+    if not late:
+        return None
+    inferred = whole or len(late) > 1
+    if inferred and any(r not in lines and r not in view.col.last_ts for r in late):
+        return None
+    hit = named[late[0]]
+    found: dict[str, Any] = {
+        "ranks": late, "role": "stuck", "rule": "DL911",
+        "why": tr("rank {waiters} gave up waiting in the store for the key of rank {ranks} ({where}): "
+                  "rank {ranks} was late to write it", waiters=", ".join(sorted(waiters, key=int)) or "?",
+                  ranks=", ".join(late), where=f"{short(hit.file)}:{hit.line}")}
+    if inferred:
+        found["inferred"] = True
+    return found
+
+
+def store_collect(view: View, who: dict[str, Any] | None) -> list[str]:
+    """What to collect when store waits gave up and no rank could be named from their keys: the
+    keys, and the logs of every rank (the one that never wrote a key is late or never started)."""
+    if who is not None or not any(w.keys for w in view.col.store_waits):
+        return []
+    keys = list(dict.fromkeys(k for w in view.col.store_waits for k in w.keys))
+    return [tr("the logs of every rank: a rank waited in the store for {keys}; the rank that never "
+               "wrote its key is the late one (or was never started)",
+               keys=", ".join(keys[:4]) + (tr(" and {n} more", n=len(keys) - 4) if len(keys) > 4 else ""))]
 
 
 def _earliest_exit(exited: list[RankLine]) -> RankLine:

@@ -196,7 +196,7 @@ CHAIN_GAP = 4  # "During handling of the above exception..." between two traceba
 PEER_LOSS = re.compile(
     r"Connection closed by peer|Connection reset by peer|remote worker crash|remote process exited"
     r"|ncclRemoteError|Broken pipe|[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)"
-    r"|wait timeout|clients joined|failed to pass monitoredBarrier|successfully reached monitoredBarrier"
+    r"|[Ww]ait timeout|clients joined|failed to pass monitoredBarrier|successfully reached monitoredBarrier"
     r"|NCCL communicator was aborted|ProcessGroup\w* is aborted|peer .*(?:closed|reset)")
 # Exceptions the launcher raises in its own process when a worker fails or it is told to stop.
 TIMED_OUT = re.compile(r"[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)|timeout|monitoredBarrier")
@@ -204,6 +204,32 @@ TIMED_OUT = re.compile(r"[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\
 # ("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms", "Ranks 1, 2 failed to pass
 # monitoredBarrier in 120000 ms" with wait_all_ranks). The rank that raises it is a waiter.
 NAMED_LATE = re.compile(r"Ranks? (?P<ranks>\d+(?:, ?\d+)*) failed to pass monitoredBarrier")
+# The rendezvous store's wait gave up (TCPStore.cpp doWait; store.get waits for its key first):
+# torch 2.x "DistStoreError: wait timeout after 10000ms, keys: /a/rank0, /a/rank1", Gloo's own
+# stores "Wait timeout for key(s): [k0, k1]", older torch a bare "Socket Timeout" from doWait. The
+# store answered, so it is a wait for a key another rank writes, not a network fault.
+STORE_WAIT = re.compile(r"(?:(?:\bdoWait|\b[Ww]ait) timeout after \d+ ?ms, keys|Wait timeout for key\(s\)): ?\[?(?P<keys>[^\]]{1,4000})")
+# a frame of a store wait or get in the traceback before a bare "Socket Timeout"
+STORE_FRAME = re.compile(r"TCPStore::(?:doWait|wait|doGet|get)\b|\bstore\.(?:wait|get)\(|in _store_based_barrier\b"
+                         r"|elastic/utils/store\.py\"")
+# a key that names the rank that writes it: `/index/rank1`, `rank_3`, `ready/worker-2`
+KEY_RANK = re.compile(r"(?:^|[/_.:-])(?:rank|worker)[_-]?(?P<r>\d{1,6})$", re.I)
+
+
+def store_keys(text: str) -> tuple[str, ...] | None:
+    """The keys a store wait gave up on (empty when the message lists none), or None."""
+    m = STORE_WAIT.search(text)
+    if m is None:
+        return None
+    return tuple(k.strip(" '\"") for k in re.split(r",\s*|\s+", m.group("keys").strip()) if k.strip(" '\""))
+
+
+def key_rank(key: str) -> str | None:
+    """The rank a store key names by its suffix (`/index/rank1` -> 1), else None."""
+    m = KEY_RANK.search(key)
+    return str(int(m.group("r"))) if m else None
+
+
 # A traceback frame ('  File "train.py", line 25, in main'); the user's own code is any file
 # outside the interpreter, site-packages and torch itself
 FRAME_ANY = re.compile(r'File "(?P<path>[^"]{1,400})", line (?P<line>\d+), in (?P<fn>[\w<>.]{1,80})')

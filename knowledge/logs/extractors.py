@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import extract as x
+from .records import StoreWait
 
 # A handler's first argument is the Collector (collect.py), which imports this table: it is not
 # imported back (no two modules import each other), so it is typed by this name only.
 Collector = Any
 
+TRACEBACK_SPAN = 400  # an exception line this close after a traceback header (or a store frame) ends it
 MAX_HITS = 40  # lines kept per signature or kind (the count is kept in full)
 EVENT, FACT = "event", "fact"
 
@@ -75,6 +77,23 @@ def _named_late(col: Collector, line: int, text: str, who: x.Who, key: str) -> N
     m = x.NAMED_LATE.search(text)
     for r in m.group("ranks").replace(" ", "").split(",") if m else ():
         col.named_late.setdefault(r, col.hit("x-named-late", line, text, who))
+
+
+def _store_wait(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    """A store wait or get that gave up: the keys it lists, or a bare "Socket Timeout" raised from
+    a store wait (a DistStoreError, or a store wait/get frame in the traceback before it)."""
+    f = col.file
+    assert f is not None
+    keys = x.store_keys(text)
+    if keys is None and x.STORE_FRAME.search(text):
+        f.store_frame[key] = line
+        return
+    if keys is None and "Socket Timeout" in text and x.exception(text) is not None:
+        frame = max(f.store_frame.get(key, 0), f.store_frame.get("?", 0))
+        if "DistStoreError" in text or (frame and line - frame <= TRACEBACK_SPAN):
+            keys = ()
+    if keys is not None and len(col.store_waits) < MAX_HITS:
+        col.store_waits.append(StoreWait(who.rank, keys, col.hit("x-store-wait", line, text, who)))
 
 
 def _warning(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
@@ -241,6 +260,11 @@ TABLE: tuple[Extractor, ...] = (
     # a traceback frame: the user's own code in it is the culprit's location
     Extractor("x-user-frame", ('", line ',), EVENT, _user_frame, r'File "[^"]+", line \d+, in '),
     Extractor("x-named-late", ("monitoredBarrier",), EVENT, _named_late),
+    # a store wait that gave up: the exception line that lists the keys, or a "Socket Timeout"
+    # after a store frame (the frames come with x-user-frame's lines, "Socket Timeout" with a signature's)
+    Extractor("x-store-wait", ("ait timeout", "key(s)", "Socket Timeout", "TCPStore::", "store.wait(",
+                               "store.get(", "_store_based_barrier", "utils/store.py"), EVENT, _store_wait,
+              r"ait timeout after \d+ ?ms, keys|Wait timeout for key\(s\)|\bstore\.(?:wait|get)\(|in _store_based_barrier\b"),
     # a logging record at WARNING level may print the traceback after it (logged, not raised)
     Extractor("x-log-warning", ("WARNING",), EVENT, _warning, r"WARNING"),
     Extractor("x-exception", (x.TRACEBACK, "Error", "Exception", "Interrupt", "Failure"), EVENT,

@@ -32,6 +32,16 @@ class Exc:
     frame: str = ""  # the innermost frame of the user's own code in that traceback (train.py:25 in main)
 
 
+@dataclass(frozen=True)
+class StoreWait:
+    """A rank's wait in the rendezvous store that gave up: the keys it waited for (none when the
+    message lists none, as older torch's "Socket Timeout")."""
+
+    rank: str | None
+    keys: tuple[str, ...]
+    hit: Hit
+
+
 @dataclass
 class FileState:
     name: str
@@ -49,3 +59,4 @@ class FileState:
     logged_open: int | None = None  # the header line of a traceback a WARNING record printed
     logged: list[tuple[int, int]] = field(default_factory=list)  # (header, exception line) spans
     user_frame: dict[str, tuple[str, int]] = field(default_factory=dict)  # who -> (frame, line) last seen
+    store_frame: dict[str, int] = field(default_factory=dict)  # who -> line of its last store wait/get frame

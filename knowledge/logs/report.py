@@ -71,6 +71,7 @@ class LogReport:
     summary: str = ""
     symptom: str | None = None  # the symptom given, made precise by the logs (score.refine)
     culprit_rule: str = ""  # the rules.toml id of the culprit rule that named it ("" when none)
+    collect: list[str] = field(default_factory=list)  # what these logs say to collect next
 
     @property
     def top(self) -> CauseScore | None:
@@ -114,4 +115,5 @@ class LogReport:
             "notes": self.notes,
             "timeline": self.timeline,
             "symptom": self.symptom,
+            "collect": list(self.collect),
         }

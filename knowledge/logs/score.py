@@ -31,7 +31,7 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
           lines: dict[str, RankLine] | None = None, who: dict | None = None) -> list[CauseScore]:
     s = Scores()
     lines = lines or {}
-    _signatures(view, s)
+    _signatures(view, s, _late_to_store(view, lines, who))
     _crash_rules(view, s, _kind(kb, symptom), lines, who)
     if not _main_work_rule(view, s, lines):
         _timeout_rules(view, s, lines, who)
@@ -74,10 +74,32 @@ def _kind(kb: KnowledgeBase, symptom: str | None) -> str | None:
     return "hang" if symptom.startswith("hang") else "error" if symptom.startswith("error") else None
 
 
-def _signatures(view: View, s: Scores) -> None:
+def _late_to_store(view: View, lines: dict[str, RankLine], who: dict | None) -> list[str]:
+    """The stuck culprit's ranks when the store keys the waiters gave up on name them and their own
+    lines show them running: they were started with their rank and came late (else [])."""
+    if not who or who["role"] != "stuck":
+        return []
+    named = {x.key_rank(k) for w in view.col.store_waits for k in w.keys}
+    ranks = [str(r) for r in who["ranks"]]
+    alive = all(r in lines or r in view.col.last_ts for r in ranks)
+    return ranks if ranks and set(ranks) <= named and alive else []
+
+
+def _signatures(view: View, s: Scores, late: list[str] | None = None) -> None:
+    """Every signature's weight to its cause. A line read as a store wait that gave up is a wait
+    (the store answered): a signature that reads it as anything else (a socket timeout as a network
+    fault) does not count; and when its keys name a `late` rank seen running, a wait signature's
+    reading ("a rank never arrived") does not either: that rank arrived, late (rule DL911)."""
     per_cause: dict[str, list[tuple[float, str]]] = defaultdict(list)
     failing: set[str] = set()
-    for sid, hits in view.col.hits.items():
+    waits = {(w.hit.file, w.hit.line) for w in view.col.store_waits}
+    kept = {sid: [h for h in hits if (h.file, h.line) not in waits
+                  or "wait" in view.sigs[sid].tags and not late]
+            for sid, hits in view.col.hits.items()}
+    if late and any(len(kept[sid]) < len(hs) for sid, hs in view.col.hits.items() if hs):
+        s.against["rank-env-mismatch"].append(tr("rank {ranks} wrote lines of its own: it started with its "
+                                                 "rank and came late to the store", ranks=span(late)))
+    for sid, hits in kept.items():
         if hits:
             sig = view.sigs[sid]
             if "context" in sig.tags and "launcher" in sig.tags:
@@ -95,9 +117,9 @@ def _signatures(view: View, s: Scores) -> None:
         names = ", ".join(f"{sid} x{view.col.counts[sid]}" for _, sid in ws)
         hits = []
         for _, sid in ws:  # one line of each signature first, then the rest
-            hits.extend(view.col.hits[sid][:2])
+            hits.extend(kept[sid][:2])
         for _, sid in ws:
-            hits.extend(h for h in view.col.hits[sid][2:5] if h not in hits)
+            hits.extend(h for h in kept[sid][2:5] if h not in hits)
         s.add(cause, total, tr("signatures: {names}", names=names), hits, "evidence" if cause in failing else "facts")
 
 

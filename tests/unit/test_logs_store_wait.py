@@ -1,0 +1,85 @@
+"""Issue 21: a rendezvous-store wait that gave up is a wait, and its keys name the late rank.
+Examples written from the message formats (TCPStore.cpp's doWait: torch 2.x "wait timeout after
+{ms}ms, keys: {k0, k1}", older torch's bare "Socket Timeout"; Gloo's stores' "Wait timeout for
+key(s): [...]"), each with a silent twin; never copied from a case."""
+from __future__ import annotations
+
+from distdoctor.knowledge import load_knowledge
+from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose
+from distdoctor.knowledge.logs import analyse_text
+
+KB = load_knowledge(use_env=False)
+
+
+def _d(text: str, symptom: str = "hang"):
+    rep = analyse_text(text, KB, symptom=symptom)
+    return rep, diagnose(KB, IncidentEvidence(symptom=symptom, logs=rep.to_dict()))
+
+
+def _wait(rank: int, keys: str) -> str:
+    return (f"[rank{rank}]: Traceback (most recent call last):\n"
+            f'[rank{rank}]:   File "/work/prep.py", line 41, in publish\n'
+            f"[rank{rank}]: torch.distributed.DistStoreError: wait timeout after 30000ms, keys: {keys}\n")
+
+
+ALIVE = "[rank1]: step 3 loss 2.3030\n[rank1]: step 4 loss 2.3040\n"
+
+
+def test_a_key_that_names_one_rank_names_the_late_rank() -> None:
+    rep, d = _d(ALIVE + _wait(0, "/ready/rank1"))
+    assert rep.culprit_rule == "DL911"
+    assert d.culprit["ranks"] == ["1"] and d.culprit["role"] == "stuck" and not d.culprit.get("inferred")
+    assert d.causes[0].id == "collective-timeout" and d.confident
+
+
+def test_a_whole_group_list_names_the_rank_left_by_elimination_likely_at_most() -> None:
+    keys = "/shards/rank0, /shards/rank1, /shards/rank2"
+    rep, d = _d(ALIVE + _wait(0, keys) + _wait(2, keys))
+    assert d.culprit["ranks"] == ["1"] and d.culprit["inferred"] is True
+    assert d.causes[0].id == "collective-timeout"
+    assert d.confidence == "likely"  # never confirmed: the naming is an inference
+    # the rank was seen running: "a rank never arrived" is argued against, not evidence
+    assert "rank-env-mismatch" not in {r.id for r in d.causes if r.basis == "evidence"}
+
+
+def test_silent_twin_a_whole_group_list_with_the_rank_left_absent_names_nobody() -> None:
+    keys = "/shards/rank0, /shards/rank1, /shards/rank2"
+    rep, d = _d(_wait(0, keys) + _wait(2, keys))  # rank 1's log is not in the excerpt
+    assert rep.culprit is None and d.confidence == "unknown"
+    assert any("/shards/rank1" in c and "every rank" in c for c in d.collect)
+
+
+def test_silent_twin_keys_that_name_no_rank_say_what_to_collect() -> None:
+    rep, d = _d(ALIVE + _wait(0, "/default_pg/0//cuda//0"))
+    assert rep.culprit_rule != "DL911"
+    assert any("/default_pg/0//cuda//0" in c for c in d.collect) or rep.culprit is not None
+
+
+def test_silent_twin_every_named_rank_waited_too() -> None:
+    rep, _d2 = _d(_wait(0, "/ready/rank1") + _wait(1, "/ready/rank0"))
+    assert rep.culprit_rule != "DL911"
+
+
+def test_gloo_store_wait_names_the_rank_too() -> None:
+    text = ALIVE + "[rank0]: RuntimeError: [enforce fail at gloo/rendezvous/file_store.cc:130] Wait timeout for key(s): [rank_1]\n"
+    rep, d = _d(text)
+    assert rep.culprit_rule == "DL911" and d.culprit["ranks"] == ["1"]
+
+
+SOCKET = ("[rank1]: Traceback (most recent call last):\n"
+          '[rank1]:   File "/work/train.py", line 30, in main\n'
+          "[rank1]:     value = store.get(\"config\")\n"
+          "[rank1]: RuntimeError: Socket Timeout\n")
+
+
+def test_a_socket_timeout_raised_from_a_store_get_is_a_wait_not_a_network_fault() -> None:
+    rep, _d2 = _d(SOCKET, "error")
+    assert [w for w in (c.id for c in rep.causes if c.basis == "evidence") if w == "network-unreachable"] == []
+    assert rep.timeline["1"]["end"]["kind"] == "timeout"
+
+
+def test_silent_twin_a_socket_timeout_with_no_store_frame_stays_a_network_lead() -> None:
+    text = SOCKET.replace('[rank1]:     value = store.get("config")\n', "[rank1]:     sock.connect(addr)\n")
+    rep, _d2 = _d(text, "error")
+    assert "network-unreachable" in {c.id for c in rep.causes if c.basis == "evidence"}
+
