@@ -10,7 +10,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from . import i18n, regex_guard, tomlload
+from . import i18n, kbcache
 from .errors import KnowledgeError
 from .model import (
     STATUSES,
@@ -95,6 +95,8 @@ def _read_dir(directory: Path, raw: _Raw, origin: str = "") -> None:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     """One knowledge file, size- and depth-limited; every failure is a one-line KnowledgeError."""
+    from . import tomlload  # not needed when the cache answers (kbcache)
+
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
@@ -183,6 +185,8 @@ def _strings(items: Any) -> tuple[str, ...]:
 def _regex(pattern: str) -> str:
     """A pattern that compiles and has no catastrophic-backtracking shape (the timed check
     runs later, for overlay patterns only: the packaged ones are tested)."""
+    from . import regex_guard
+
     if not isinstance(pattern, str):
         raise ValueError("must be a string")
     re.compile(pattern)
@@ -222,13 +226,31 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
     skips compiling each log pattern to check it (~15 ms): the app does both after its first
     screen is up, with a full load. `lang` (default: knowledge/i18n.py's choice) puts the texts of
     data/<lang>/ and the overlay's <lang>/ over the English ones; ids and code never change."""
+    overlay, origin = overlay_dir(overlay, os.environ if use_env else {})
+    lang = i18n.resolve(lang)
+    # a load is a function of the files it reads, the code and these options: cached (kbcache)
+    folders = [base, *([Path(overlay)] if overlay else [])]
+    folders += [f / lang for f in folders] if lang != "en" else []
+    options = (str(base), overlay, lang, tree, patterns)
+    name = f"knowledge-{lang}-{'t' if tree else ''}{'p' if patterns else ''}"
+    cache_key = kbcache.key(folders, options) if base.is_dir() and (not overlay or Path(overlay).is_dir()) else None
+    if cache_key:
+        kb = kbcache.load(name, cache_key)
+        if kb is not None:
+            return kb
+    kb = _load(base, overlay, origin, lang, tree, patterns)
+    # stored only when the files did not change while they were read
+    if cache_key and kbcache.key(folders, options) == cache_key:
+        kbcache.store(name, cache_key, kb)
+    return kb
+
+
+def _load(base: Path, overlay: str | None, origin: str, lang: str, tree: bool, patterns: bool) -> KnowledgeBase:
     raw = _Raw({k: {} for k in KINDS}, {}, [])
     _read_dir(base, raw)
     packaged_rules = set(raw.tables["rule"])
-    overlay, origin = overlay_dir(overlay, os.environ if use_env else {})
     if overlay:
         _read_dir(Path(overlay), raw, origin)
-    lang = i18n.resolve(lang)
     if lang != "en":  # packaged translations translate packaged entries; an overlay's, any
         home = base.resolve()
         folders = [(base / lang, lambda file: Path(file).resolve().parent == home)]
@@ -280,13 +302,16 @@ def load_knowledge(overlay: str | os.PathLike[str] | None = None, *,
 def _time_overlay_patterns(kb: KnowledgeBase, files: dict[tuple[str, str], str], base: Path) -> None:
     """Run every overlay pattern (signatures, harmless lines, `matches` checks) against strings
     built to make it backtrack, under a time budget; the packaged ones are tested instead."""
+    from . import regex_guard
+
     base_dir = str(base.resolve())
     tables = (("signature", kb.signatures, "pattern"), ("harmless", kb.harmless, "pattern"),
               ("check", kb.checks, "value"))
     for kind, table, attr in tables:
         for entry_id, entry in table.items():
             file = files.get((kind, entry_id), "?")
-            if os.path.dirname(os.path.abspath(file)).startswith(base_dir):
+            # resolved both sides: a checkout reached through a symbolic link is still packaged
+            if os.path.dirname(os.path.realpath(file)).startswith(base_dir):
                 continue
             if kind == "check" and getattr(entry, "op", "") != "matches":
                 continue

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from ..model import KnowledgeBase
+from . import plancache
 from .extractors import TRIGGERS as TRIGGER_PATTERNS
 from .prefilter import Plan, build_items, literal_alternatives, plan, trie_regex
 
@@ -17,14 +18,19 @@ TRIGGERS = TRIGGER_PATTERNS
 
 @dataclass(frozen=True)
 class Sig:
-    """One signature ready for matching a line."""
+    """One signature ready for matching a line; its regex is compiled the first time a line
+    holds one of its needles (most runs need a few of the ~100)."""
 
     id: str
     cause: str
     weight: float
     tags: frozenset[str]
-    rx: re.Pattern[str]
+    pattern: str
     needles: tuple[str, ...]  # a line matching rx contains at least one of these
+
+    @functools.cached_property
+    def rx(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
 
     def match(self, text: str) -> bool:
         for n in self.needles:
@@ -39,7 +45,7 @@ class Compiled:
 
     sigs: tuple[Sig, ...]  # scanned on every candidate line
     tail_sigs: tuple[Sig, ...]  # only on the last lines of a file
-    harmless: re.Pattern[str] | None
+    harmless_pattern: str | None
     plan: Plan
     finds: tuple[bytes, ...]
     roots: tuple[re.Pattern[bytes], ...]  # searched
@@ -47,11 +53,24 @@ class Compiled:
     unanchored: tuple[str, ...]  # signature ids no literal can prefilter: every line is a candidate
     comm_ids_free: bool = True  # no signature or harmless pattern can see a communicator's address
 
+    @functools.cached_property
+    def harmless(self) -> re.Pattern[str] | None:
+        """Lines that never count as evidence (compiled when the first candidate line comes)."""
+        return re.compile(self.harmless_pattern) if self.harmless_pattern else None
+
+
+def _needles(pattern: str) -> tuple[str, ...]:
+    """The longest mandatory run of each alternative (literal_alternatives); () when some
+    alternative has none."""
+    known = _KNOWN_NEEDLES.get(pattern)
+    if known is not None:
+        return known
+    alts = literal_alternatives(pattern)
+    return tuple(sorted({max(runs, key=len) for runs in alts}, key=len, reverse=True)) if alts else ()
+
 
 def _sig(s: _Row) -> Sig:
-    alts = literal_alternatives(s.pattern)
-    needles = tuple(sorted({max(runs, key=len) for runs in alts}, key=len, reverse=True)) if alts else ()
-    return Sig(s.id, s.cause, float(s.weight), frozenset(s.tags), re.compile(s.pattern), needles)
+    return Sig(s.id, s.cause, float(s.weight), frozenset(s.tags), s.pattern, _needles(s.pattern))
 
 
 @functools.lru_cache(maxsize=8)
@@ -63,8 +82,8 @@ def _compile(key: tuple) -> Compiled:
     for row in sig_rows:
         sig = _sig(_Row(*row))
         (tail_sigs if "tail" in sig.tags else sigs).append(sig)
-    unanchored = tuple(s.id for s in sigs if not s.needles) + _trigger_items()[1]
-    harmless = re.compile("|".join(f"(?:{p})" for _i, p in harmless_rows)) if harmless_rows else None
+    unanchored = tuple(s.id for s in sigs if not s.needles) + _trigger_unanchored()
+    harmless = "|".join(f"(?:{p})" for _i, p in harmless_rows) if harmless_rows else None
     rooted = [(c, re.compile((re.escape(c) + trie_regex([t[1:] for t in tails])).encode()))
               for c, tails in pl.roots]
     roots = tuple(rx for c, rx in rooted if c not in pl.rare)
@@ -82,11 +101,33 @@ def _trigger_items() -> tuple:
     return build_items(TRIGGERS)
 
 
+def _trigger_unanchored() -> tuple[str, ...]:
+    return _KNOWN_TRIGGERS_UNANCHORED[0] if _KNOWN_TRIGGERS_UNANCHORED else _trigger_items()[1]
+
+
 @functools.lru_cache(maxsize=8)
 def _plan(sig_rows: tuple, freq: tuple | None) -> Plan:
-    """The prefilter plan for the signatures scanned on every line (not "tail") and TRIGGERS."""
+    """The prefilter plan for the signatures scanned on every line (not "tail") and TRIGGERS.
+    The one for the built-in character estimate (small inputs: most runs) is cached on disk
+    (plancache), with every signature's needles: building it parses every pattern (~0.15 s)."""
+    if freq is None:
+        cached = plancache.load(sig_rows)
+        if cached is not None:
+            pl, needles, unanchored = cached
+            _KNOWN_NEEDLES.update(needles)
+            _KNOWN_TRIGGERS_UNANCHORED[:] = [unanchored]
+            return pl
     items, _unanchored = build_items([(r[0], r[1]) for r in sig_rows if "tail" not in r[4]])
-    return plan(items + _trigger_items()[0], freq)
+    pl = plan(items + _trigger_items()[0], freq)
+    if freq is None:
+        plancache.store(sig_rows, pl, {r[1]: _needles(r[1]) for r in sig_rows}, _trigger_items()[1])
+    return pl
+
+
+# what the plan cache also holds: each signature pattern's needles, and the ids of the TRIGGERS
+# no literal prefilters (so a cached run parses no pattern)
+_KNOWN_NEEDLES: dict[str, tuple[str, ...]] = {}
+_KNOWN_TRIGGERS_UNANCHORED: list[tuple[str, ...]] = []
 
 
 @dataclass(frozen=True)
