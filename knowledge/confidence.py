@@ -117,7 +117,9 @@ def how_sure(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, logs:
     if top is None or top.basis != "evidence" or not top.strong:
         return "unknown"
     needs = set(getattr(kb.causes.get(top.id), "answer_needs", ()) or ())
-    if "culprit" in needs and not (who or {}).get("ranks"):
+    named = (who or {}).get("ranks") or []
+    # several ranks named only by elimination (`inferred`) do not identify the culprit
+    if "culprit" in needs and (not named or (who or {}).get("inferred") and len(named) > 1):
         return "unknown"
     if "waiters" in needs and not _waiters(logs):
         return "unknown"

@@ -74,7 +74,10 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                              "error: it exited without a traceback (os._exit, a kill, a native crash)",
                              waiters=_names(waiters), others=_names(others))}
         if others:
+            # several silent ranks: the waiters cannot say which of them they waited for (a
+            # launcher shows one failure and stops the rest), so the naming is an inference
             return {"ranks": [rl.rank for rl in others], "role": "stuck", "rule": "DL906",
+                    **({"inferred": True} if len(others) > 1 else {}),
                     "why": tr("rank {waiters} timed out or lost its peer while rank {others} never reported "
                              "a failure: it never reached the collective" if len(others) == 1 else
                              "rank {waiters} timed out or lost its peer while rank {others} never reported "

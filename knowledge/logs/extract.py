@@ -19,7 +19,10 @@ _PREFIX = re.compile(
     r")")
 _NCCL_HOST = re.compile(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
 _NCCL_BARE = re.compile(r"^\s*\[(?P<n>\d+)\] (?:NCCL |\S+:\d+ NCCL )")
-_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank ?(?P<r>\d+)\]|\bglobal[_ ]rank[=: ]+(?P<g>\d+)", re.I)
+# inside the line: `[Rank 3]`, `[PG 0 Rank 3]`, `global_rank=3`, and structured logging's key=value
+# tags `rank=3`, `rank: 3` (never `local_rank=`, `nranks=`, `group_rank=`: a word before it)
+_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank ?(?P<r>\d+)\]|\bglobal[_ ]rank[=: ]+(?P<g>\d+)"
+                      r"|(?<![\w.-])rank ?[=:] ?(?P<k>\d+)(?=[\s,;|\])}]|$)", re.I)
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task|proc|worker|node_rank|local_rank)[-_.]?(\d+)(?:\D|$)", re.I)
 _ELASTIC_DIR = re.compile(r"attempt_\d+[/\\](\d+)[/\\](?:error\.json|stdout\.log|stderr\.log)$")
 
@@ -58,7 +61,7 @@ def who(text: str) -> Who:
     if rank is None:
         t = _IN_TEXT.search(text)
         if t:
-            rank = t.group("r") or t.group("g")
+            rank = t.group("r") or t.group("g") or t.group("k")
     return Who(rank, proc, host)
 
 

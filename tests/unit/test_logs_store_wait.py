@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from distdoctor.knowledge import load_knowledge
 from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose
-from distdoctor.knowledge.logs import analyse_text
+from distdoctor.knowledge.logs import analyse_text, extract as x
 
 KB = load_knowledge(use_env=False)
 
@@ -82,4 +82,32 @@ def test_silent_twin_a_socket_timeout_with_no_store_frame_stays_a_network_lead()
     text = SOCKET.replace('[rank1]:     value = store.get("config")\n', "[rank1]:     sock.connect(addr)\n")
     rep, _d2 = _d(text, "error")
     assert "network-unreachable" in {c.id for c in rep.causes if c.basis == "evidence"}
+
+
+# structured logging: the rank is a key=value tag inside the line, not a launcher prefix
+def _tagged(rank: int, n: int) -> str:
+    return f"2026-12-01 10:00:0{rank},000 INFO rank={rank} epoch 0: {n} batches\n"
+
+
+GLOO_TIMEOUT = ("[rank0]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/"
+                "tcp/unbound_buffer.cc:78] Timed out waiting 10000ms for recv operation to complete\n")
+
+
+def test_rank_tags_inside_the_line_name_the_rank_of_uneven_shards() -> None:
+    rep, _d2 = _d(_tagged(0, 32) + _tagged(1, 28) + GLOO_TIMEOUT)
+    assert set(rep.timeline) >= {"0", "1"}
+    uneven = next(c for c in rep.causes if c.id == "asymmetric-collective")
+    assert "DL407" in uneven.rules and uneven.basis == "evidence"
+    assert rep.culprit is not None and rep.culprit["ranks"] == ["0"]  # more batches: it kept calling
+
+
+def test_silent_twin_one_rank_tagged_makes_no_comparison() -> None:
+    rep, _d2 = _d(_tagged(0, 32) + GLOO_TIMEOUT)
+    assert "DL407" not in {r for c in rep.causes for r in c.rules}
+
+
+def test_silent_twin_local_rank_and_nranks_are_not_the_line_s_rank() -> None:
+    assert x.who("INFO local_rank=1 nranks=8 group_rank=2 ready").rank is None
+    assert x.who("INFO rank=3 ready").rank == "3" and x.who("INFO {'rank': 2, 'step': 4}").rank is None
+    assert x.who("INFO [host1] rank: 5 | step 7").rank == "5"
 
