@@ -278,7 +278,11 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
         explained = True
     waiting = view.waiting | {rl.rank for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")}
     zero = lines.get("0")
-    if not explained and zero is not None and "0" not in waiting and zero.end.kind != "finished" and waiting:
+    # a rule never points at rank 0 against a culprit the evidence names (uneven inputs, the
+    # waiters' own words): only an inferred culprit, or rank 0 itself, leaves room for it
+    other = bool(who and who.get("ranks") and "0" not in who["ranks"] and not who.get("inferred"))
+    if not explained and not other and zero is not None and "0" not in waiting and zero.end.kind != "finished" \
+            and waiting:
         # GUIDE 4.2: the others time out while rank 0 does extra work. Only rank 0's own lines can
         # show that work; its absence from an excerpt shows nothing.
         busy = zero.phase in ("eval", "save", "load", "dataloader")
@@ -291,12 +295,6 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
               + ([view.col.phases["0"][1]] if "0" in view.col.phases else []), "evidence" if busy else "facts",
               rule="DL203" if busy else "DL204")
         explained = busy
-    main_work = view.hits_with("main-work")
-    if not explained and main_work and waiting:
-        s.add("rank0-overload", 6.0, tr("others timed out or lost their peer while the main process did "
-              "work only it does ({line})", line=main_work[0].text[:60]), main_work[:2] + _timeout_hits(view)[:1]
-              + [rl.end.hit for rl in lost[:1] if rl.end.hit is not None], rule="DL205")
-        explained = True
     stuck = who is not None and who["role"] in ("stuck", "slow")
     if not explained:
         hits = _timeout_hits(view)[:2] + [rl.end.hit for rl in lost[:2] if rl.end.hit is not None]

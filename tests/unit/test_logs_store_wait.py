@@ -111,3 +111,30 @@ def test_silent_twin_local_rank_and_nranks_are_not_the_line_s_rank() -> None:
     assert x.who("INFO rank=3 ready").rank == "3" and x.who("INFO {'rank': 2, 'step': 4}").rank is None
     assert x.who("INFO [host1] rank: 5 | step 7").rank == "5"
 
+
+# A rule never points at rank 0 against a culprit the evidence names (issue 21: DL204/DL205 did)
+UNEVEN_ABORT = ("[rank0]: 80 records, 10 batches\n[rank1]: 88 records, 11 batches\n"
+                "[rank0]: Running tokenizer on dataset:  45%|####5     | 450000/1000000\n"
+                "[rank0]: step 10 loss 2.3100\n[rank1]: step 10 loss 2.3200\n"
+                "[rank1]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+                "closed by peer [10.0.0.2]:47510\n"
+                "[0]:\n  time      : 2026-12-01_10:00:30\n  host      : node01\n  rank      : 0 (local_rank: 0)\n"
+                "  exitcode  : -6 (pid: 4000)\n")
+
+
+def test_no_rank0_rule_against_the_uneven_inputs_culprit() -> None:
+    rep, d = _d(UNEVEN_ABORT, "error")
+    assert rep.culprit["ranks"] == ["1"]  # 11 batches: it kept calling collectives
+    assert not {r for c in rep.causes if c.id == "rank0-overload" for r in c.rules}
+    assert d.causes[0].id == "asymmetric-collective"
+
+
+def test_silent_twin_with_no_named_culprit_rank0_never_timing_out_is_still_a_lead() -> None:
+    text = ("[rank0]: step 500 loss 2.8000\n[rank1]: step 500 loss 2.8100\n"
+            "[rank1]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+            "Timed out waiting 10000ms for recv operation to complete\n"
+            "[rank2]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+            "Timed out waiting 10000ms for recv operation to complete\n")
+    rep, _d2 = _d(text)
+    assert "DL204" in {r for c in rep.causes if c.id == "rank0-overload" for r in c.rules}
+
