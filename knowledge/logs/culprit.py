@@ -57,7 +57,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     late = _late(waiters)
     if late:
         timed = [rl for rl in waiters if rl.end.kind == "timeout"]
-        return {"ranks": [rl.rank for rl in late], "role": "stuck", "rule": "DL904",
+        return {"ranks": [rl.rank for rl in late], "role": "stuck", "rule": "DL904", **_rank0_unshown(late),
                 "why": tr("rank {late} lost its peer only after rank {timed} had timed out waiting: it was "
                          "the late one" if len(late) == 1 else "rank {late} lost its peer only after rank "
                          "{timed} had timed out waiting: they were the late one",
@@ -77,7 +77,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
             # several silent ranks: the waiters cannot say which of them they waited for (a
             # launcher shows one failure and stops the rest), so the naming is an inference
             return {"ranks": [rl.rank for rl in others], "role": "stuck", "rule": "DL906",
-                    **({"inferred": True} if len(others) > 1 else {}),
+                    **({"inferred": True} if len(others) > 1 else _rank0_unshown(others)),
                     "why": tr("rank {waiters} timed out or lost its peer while rank {others} never reported "
                              "a failure: it never reached the collective" if len(others) == 1 else
                              "rank {waiters} timed out or lost its peer while rank {others} never reported "
@@ -95,6 +95,9 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                     "why": tr("rank {ranks} timed out at SeqNum {lo}, behind the others (up to {hi}): the "
                              "lowest SeqNum is the first suspect", ranks=", ".join(behind), lo=lo,
                              hi=max(seqs.values()))}
+        absent = _absent_from_timeouts(view, lines, waiters)
+        if absent:
+            return absent
     odd = _odd_facts(view)
     if odd:
         return odd
@@ -122,6 +125,38 @@ def _named_late(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None
     return {"ranks": ranks, "role": "stuck", "rule": "DL903",
             "why": tr("rank {waiter}'s monitored barrier names rank {ranks} as never arriving ({where})",
                       waiter=waiter, ranks=", ".join(ranks), where=f"{short(hit.file)}:{hit.line}")}
+
+
+# what only rank 0 does, by the phase of its own last lines (eval tables, saving, loading, data)
+RANK0_WORK = ("eval", "save", "load", "dataloader")
+
+
+def _rank0_unshown(late: list[RankLine]) -> dict[str, Any]:
+    """Rank 0 named late by where the waiters' timeouts leave it, with no line of rank-0-only work:
+    late past the timeout fits two causes alike (its extra work, or a plain late rank), so the
+    naming is `inferred` (likely at most, never confirmed)."""
+    if [rl.rank for rl in late] == ["0"] and late[0].phase not in RANK0_WORK:
+        return {"inferred": True}
+    return {}
+
+
+def _absent_from_timeouts(view: View, lines: dict[str, RankLine], waiters: list[RankLine]) -> dict[str, Any] | None:
+    """The rank absent from every other rank's timeout: two or more ranks timed out, the logs give
+    the world size, every rank of it but one is seen timing out, and that one has no line in the
+    input. It is the likely late rank, named by elimination (`inferred`: its own log would show it
+    timing out too). Silent with one waiter, with an unknown world, or when two or more ranks are
+    unaccounted for."""
+    timed = {rl.rank for rl in waiters if rl.end.kind == "timeout" and rl.rank.isdigit()}
+    world = view.col.world
+    if len(timed) < 2 or not 3 <= world <= 4096 or len(timed) != world - 1:
+        return None
+    missing = [str(r) for r in range(world) if str(r) not in lines]
+    if len(missing) != 1:
+        return None
+    return {"ranks": missing, "role": "stuck", "rule": "DL912", "inferred": True,
+            "why": tr("rank {waiters} timed out and rank {rank}, the one rank of {world} not seen timing out, "
+                      "has no line in these logs: it is the likely late rank (its own log would tell)",
+                      waiters=", ".join(sorted(timed, key=int)), rank=missing[0], world=world)}
 
 
 def _store_named(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:

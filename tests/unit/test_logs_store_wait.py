@@ -138,3 +138,39 @@ def test_silent_twin_with_no_named_culprit_rank0_never_timing_out_is_still_a_lea
     rep, _d2 = _d(text)
     assert "DL204" in {r for c in rep.causes if c.id == "rank0-overload" for r in c.rules}
 
+
+# Rank 0 late past the timeout with no rank-0-only work in its lines: named, likely at most
+def _watchdog(rank: int) -> str:
+    return (f"[rank{rank}]:[E1129 10:40:00.00{rank}000000 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) "
+            f"Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=BROADCAST, "
+            "NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n")
+
+
+def test_rank0_present_and_never_timing_out_is_named_late_but_never_confirmed() -> None:
+    text = "[rank0]: step 40 loss 2.3400\n[rank1]: step 40 loss 2.3500\n[rank2]: step 40 loss 2.3600\n"
+    rep, d = _d(text + _watchdog(1) + _watchdog(2))
+    assert d.culprit["ranks"] == ["0"] and d.culprit.get("inferred") is True
+    assert d.confidence != "confirmed"
+    assert d.causes[0].id == "collective-timeout"  # no line of rank-0-only work: no rank0-overload evidence
+
+
+def test_silent_twin_rank0_in_its_eval_is_rank0_overload_and_may_be_confirmed() -> None:
+    text = ("[rank0]: step 40 loss 2.3400\n[rank1]: step 40 loss 2.3500\n[rank2]: step 40 loss 2.3600\n"
+            "[rank0]: running evaluation on 5000 validation samples\n")
+    rep, d = _d(text + _watchdog(1) + _watchdog(2))
+    assert d.culprit["ranks"] == ["0"] and not d.culprit.get("inferred")
+    assert d.causes[0].id == "rank0-overload"
+
+
+def test_the_rank_absent_from_every_timeout_is_named_by_elimination() -> None:
+    text = ("[rank1]: Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/3\n"
+            "[rank2]: Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/3\n")
+    rep, d = _d(text + _watchdog(1) + _watchdog(2))
+    assert rep.culprit_rule == "DL912" and d.culprit["ranks"] == ["0"] and d.confidence == "likely"
+
+
+def test_silent_twin_two_ranks_unaccounted_for_name_nobody() -> None:
+    text = ("[rank1]: Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/4\n"
+            "[rank2]: Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/4\n")
+    rep, d = _d(text + _watchdog(1) + _watchdog(2))
+    assert rep.culprit is None and d.confidence == "unknown"
