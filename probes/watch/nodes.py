@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 HEARTBEAT_EVERY_S = 2.0
+READ_EVERY_S = 1.0  # the others' markers and heartbeats are read at most this often (a shared
+# file system serves every node's watcher)
 CLOCK_SLACK_S = 5.0  # the nodes' clocks (NTP) and srun's start jitter: a marker this much older
 # than this watcher's start belongs to an earlier run in the same folder
 SAME_RUN_S = 600.0  # nodes of one run register within this of each other (srun starts them together)
@@ -112,6 +114,7 @@ class SharedDir:
         self.started = now()
         self.notes: list[str] = []
         self._beat = float("-inf")
+        self._read: dict[str, tuple[float, Any]] = {}  # what -> (when read, the answer)
 
     def _write(self, name: str, data: dict[str, Any]) -> bool:
         if write_json(self.own / name, {**data, "host": self.host, "run": self.run}):
@@ -185,14 +188,23 @@ class SharedDir:
             self._beat = now
             self._write("heartbeat.json", {"at": now, "last_progress": last_progress, "ranks": list(ranks)})
 
+    def _recent(self, what: str, read: Callable[[], Any]) -> Any:
+        """read()'s answer, read again only every READ_EVERY_S seconds."""
+        now = self.now()
+        when, answer = self._read.get(what, (float("-inf"), None))
+        if now - when >= READ_EVERY_S or now < when:
+            answer = read()
+            self._read[what] = (now, answer)
+        return answer
+
     def others_stalled(self, stall_s: float) -> bool:
         """No other node's ranks progressed for the stall window (a node that stopped writing its
         heartbeat counts from the last progress it reported)."""
-        now = self.now()
-        beats = self._each("heartbeat.json")
-        nodes = self.nodes()
-        return all(now - seconds(b.get("last_progress")) >= stall_s for h, b in beats.items()
-                   if h != self.host and h in nodes)
+        def read() -> dict[str, float]:
+            nodes = self.nodes()
+            return {h: seconds(b.get("last_progress")) for h, b in self._each("heartbeat.json").items()
+                    if h != self.host and h in nodes}
+        return all(self.now() - last >= stall_s for last in self._recent("beats", read).values())
 
     def last_progress(self) -> float | None:
         """The job's last progress on any node (wall clock), from the heartbeats and captures."""
@@ -207,10 +219,13 @@ class SharedDir:
                     {"kind": kind, "onset": onset, "at": self.now(), "ranks": list(ranks)})
 
     def marker(self) -> dict[str, Any] | None:
-        """The first marker another node of this run wrote since this watcher started."""
-        found = [d for name in MARKERS.values() for h, d in self._each(name).items()
-                 if h != self.host and seconds(d.get("at")) >= self.started - CLOCK_SLACK_S]
-        return min(found, key=lambda d: seconds(d.get("at")), default=None)
+        """The first marker another node of this run wrote since this watcher started (the folder
+        is read at most every READ_EVERY_S seconds)."""
+        def read() -> dict[str, Any] | None:
+            found = [d for name in MARKERS.values() for h, d in self._each(name).items()
+                     if h != self.host and seconds(d.get("at")) >= self.started - CLOCK_SLACK_S]
+            return min(found, key=lambda d: seconds(d.get("at")), default=None)
+        return self._recent("marker", read)
 
     def captured(self, doc: dict[str, Any]) -> None:
         self._write("captured.json", {**doc, "node_rank": self.node_rank, "at": self.now()})

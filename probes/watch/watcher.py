@@ -478,7 +478,7 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
         verdict: dict[str, Any] | None = None
         causes: list[dict[str, Any]] = []
         job_last: float | None = None  # the job's last progress on any node (wall clock)
-        if outcome != "finished" and shared is not None:
+        if outcome != "finished" and shared is not None and kind != "cancelled":
             captured = captured or {"kind": outcome, "paths": {}, "extra": [], "notes": []}
             doc, merged = agree(shared, loop.node_doc(captured, outcome), config.kb, backend=config.backend,
                                 wait_s=config.shared_wait_s, notes=loop.notes)
