@@ -39,7 +39,7 @@ class Collector:
         self.ops: dict[str, list[Hit]] = defaultdict(list)
         self.progress: dict[str, dict[str, tuple[int, Hit]]] = defaultdict(dict)
         self.losses: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
-        self.resume: dict[str, tuple[int, Hit]] = {}
+        self.resume: dict[str, tuple[tuple[int | None, int | None], Hit]] = {}  # rank -> (epoch, step)
         self.exceptions: list[Exc] = []
         self.phases: dict[str, tuple[str, Hit]] = {}  # rank -> its last phase word and line
         self.last_ts: dict[str, tuple[int, float]] = {}  # rank -> its last timestamp in a file's tail
@@ -155,10 +155,15 @@ class Collector:
             kept.append(self.hit(sig.id, line, text, who))
         if "end" in sig.tags and self.file is not None:
             self.file.ends.append(line)
-        if "resume" in sig.tags and who.rank is not None:
-            m = x.RESUME_STEP.search(text)
-            if m:
-                self.resume.setdefault(who.rank, (int(m.group("n")), self.hit(sig.id, line, text, who)))
+        if "resume" in sig.tags:
+            self.resumed(line, text, who)
+
+    def resumed(self, line: int, text: str, who: x.Who) -> None:
+        """A rank's first announcement of where it resumed (epoch, step)."""
+        if who.rank is not None and who.rank not in self.resume:
+            point = x.resume_point(text)
+            if point is not None:
+                self.resume[who.rank] = (point, self.hit("x-resume", line, text, who))
 
     # ---------------------------------------------------------------- extractors
     def _extract(self, line: int, text: str, who: x.Who) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..i18n import t as tr
 from . import extract as x
+from .setup_rules import odd_resume
 from .timeline import RankLine, exceptions_unranked, short, when, where
 from .view import View
 
@@ -98,7 +99,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         absent = _absent_from_timeouts(view, lines, waiters)
         if absent:
             return absent
-    odd = _odd_facts(view)
+    odd = _odd_facts(view) or _odd_resume(view)
     if odd:
         return odd
     exited = [rl for rl in lines.values() if rl.end.kind == "exited"]
@@ -272,6 +273,18 @@ def _odd_facts(view: View) -> dict[str, Any] | None:
                         "why": tr("{fact} is {top} on most ranks but differs on rank {ranks}", fact=fact,
                                  top=top, ranks=", ".join(odd))}
     return None
+
+
+def _odd_resume(view: View) -> dict[str, Any] | None:
+    """The rank that resumed from another point than most ranks announced (GUIDE 4.4): its state
+    differs from theirs. Silent when all agree, when one rank announces, and on a 1:1 split."""
+    odd = odd_resume(view.col)
+    if not odd:
+        return None
+    said = x.resume_text(view.col.resume[odd[0]][0])
+    return {"ranks": odd, "role": "misconfigured", "rule": "DL913",
+            "why": tr("rank {ranks} resumed from {point}, the other ranks from another point",
+                      ranks=", ".join(odd), point=said)}
 
 
 def _earliest(crashed: list[RankLine]) -> RankLine:

@@ -177,7 +177,28 @@ def collective_op(name: str) -> str | None:
 # ------------------------------------------------------------------ progress (tail only)
 PROGRESS = re.compile(r"\b(?P<kind>step|iteration|iter|batch)\b\s*[:=#]?\s*(?P<n>\d+)", re.I)
 LOSS = re.compile(r"\bloss\b\s*[:=]?\s*(?P<v>-?\d+\.\d{3,})", re.I)
-RESUME_STEP = re.compile(r"(?:checkpoint|global_step|step|iter(?:ation)?)[-_ ]?(?P<n>\d+)")
+# Where a rank says it resumed, in the common phrasings: "Resuming from checkpoint /ckpt/step-1000",
+# "resumed at epoch 3, step 1200", Lightning's "Restored all states from the checkpoint at
+# ck/epoch=3-step=1200.ckpt", Megatron's "loading checkpoint from /ckpt at iteration 500".
+RESUME_LINE = re.compile(r"[Rr]esum(?:ed|ing|e)\b|[Rr]estor(?:ed|ing)\b.{0,60}(?:checkpoint|state)"
+                         r"|[Ll]oad(?:ed|ing) checkpoint")
+RESUME_EPOCH = re.compile(r"\bepoch[ =:_-]{0,3}(?P<n>\d+)", re.I)
+RESUME_AT = re.compile(r"(?:global_step|\bstep|\biter(?:ation)?|checkpoint)[ =:_-]{0,3}(?P<n>\d+)", re.I)
+
+
+def resume_point(text: str) -> tuple[int | None, int | None] | None:
+    """(epoch, step) a resume line names (either may be None), or None when it names neither."""
+    if RESUME_LINE.search(text) is None:
+        return None
+    e, s = RESUME_EPOCH.search(text), RESUME_AT.search(text)
+    if e is None and s is None:
+        return None
+    return (int(e.group("n")) if e else None, int(s.group("n")) if s else None)
+
+
+def resume_text(point: tuple[int | None, int | None]) -> str:
+    """`epoch 3 step 1200`, `step 1000`, `epoch 3`."""
+    return " ".join(f"{k} {v}" for k, v in zip(("epoch", "step"), point) if v is not None)
 
 
 # ------------------------------------------------------------------ Python exceptions

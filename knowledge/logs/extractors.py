@@ -96,6 +96,10 @@ def _store_wait(col: Collector, line: int, text: str, who: x.Who, key: str) -> N
         col.store_waits.append(StoreWait(who.rank, keys, col.hit("x-store-wait", line, text, who)))
 
 
+def _resume(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    col.resumed(line, text, who)
+
+
 def _warning(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
     if x.LOG_WARNING.search(text) and col.file is not None:
         col.file.warning = (key, line)
@@ -288,6 +292,10 @@ TABLE: tuple[Extractor, ...] = (
     Extractor("x-exit", ("exitcode",), EVENT, _elastic_exit),
     Extractor("x-announce", ("rank", "RANK"), EVENT, _announce,
               r"distributed init \(rank|GLOBAL_RANK: \d|to store for rank: \d", x.ANNOUNCE),
+    # where each rank says it resumed (the resume signatures bring some phrasings; this one the rest)
+    Extractor("x-resume", ("esum", "estor", "ed checkpoint", "ing checkpoint"), EVENT, _resume,
+              r"[Rr]esum(?:ed|ing|e)\b.{0,160}\d|[Rr]estor(?:ed|ing)\b.{0,60}(?:checkpoint|state)"
+              r"|[Ll]oad(?:ed|ing) checkpoint", x.RESUME_LINE),
     Extractor("x-backward", ("in _engine_run_backward",), EVENT, _backward, r"in _engine_run_backward"),
     Extractor("x-collective", ("distributed", "default_pg"), EVENT, _collective,
               r'distributed_c10d\.py", line|torch\.distributed\.\w+\('),

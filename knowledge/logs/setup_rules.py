@@ -130,11 +130,36 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
         # weak: some frameworks print the all-reduced loss on every rank
         s.add("data-sharding-seed", 1.5, tr("ranks report identical losses at {n} steps: if these are per-rank "
               "losses, every rank sees the same data", n=len(same)), [], "facts", rule="DL602")
-    steps = {r: v[0] for r, v in col.resume.items()}
-    if len(set(steps.values())) > 1:
-        s.add("checkpoint-state-divergence", 5.0, tr("ranks resumed from different steps: {steps}", steps=", ".join(
-              tr("rank {rank}: {n}", rank=r, n=n) for r, n in sorted(steps.items(), key=lambda kv: rank_key(kv[0])))),
-              [v[1] for v in col.resume.values()][:3], rule="DL603")
+    points = {r: v[0] for r, v in col.resume.items()}
+    if _disagree(list(points.values())):
+        odd = odd_resume(col)
+        said = ", ".join(tr("rank {rank}: {n}", rank=r, n=x.resume_text(p))
+                         for r, p in sorted(points.items(), key=lambda kv: rank_key(kv[0])))
+        s.add("checkpoint-state-divergence", 5.0,
+              tr("ranks resumed from different points: {steps}; rank {odd} is the odd one", steps=said, odd=span(odd))
+              if odd else tr("ranks resumed from different steps: {steps}", steps=said),
+              [col.resume[r][1] for r in odd[:2]] + [v[1] for v in col.resume.values()][:3], rule="DL603")
+
+
+def _disagree(points: list[tuple[int | None, int | None]]) -> bool:
+    """Whether two ranks' resume points differ in a field both name (epoch or step)."""
+    return any(a[i] is not None and b[i] is not None and a[i] != b[i]
+               for n, a in enumerate(points) for b in points[n + 1:] for i in (0, 1))
+
+
+def odd_resume(col: Collector) -> list[str]:
+    """The ranks whose resume point differs from the one most ranks announced ([] with no single
+    most common point: two ranks that disagree cannot say which one is odd)."""
+    counts: dict[tuple[int | None, int | None], list[str]] = defaultdict(list)
+    for r, (p, _hit) in col.resume.items():
+        counts[p].append(r)
+    if len(counts) < 2:
+        return []
+    sizes = sorted((len(rs) for rs in counts.values()), reverse=True)
+    if sizes[0] == sizes[1]:
+        return []
+    top = max(counts, key=lambda p: len(counts[p]))
+    return sorted((r for p, rs in counts.items() if p != top for r in rs), key=rank_key)
 
 
 def launch_rules(view: View, s: Scores) -> None:

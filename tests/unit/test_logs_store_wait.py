@@ -174,3 +174,33 @@ def test_silent_twin_two_ranks_unaccounted_for_name_nobody() -> None:
             "[rank2]: Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/4\n")
     rep, d = _d(text + _watchdog(1) + _watchdog(2))
     assert rep.culprit is None and d.confidence == "unknown"
+
+
+# Resumes: each rank announces where it resumed; ranks that disagree loaded different states
+def _resumes(*points: str) -> str:
+    return "".join(f"[rank{r}]: {p}\n" for r, p in enumerate(points))
+
+
+def test_the_odd_resume_point_names_the_rank_in_any_phrasing() -> None:
+    text = _resumes("Restored all states from the checkpoint at ck/epoch=3-step=1200.ckpt",
+                    "Restored all states from the checkpoint at ck/epoch=3-step=1200.ckpt",
+                    "Restored all states from the checkpoint at ck/epoch=2-step=800.ckpt")
+    rep, d = _d(text, "error")
+    assert rep.culprit_rule == "DL913" and d.culprit["ranks"] == ["2"]
+    div = next(c for c in rep.causes if c.id == "checkpoint-state-divergence")
+    assert "DL603" in div.rules and div.basis == "evidence"
+
+
+def test_megatron_iterations_that_differ_on_two_ranks_weigh_divergence_without_an_odd_one() -> None:
+    text = _resumes(" loading checkpoint from /ckpt at iteration 500", " loading checkpoint from /ckpt at iteration 400")
+    rep, _d2 = _d(text, "error")
+    assert "DL603" in next(c.rules for c in rep.causes if c.id == "checkpoint-state-divergence")
+    assert rep.culprit_rule != "DL913"  # 1:1: which one is odd cannot be told
+
+
+def test_silent_twin_ranks_that_agree_or_one_rank_announcing() -> None:
+    for text in (_resumes("resumed at epoch 3, step 1200", "resumed at epoch 3, step 1200"),
+                 _resumes("resumed at epoch 3, step 1200"),
+                 _resumes("resumed at epoch 3", "resuming from step 1200")):  # different fields: no contradiction
+        rep, _d2 = _d(text, "error")
+        assert "DL603" not in {r for c in rep.causes for r in c.rules} and rep.culprit_rule != "DL913"
