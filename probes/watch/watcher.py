@@ -446,11 +446,13 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
                     shared is None or shared.others_stalled(config.stall_s))):
                 last = loop.progress.last_progress()
                 kind = "failed" if loop.progress.failed_ranks() or (remote or {}).get("kind") == "failed" else "hang"
-                if shared is not None and remote is None:
+                if remote is not None:
+                    host = remote.get("host")
+                    loop.notes.append(t("a rank died on {host}: this node's ranks were taken at once", host=host)
+                                      if remote.get("kind") == "failed" else
+                                      t("{host} confirmed a hang: this node's ranks were taken at once", host=host))
+                elif shared is not None:
                     shared.mark(kind, _wall(last), loop.progress.failed_ranks() or sorted(loop.procs))
-                elif remote is not None:
-                    loop.notes.append(t("{host} confirmed a {kind}: this node's ranks were taken at once",
-                                        host=remote.get("host"), kind=t(str(remote.get("kind")))))
                 captured = loop.capture(kind, dead=loop.progress.failed_ranks()[:1])
                 hang = {"confirmed_at": _iso(_wall(now) if remote is None else seconds(remote.get("at"))),
                         "_last": last}

@@ -77,7 +77,7 @@ def test_two_nodes_agree_and_the_verdict_names_the_rank_on_the_other_node(namesp
         assert p.returncode == 1 and out.strip(), err[-3000:]
         results.append(json.loads(out))
     for res in results:
-        assert res["outcome"] == "hang"
+        assert res["outcome"] == "hang" and res["hang"]["detected_after_s"] >= float(STALL)
         culprit = res["verdict"]["culprit"]
         assert (culprit["ranks"], culprit["host"]) == (["1"], "ddnode-b"), res["verdict"]
         assert res["verdict"]["given_by"] == "ddnode-a"  # the lowest node rank gives the one verdict
@@ -85,6 +85,7 @@ def test_two_nodes_agree_and_the_verdict_names_the_rank_on_the_other_node(namesp
     verdict = json.loads((shared / "verdict.json").read_text())
     assert verdict["by"] == "ddnode-a" and verdict["verdict"]["culprit"]["host"] == "ddnode-b"
     assert verdict["missing"] == []
+    assert sorted(p.name for p in shared.iterdir()) == ["ddnode-a", "ddnode-b", "verdict.json"]  # one, no leftovers
     for host in ("ddnode-a", "ddnode-b"):
         assert (shared / host / "captured.json").is_file() and (shared / host / "stacks.json").is_file()
     merged = json.loads(Path(results[0]["evidence"]["stacks_all_nodes"]).read_text())
