@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 NO_TERMINAL = ("the guided app needs a terminal (stdin and stdout); for scripts use a command, "
@@ -15,12 +14,15 @@ def run_app(args: argparse.Namespace) -> int:
     usage error (exit 2)."""
     from distdoctor.knowledge import KnowledgeError, load_knowledge
     from distdoctor.knowledge.i18n import t
+    from distdoctor.knowledge.loader import overlay_dir
     from distdoctor.probes.base import ProbeContext
 
     from ..errors import UsageError
     from ..record.session import SessionError, SessionStore
 
-    overlay = getattr(args, "knowledge", None) or os.environ.get("DISTDOCTOR_KNOWLEDGE") or ""
+    # the one resolver (--knowledge, else $DISTDOCTOR_KNOWLEDGE); "" for none: the app's check
+    # of the knowledge base after its first paint is then of the packaged data
+    overlay = overlay_dir(getattr(args, "knowledge", None))[0] or ""
     try:
         # Everything but the tree check (networkx) and compiling the log patterns (only the
         # logs step uses them) now; the app runs the full check after its first paint.
