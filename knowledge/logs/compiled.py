@@ -40,6 +40,38 @@ class Sig:
 
 
 @dataclass(frozen=True)
+class Rooted:
+    """One rooted group of the plan: literals that start with the same character. A line is a
+    candidate when one of them occurs in it; scan.py finds them with a regex search (its trie,
+    compiled on first use) or, where the root character is rare, with bytes.find (memchr) and a
+    startswith check, which needs no regex."""
+
+    root: bytes  # one byte
+    tails: tuple[bytes, ...]  # each starts with root; none is a prefix of another
+    rare: bool  # the plan expects the root character to be rare in the input
+    by_next: dict[int, tuple[bytes, ...]]  # the tails by their second byte (all are 2+ bytes)
+
+    @functools.cached_property
+    def rx(self) -> re.Pattern[bytes]:
+        """The trie of the tails as one regex: matches at a position where a tail starts."""
+        root = self.root.decode("latin-1")
+        return re.compile((re.escape(root) + trie_regex([t[1:].decode("latin-1") for t in self.tails])
+                           ).encode("latin-1"))
+
+    @property
+    def compiled(self) -> bool:
+        return "rx" in self.__dict__
+
+
+def _rooted(ch: str, tails: tuple[str, ...], rare: bool) -> Rooted:
+    raw = tuple(t.encode() for t in tails)
+    by_next: dict[int, list[bytes]] = {}
+    for t in raw:
+        by_next.setdefault(t[1], []).append(t)
+    return Rooted(ch.encode(), raw, rare, {k: tuple(v) for k, v in by_next.items()})
+
+
+@dataclass(frozen=True)
 class Compiled:
     """Everything a scan needs, built once per knowledge base (and input character mix)."""
 
@@ -48,8 +80,7 @@ class Compiled:
     harmless_pattern: str | None
     plan: Plan
     finds: tuple[bytes, ...]
-    roots: tuple[re.Pattern[bytes], ...]  # searched
-    rare: tuple[tuple[bytes, re.Pattern[bytes]], ...]  # (root char, regex) matched where find lands
+    groups: tuple[Rooted, ...]  # the plan's rooted groups (scan.py)
     unanchored: tuple[str, ...]  # signature ids no literal can prefilter: every line is a candidate
     comm_ids_free: bool = True  # no signature or harmless pattern can see a communicator's address
 
@@ -84,16 +115,13 @@ def _compile(key: tuple) -> Compiled:
         (tail_sigs if "tail" in sig.tags else sigs).append(sig)
     unanchored = tuple(s.id for s in sigs if not s.needles) + _trigger_unanchored()
     harmless = "|".join(f"(?:{p})" for _i, p in harmless_rows) if harmless_rows else None
-    rooted = [(c, re.compile((re.escape(c) + trie_regex([t[1:] for t in tails])).encode()))
-              for c, tails in pl.roots]
-    roots = tuple(rx for c, rx in rooted if c not in pl.rare)
-    rare = tuple((c.encode(), rx) for c, rx in rooted if c in pl.rare)
+    groups = tuple(_rooted(c, tails, c in pl.rare) for c, tails in pl.roots)
     # scan.py blanks `comm 0x...` addresses to find repeated NCCL init lines: only safe when no
     # pattern (a site overlay's) could match on or across them
     every = [p for _i, p, *_r in sig_rows] + [p for _i, p in harmless_rows]
     free = not any("0x" in p or "comm" in p for p in every)
     return Compiled(tuple(sigs), tuple(tail_sigs), harmless, pl,
-                    tuple(x.encode() for x in pl.literals), roots, rare, unanchored, free)
+                    tuple(x.encode() for x in pl.literals), groups, unanchored, free)
 
 
 @functools.lru_cache(maxsize=1)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from . import extractors
 from .collect import ELASTIC_SPAN
-from .compiled import Compiled
+from .compiled import Compiled, Rooted
 from .sources import Block
 
 VIA = b" via "  # NCCL channel lines: sampled, there can be millions
@@ -37,27 +37,8 @@ def candidates(comp: Compiled, blk: Block, channel_budget: int) -> tuple[list[in
             nl = data.find(b"\n", pos, end)
             pos = end if nl < 0 else nl + 1
         return sorted(starts), set(), 0
+    starts = found_lines(comp, data, end)
     find, rfind = data.find, data.rfind
-    for lit in comp.finds:
-        pos = find(lit, 0, end)
-        while pos >= 0:
-            ls = rfind(b"\n", 0, pos) + 1
-            starts.add(ls)
-            nl = find(b"\n", pos, end)
-            if nl < 0:
-                break
-            pos = find(lit, nl + 1, end)
-    for rx in comp.roots:
-        m = rx.search(data, 0, end)
-        while m is not None:
-            pos = m.start()
-            starts.add(rfind(b"\n", 0, pos) + 1)
-            nl = find(b"\n", pos, end)
-            if nl < 0:
-                break
-            m = rx.search(data, nl + 1, end)
-    for ch, rx in comp.rare:
-        _rare_root(data, end, ch, rx, starts)
     if len(starts) > 1:
         starts = _drop_repeats(comp, data, end, starts)
     taken = 0
@@ -80,33 +61,78 @@ def candidates(comp: Compiled, blk: Block, channel_budget: int) -> tuple[list[in
     return sorted(starts | via), via, taken
 
 
-def _rare_root(data: bytes, end: int, ch: bytes, rx: re.Pattern[bytes], starts: set[int]) -> None:
-    """Lines where a root regex matches, jumping between its (rare) root characters with
-    bytes.find (memchr) instead of sre's byte loop; past its budget of tries in this block the
-    character is not rare here after all, and sre searches the rest."""
+def found_lines(comp: Compiled, data: bytes, end: int) -> set[int]:
+    """Start offsets of the lines of data[:end] that hold one of the plan's literals: each
+    literal found with bytes.find; each rooted group with bytes.find on its root character
+    where that is rare (or the input so far small), else with its regex."""
     find, rfind = data.find, data.rfind
-    tries = max(64, end >> 12)  # about RARE (prefilter) of the block's bytes
-    pos = find(ch, 0, end)
+    starts: set[int] = set()
+    for lit in comp.finds:
+        pos = find(lit, 0, end)
+        while pos >= 0:
+            starts.add(rfind(b"\n", 0, pos) + 1)
+            nl = find(b"\n", pos, end)
+            if nl < 0:
+                break
+            pos = find(lit, nl + 1, end)
+    small = _scanned[0] < SMALL_INPUT
+    tries = max(64, end >> 12)  # about prefilter.RARE of the block's bytes
+    probe = min(end, PROBE)
+    for g in comp.groups:
+        if g.rare or (not small and data.count(g.root, 0, probe) * end < tries * probe):
+            # rare in the input as sampled, or in this block's first bytes
+            _found(data, end, g, starts, tries)
+        elif small and not g.compiled:
+            _found(data, end, g, starts, 0)
+        else:
+            _searched(data, end, g.rx, 0, starts)
+    _scanned[0] += end
+    return starts
+
+
+# Bytes this process scans before the groups' regexes are worth compiling (~1.5 ms each): below
+# it, a group is found with bytes.find and startswith, which need none (a 2-rank run scans ~50 KB).
+SMALL_INPUT = 1 << 20
+_scanned = [0]
+PROBE = 64 << 10  # bytes of a block counted to see whether a group's root is rare in it
+
+
+def _found(data: bytes, end: int, g: Rooted, starts: set[int], tries: int) -> None:
+    """Lines where one of the group's literals occurs, jumping between occurrences of its root
+    character with bytes.find (memchr for one byte) and checking the literals that go on with
+    the next byte (startswith: no regex). `tries` > 0: past that many occurrences in this block
+    the character is not rare here after all, and the group's regex searches the rest. The same
+    lines as _searched, either way."""
+    find, rfind = data.find, data.rfind
+    root, by_next = g.root, g.by_next
+    pos = find(root, 0, end)
     while pos >= 0:
-        if rx.match(data, pos) is not None:
+        nxt = by_next.get(data[pos + 1]) if pos + 1 < end else None
+        if nxt is not None and data.startswith(nxt, pos, end):
             starts.add(rfind(b"\n", 0, pos) + 1)
             nl = find(b"\n", pos, end)
             if nl < 0:
                 return
-            pos = find(ch, nl + 1, end)
+            pos = find(root, nl + 1, end)
         else:
-            pos = find(ch, pos + 1, end)
+            pos = find(root, pos + 1, end)
         tries -= 1
         if tries == 0 and pos >= 0:
-            m = rx.search(data, pos, end)
-            while m is not None:
-                pos = m.start()
-                starts.add(rfind(b"\n", 0, pos) + 1)
-                nl = find(b"\n", pos, end)
-                if nl < 0:
-                    return
-                m = rx.search(data, nl + 1, end)
+            _searched(data, end, g.rx, pos, starts)
             return
+
+
+def _searched(data: bytes, end: int, rx: re.Pattern[bytes], pos: int, starts: set[int]) -> None:
+    """Lines from `pos` on where `rx` matches (one search per line found)."""
+    find, rfind = data.find, data.rfind
+    m = rx.search(data, pos, end)
+    while m is not None:
+        pos = m.start()
+        starts.add(rfind(b"\n", 0, pos) + 1)
+        nl = find(b"\n", pos, end)
+        if nl < 0:
+            return
+        m = rx.search(data, nl + 1, end)
 
 
 def _drop_repeats(comp: Compiled, data: bytes, end: int, starts: set[int]) -> set[int]:

@@ -9,6 +9,7 @@ and peak memory.
     python tests/bench/bench_logs.py --gib 0.1            # quick
     python tests/bench/bench_logs.py --mix all            # every mix at its issue-11 size, with the goals
     python tests/bench/bench_logs.py --mix init-heavy     # a third of the lines NCCL init and transport
+    python tests/bench/bench_logs.py --prefilter --mix all  # the prefilter alone per 4 MiB, vs grep
 
 Mixes (generated, never committed): default (progress-heavy, some channel lines); realistic
 (NCCL init once per rank, then 70% per-collective `NCCL INFO AllReduce: opCount` lines, 25% step
@@ -389,6 +390,86 @@ def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb,
             "base_mib": base_tree / 2**20}
 
 
+def bench_prefilter(mix: str, kb, rounds: int) -> dict:
+    """The prefilter alone on one 4 MiB block of a mix (issue 25 item 17), in CPU time (best of
+    `rounds`): scan.found_lines as the scan runs it on a big input, the scan it replaced (an
+    sre search per rooted group, bytes.find for the plan's rare roots), the whole candidates() (with the repeat and
+    channel passes), and grep -E -c with the signature patterns over the same 4 MiB."""
+    from distdoctor.knowledge.logs import engine, scan
+    from distdoctor.knowledge.logs.compiled import compile_kb
+    from distdoctor.knowledge.logs.sources import Source, blocks
+
+    root = tempfile.mkdtemp(prefix=f"dd-bench-prefilter-{mix}-")
+    try:
+        generate(root, 24 / 1024, 2, mix=mix)
+        path = os.path.join(root, "rank1.log")
+        src = Source(name=path, path=path, size=os.path.getsize(path))
+        comp = compile_kb(kb, engine._sample([src]))
+        blk = list(blocks(Source(name=path, path=path)))[1]
+        data, end = blk.data, blk.end
+        block = os.path.join(root, "block.log")
+        with open(block, "wb") as fh:
+            fh.write(data[:end])
+        patterns = os.path.join(root, "patterns.ere")
+        with open(patterns, "w") as fh:
+            fh.write("\n".join(to_ere(s.pattern) for s in kb.signatures.values()) + "\n")
+
+        def regex_only() -> set[int]:
+            out: set[int] = set()
+            for g in comp.groups:
+                scan._searched(data, end, g.rx, 0, out)
+            return out
+
+        def before() -> set[int]:
+            """The scan before the matcher: the plan's rare roots by bytes.find and a regex match
+            at each, with the same budget; every other group by its regex."""
+            out: set[int] = set()
+            tries0 = max(64, end >> 12)
+            for g in comp.groups:
+                if not g.rare:
+                    scan._searched(data, end, g.rx, 0, out)
+                    continue
+                rx, tries, pos = g.rx, tries0, data.find(g.root, 0, end)
+                while pos >= 0:
+                    if rx.match(data, pos) is not None:
+                        out.add(data.rfind(b"\n", 0, pos) + 1)
+                        nl = data.find(b"\n", pos, end)
+                        if nl < 0:
+                            break
+                        pos = data.find(g.root, nl + 1, end)
+                    else:
+                        pos = data.find(g.root, pos + 1, end)
+                    tries -= 1
+                    if tries == 0 and pos >= 0:
+                        scan._searched(data, end, rx, pos, out)
+                        break
+            return out
+
+        def best(fn) -> float:
+            times = []
+            for _ in range(rounds):
+                t0 = time.process_time()
+                fn()
+                times.append(time.process_time() - t0)
+            return min(times)
+
+        scan._scanned[0] = scan.SMALL_INPUT  # as on a big input: groups by regex unless rare
+        if not scan.found_lines(comp, data, end) == regex_only() == before():
+            raise SystemExit("the matcher and the regex-only scan disagree")
+        new = best(lambda: scan.found_lines(comp, data, end))
+        old = best(before)
+        whole = best(lambda: scan.candidates(comp, blk, scan.CHANNEL_BUDGET))
+        grep = min(run_grep([block], patterns, {"LC_ALL": "C"})[1] for _ in range(rounds))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    mib = end / 2**20
+    print(f"[{mix}] prefilter on {mib:.1f} MiB: {comp.plan.describe()}")
+    print(f"  found_lines {new * 1e3:6.1f} ms   before {old * 1e3:6.1f} ms   candidates() "
+          f"{whole * 1e3:6.1f} ms   grep -E -c LC_ALL=C {grep * 1e3:6.1f} ms cpu (process included): "
+          f"{new / grep:.1f}x grep, {old / new:.2f}x faster than before")
+    return {"mix": mix, "new": new, "old": old, "whole": whole, "grep": grep}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mix", default="default", choices=[*MIXES, "all"],
@@ -398,6 +479,9 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, help="files, one per rank (default: the mix's, 256 for default)")
     ap.add_argument("--dir", help="generate into (and keep) this directory (one mix only)")
     ap.add_argument("--rounds", type=int, default=2, help="timed rounds; the best is reported")
+    ap.add_argument("--prefilter", action="store_true",
+                    help="time the prefilter alone on a 4 MiB block of the mix (or of every mix), "
+                         "against the regex-only scan it replaced and grep")
     ap.add_argument("--baseline", metavar="CHECKOUT",
                     help="also time the analyser of another checkout of this repository (e.g. a "
                          "`git worktree add` of an older commit) on the same files")
@@ -410,6 +494,10 @@ def main() -> int:
 
     kb = load_knowledge(use_env=False)
     mixes = list(MIXES) if args.mix == "all" else [args.mix]
+    if args.prefilter:
+        for mix in mixes:
+            bench_prefilter(mix, kb, max(args.rounds, 5))
+        return 0
     link_dir = None
     if args.baseline:
         if not os.path.isfile(os.path.join(args.baseline, "knowledge", "logs", "engine.py")):

@@ -178,11 +178,15 @@ def test_a_rare_root_that_is_not_rare_falls_back_to_searching() -> None:
     lines either way."""
     import re
 
+    from distdoctor.knowledge.logs.compiled import _rooted
+
+    group = _rooted("U", ("UDA error: ", "Using "), True)
     rx = re.compile(rb"U(?:DA error: |sing )")
     body = b"".join(b"UUUU line %d Using eth0\n" % i if i % 7 == 0 else b"U U U plain %d\n" % i
                     for i in range(20000))
     found: set[int] = set()
-    scan._rare_root(body, len(body), b"U", rx, found)
+    scan._found(body, len(body), group, found, 64)
+    assert group.compiled  # it gave up on bytes.find and searched
     want = {body.rfind(b"\n", 0, m.start()) + 1 for m in rx.finditer(body)}
     assert found == want and len(want) == len(range(0, 20000, 7))
 
