@@ -25,8 +25,8 @@ from .palette import DistDoctorCommands
 from .steps import screen_class
 
 
-# Step id -> (module under tui.screens, class). Imported when the step is first opened, so the
-# first screen does not pay for DataTable, Log or the probes. Unknown steps get GenericStepScreen.
+# The step's screen (tui/app/steps.py), imported when the step is first opened, so the first
+# screen does not pay for DataTable, Log or the probes. Unknown steps get GenericStepScreen.
 def _make_screen(step_id: str) -> Screen[Any]:
     return screen_class(step_id)(step_id)  # type: ignore[call-arg]
 
@@ -297,19 +297,8 @@ class DistDoctorApp(InputGuards, JobPython, App[int]):
              self.action_toggle_learn),
             (t("Help: all keys"), t("Every key of every screen"), self.action_help),
         ]
-        for step_id, action, name, help_ in (
-            ("logs", "copy", "Copy the logging switches", "Copy the lines that turn logging on"),
-            ("logs", "focus_path", "Load logs", "Type a log file or folder to analyse"),
-            ("logs", "browse", "Browse for logs", "Pick a log file or folder in a tree"),
-            ("environment", "rerun", "Run the environment probes", "Check this node again"),
-            ("environment", "topology", "Show the GPU topology", "Topology picture and P2P advice"),
-            ("environment", "fleet", "Compare fleet snapshots", "Load snapshots from other nodes"),
-            ("repro", "run", "Run the minimal repro", "One node, two processes, all-reduce"),
-            ("bisect", "run", "Run the bisection", "Baseline, then one switch at a time"),
-            ("conclusion", "copy_fix", "Copy the fix", "Copy the top cause's fix lines"),
-            ("conclusion", "export", "Export the report", "Write the session as md, html or json"),
-        ):
-            if step_id in self.order:
+        for step_id in self.order:  # each step's screen declares its actions' entries
+            for action, name, help_ in screen_class(step_id).PALETTE:
                 out.append((t(name), t(help_), partial(self.run_step_action, step_id, action)))
         out.append((t("Stop the running job"), t("Cancel a running repro or bisection"),
                     self.action_stop_runs))

@@ -1,21 +1,28 @@
-"""Which screen shows which step of the method: the app builds them, the help screen lists their keys."""
+"""Which screen shows which step of the method. Nothing here lists the steps: they are the tree's
+(knowledge/data/tree.toml). A step's screen is the module `tui/app/screens/<step id>.py` (a
+hyphen in the id is an underscore there) that names its class `SCREEN`; the class declares its
+palette entries (`PALETTE`) and its next-action text (`next_action`). A step without such a
+module, a site overlay's, gets GenericStepScreen: its prose and the tree's next step."""
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import importlib.util
+from typing import TYPE_CHECKING
 
-from textual.screen import Screen
+if TYPE_CHECKING:
+    from .screens.base import StepScreen
 
-STEP_SCREENS: dict[str, tuple[str, str]] = {
-    "classify": ("classify", "ClassifyScreen"),
-    "logs": ("logs", "LogsScreen"),
-    "environment": ("environment", "EnvironmentScreen"),
-    "repro": ("repro", "ReproScreen"),
-    "bisect": ("repro", "BisectScreen"),
-    "conclusion": ("conclusion", "ConclusionScreen"),
-}
+PACKAGE = "distdoctor.tui.app.screens"
 
 
-def screen_class(step_id: str) -> type[Screen[Any]]:
-    module, name = STEP_SCREENS.get(step_id, ("base", "GenericStepScreen"))
-    return getattr(importlib.import_module(f"distdoctor.tui.app.screens.{module}"), name)
+def screen_class(step_id: str) -> type[StepScreen]:
+    """The step's screen class, imported when first asked for (the first screen does not pay
+    for the others' DataTable, Log or probes)."""
+    name = step_id.replace("-", "_")
+    if name.isidentifier() and importlib.util.find_spec(f"{PACKAGE}.{name}") is not None:
+        screen = getattr(importlib.import_module(f"{PACKAGE}.{name}"), "SCREEN", None)
+        if screen is not None:
+            return screen
+    from .screens.base import GenericStepScreen
+
+    return GenericStepScreen

@@ -5,12 +5,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# Which session event kind completes which step of the method. Step ids come from the knowledge
-# base; a step without an entry here (a site overlay's extra step) is never "done".
-STEP_EVENTS: Mapping[str, str] = {
-    "classify": "classify", "logs": "logs", "environment": "check",
-    "repro": "repro", "bisect": "bisect", "conclusion": "conclusion",
-}
+# The session event that completes a step of the method is the one named as the step (a new
+# step's screen records an event of its own id), except these. Step ids come from the tree; a
+# step that records nothing (a site overlay's prose step) is never "done".
+STEP_EVENTS: Mapping[str, str] = {"environment": "check"}
 
 
 def is_stopped(result: Mapping[str, Any]) -> bool:
@@ -53,7 +51,7 @@ class Flow:
     def done(self, step_id: str) -> bool:
         """A step is done when its event is recorded, and complete (a sweep cut short is not,
         nor a repro or bisection stopped by the user: it concluded nothing)."""
-        event = self.events.get(STEP_EVENTS.get(step_id, ""))
+        event = self.events.get(STEP_EVENTS.get(step_id, step_id))
         return bool(event) and not event.get("partial") and not is_stopped(event)
 
     def first_undone(self, order: list[str]) -> str:

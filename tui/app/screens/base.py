@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -15,7 +15,9 @@ from textual.widget import Widget
 from textual.widgets import Header, Input, OptionList
 from textual.worker import Worker, WorkerState
 
+from ...record.state import Flow
 from ..lang import localise_bindings, resolve, t
+from ..nextaction import next_hint
 from ..widgets import KeyBar, LearnPanel, NextAction, StepNav
 
 if TYPE_CHECKING:
@@ -37,6 +39,17 @@ class StepScreen(Screen[None]):
     RESULT_BELOW: frozenset[str] = frozenset()
     # steps that show the diagnosis pinned above their content (tui.app.verdict.VerdictBanner)
     BANNER = False
+    # the command palette's entries for this step's actions: (action, name, help), English (the
+    # palette says them in the app's language)
+    PALETTE: tuple[tuple[str, str, str], ...] = ()
+
+    @classmethod
+    def next_action(cls, kb: Any, flow: Flow, step_id: str, order: list[str]) -> str:
+        """What the user should do now on this step (the next-action panel), from the session so
+        far and the tree: by default the step's why and the tree's next step."""
+        step = kb.steps.get(step_id)
+        hint = next_hint(kb, step_id)
+        return (step.why if step else "") + (" " + hint if hint else "")
 
     def __init__(self, step_id: str) -> None:
         super().__init__(name=step_id, id=f"step-{step_id}")

@@ -12,9 +12,10 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
-from ...record.state import suspects
-from ..lang import t
+from ...record.state import Flow, suspects
+from ..lang import resolve, t
 from ..messages import LogsAnalysed
+from ..nextaction import cause_title, next_hint
 from ..widgets import Plain
 from .base import StepScreen
 
@@ -95,6 +96,20 @@ class ClassifyScreen(StepScreen):
     """Two questions from the knowledge base's symptoms, and a paste box for an error line."""
 
     BINDINGS = [Binding("slash", "focus_paste", "Paste a line", key_display="/")]
+
+    @classmethod
+    def next_action(cls, kb: Any, flow: Flow, step_id: str, order: list[str]) -> str:
+        hint = next_hint(kb, step_id)
+        if not flow.kind and not flow.pasted:
+            return t("Say what you see: choose Hang or Error (arrows, Enter), or paste an error line.")
+        if not flow.symptom and not flow.paste_causes:
+            # English names the kind by its id ("hang"), as it always did; Chinese by its title
+            kind = (kb.symptoms[flow.kind].title if flow.kind in kb.symptoms and resolve() != "en"
+                    else flow.kind or t("problem"))
+            return t("Choose where the {kind} happens, or paste an error line.", kind=kind)
+        top = suspects(kb, flow.symptom)
+        lead = flow.paste_causes[0]["id"] if flow.paste_causes else (top[0]["id"] if top else "")
+        return t("First suspect: {title}. {hint}", title=cause_title(kb, lead), hint=hint).strip() if lead else hint
 
     def compose_step(self) -> Iterable[Widget]:
         kb = self.dd.kb
@@ -291,3 +306,6 @@ class ClassifyScreen(StepScreen):
     def _title(self, cause_id: str) -> str:
         cause = self.dd.kb.causes.get(cause_id)
         return cause.title if cause else cause_id
+
+
+SCREEN = ClassifyScreen  # the step this module shows (tui/app/steps.py)

@@ -17,6 +17,7 @@ from ...record.diagnosis_feed import diagnose_flow
 from ...record.ranking import Ranked
 from ...record.report_causes import plain_reason
 from ...record.session import SAVE_WAIT_S
+from ...record.state import Flow
 from .. import launchers
 from ..lang import t
 from ..messages import Exported
@@ -62,6 +63,14 @@ class ConclusionScreen(StepScreen):
     BINDINGS = [Binding("c", "copy_fix", "Copy fix"), Binding("e", "export", "Export report")]
     RESULT_BELOW = frozenset({"ranking"})  # the highlighted cause's why, under the table
     BANNER = True  # the verdict stays above the causes, whatever the scroll
+    PALETTE = (("copy_fix", "Copy the fix", "Copy the top cause's fix lines"),
+               ("export", "Export the report", "Write the session as md, html or json"))
+
+    @classmethod
+    def next_action(cls, kb: Any, flow: Flow, step_id: str, order: list[str]) -> str:
+        if not flow.events:
+            return t("No evidence yet: classify the symptom first (1), or load the job's logs (2).")
+        return t("Apply the fix of the top cause, remove the debugging switches, e exports the report.")
 
     def compose_step(self) -> Iterable[Widget]:
         yield Plain(t("Causes, ranked by all the evidence"), classes="heading first")
@@ -217,3 +226,6 @@ class ConclusionScreen(StepScreen):
         # the line under the field says it, brought into view: a toast said it too, and at 80x24
         # it covered the field and the line
         self.call_after_refresh(status.scroll_visible, animate=False)
+
+
+SCREEN = ConclusionScreen  # the step this module shows (tui/app/steps.py)

@@ -15,8 +15,10 @@ from textual.widget import Widget
 from textual.widgets import Button, DataTable, ProgressBar, Static
 from textual.worker import get_current_worker
 
+from ...record.state import Flow
 from ..lang import t
 from ..messages import ProbeDone, SweepDone, SweepStarted
+from ..nextaction import next_hint
 from ..widgets import Plain, status_text
 from .base import StepScreen, row_index
 
@@ -59,6 +61,23 @@ class EnvironmentScreen(StepScreen):
         Binding("f", "fleet", "Fleet"),
         Binding("a", "toggle_ok", "Show OK"),
     ]
+    PALETTE = (("rerun", "Run the environment probes", "Check this node again"),
+               ("topology", "Show the GPU topology", "Topology picture and P2P advice"),
+               ("fleet", "Compare fleet snapshots", "Load snapshots from other nodes"))
+
+    @classmethod
+    def next_action(cls, kb: Any, flow: Flow, step_id: str, order: list[str]) -> str:
+        hint = next_hint(kb, step_id)
+        if not flow.done("environment"):
+            return t("Probes run when this step opens; r reruns them.")
+        findings = flow.findings
+        fails = [f for f in findings if f.get("status") == "fail"]
+        warns = [f for f in findings if f.get("status") == "warn"]
+        if not fails and not warns:
+            return t("No FAIL or WARN on this node. {hint}", hint=hint).strip()
+        worst = (fails or warns)[0]
+        return t("{fails} FAIL, {warns} WARN; first: {title}. {hint}", fails=len(fails), warns=len(warns),
+                 title=worst.get("title", ""), hint=hint).strip()
     show_ok = False  # OK findings are many and say nothing to act on: listed on request
     RESULT_BELOW = frozenset({"findings"})  # the highlighted finding's what / why / fix
 
@@ -250,3 +269,6 @@ class EnvironmentScreen(StepScreen):
     @on(Button.Pressed, "#rerun")
     def _rerun_pressed(self) -> None:
         self.action_rerun()
+
+
+SCREEN = EnvironmentScreen  # the step this module shows (tui/app/steps.py)

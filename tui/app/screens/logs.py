@@ -12,9 +12,11 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Static
 
+from ...record.state import Flow
 from .. import launchers
 from ..lang import cells, clip, t
 from ..messages import LogsAnalysed, StacksTaken
+from ..nextaction import cause_title, next_hint
 from ..widgets import PathSuggester, Plain
 from . import logs_sources
 from .base import StepScreen, row_index
@@ -65,6 +67,28 @@ class LogsScreen(StepScreen):
         Binding("s", "stacks", "Stacks now"),
         Binding("k", "knobs", "More evidence"),
     ]
+    PALETTE = (("copy", "Copy the logging switches", "Copy the lines that turn logging on"),
+               ("focus_path", "Load logs", "Type a log file or folder to analyse"),
+               ("browse", "Browse for logs", "Pick a log file or folder in a tree"))
+
+    @classmethod
+    def next_action(cls, kb: Any, flow: Flow, step_id: str, order: list[str]) -> str:
+        hint = next_hint(kb, step_id)
+        event = flow.events.get("logs")
+        if not event and flow.kind == "hang":
+            # during a hang the logs usually say nothing: where each rank is now says more
+            return t("If the job still hangs, press s: every rank's stack now, and the odd one out. "
+                     "Then load its logs (f) or copy the logging lines (c).")
+        if not event:
+            return t("Copy the logging lines (c) into the job, rerun it, then press f, type the logs' path and Enter.")
+        causes = event.get("causes") or []
+        if not causes:
+            return t("No known failure signature in {n} path(s). {hint}", n=len(flow.log_paths), hint=hint).strip()
+        who = (event.get("verdict") or {}).get("culprit") if isinstance(event.get("verdict"), dict) else None
+        named = t("Rank {ranks} {role}; ", ranks=", ".join(map(str, who.get("ranks") or [])),
+                  role=t(str(who.get("role")))) if isinstance(who, dict) else ""
+        return t("{named}logs point at: {title}. Enter on an evidence line shows it. {hint}", named=named,
+                 title=cause_title(kb, causes[0]["id"]), hint=hint).strip()
 
     def compose_step(self) -> Iterable[Widget]:
         launcher = launchers.for_env(self.dd.ctx.env)
@@ -345,3 +369,6 @@ def no_lines_reason(cause: dict[str, Any], title: str) -> str:
         why = t("basis: {basis}", basis=t(basis) if basis else t("unknown"))
     return (t("No log lines for '{title}': {why}", title=title, why=why)
             + (t(" ({reasons}).", reasons=reasons) if reasons else ""))
+
+
+SCREEN = LogsScreen  # the step this module shows (tui/app/steps.py)

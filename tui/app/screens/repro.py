@@ -1,4 +1,5 @@
-"""Steps 4 and 5, minimal repro and bisection: the plan, a Run key, live output, a results table."""
+"""The Repro step, and the frame it shares with Bisect (bisect.py): the plan, a Run key, live
+output, a results table."""
 from __future__ import annotations
 
 import threading
@@ -14,12 +15,13 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Log, Select, Static
 
-from ...record.state import is_stopped
+from ...record.state import Flow, is_stopped
 from ..lang import t
 from ..messages import PythonFound, RunFinished, RunLine, RunRow
+from ..nextaction import crashed_ranks, next_hint, run_outcome
 from ..widgets import STATUS_WORDS, Plain, status_text
 from .base import StepScreen, row_index
-from .repro_words import app_words, short_switch
+from .repro_words import app_words
 
 BACKENDS = [("auto", "auto"), ("nccl", "nccl"), ("gloo", "gloo")]
 
@@ -60,6 +62,23 @@ class RunScreen(StepScreen):
     ]
     kind = "repro"
     what = "minimal repro"
+
+    @classmethod
+    def next_action(cls, kb: Any, flow: Flow, step_id: str, order: list[str]) -> str:
+        hint = next_hint(kb, step_id)
+        event = flow.events.get(step_id)
+        what = t(cls.what)
+        if not event:
+            crashed = crashed_ranks(flow)
+            if crashed and "conclusion" in order:
+                # a clear crash in the logs: this node's transports are not in question
+                return t("The logs show rank {ranks} crashed: the {what} tests this node's transports, "
+                         "not that crash. {n} skips to Conclusion; r runs it anyway.", ranks=crashed,
+                         what=what, n=order.index("conclusion") + 1)
+            return t("r runs the {what} (x stops it). {hint}", what=what, hint=hint).strip()
+        if is_stopped(event):
+            return t("The {what} was stopped before a result; r runs it again.", what=what)
+        return f"{run_outcome(kb, step_id, event)} {hint}".strip()
 
     def compose_step(self) -> Iterable[Widget]:
         with Horizontal(classes="row options"):
@@ -294,6 +313,7 @@ class ReproScreen(RunScreen):
     """One node, two ranks, the job's Python and environment: init, all-reduce, exit."""
 
     kind, what = "repro", "minimal repro"
+    PALETTE = (("run", "Run the minimal repro", "One node, two processes, all-reduce"),)
 
     def plan_lines(self, lines: list[str]) -> list[str]:
         # the plan describes a bisection; its first line is the baseline, which is the repro
@@ -333,59 +353,4 @@ class ReproScreen(RunScreen):
         return text
 
 
-class BisectScreen(RunScreen):
-    """Baseline, then each switch alone, in the knowledge base's order; stops at the first pass."""
-
-    kind, what = "bisect", "bisection"
-
-    def plan_lines(self, lines: list[str]) -> list[str]:
-        # each switch in one line: what it turns off is learn mode's (l), the Run key stays in sight
-        return lines if self.dd.learn else [short_switch(line) for line in lines]
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="bisect", description="bisection")
-    def execute(self, opts: Any, cancel: threading.Event) -> None:
-        from distdoctor.probes.repro import check_python, run_bisect
-
-        def on_run(label: str, result: Any) -> None:
-            self.post_message(RunRow(result_row(label, result.to_dict())))
-
-        try:
-            info = check_python(opts)
-            backend = info.backend_for(opts.backend)
-            self.post_message(RunLine(f"distdoctor: torch {info.torch} at {info.python}, backend {backend}"))
-            result = run_bisect(replace(opts, python=info.python, torch=info.torch), self.dd.kb, on_run=on_run,
-                                cancel=cancel, backend=backend,
-                                on_line=lambda label, line: self.post_message(RunLine(f"[{label}] {line}")))
-        except (OSError, ValueError) as exc:  # ReproInputError: no torch, no GPU for nccl...
-            self.post_message(RunFinished(self.kind, None, str(exc)))
-            return
-        self.post_message(RunFinished(self.kind, result.to_dict()))
-
-    def rows(self, result: dict[str, Any]) -> list[dict[str, Any]]:
-        rows = [result_row("baseline", result.get("baseline") or {})]
-        for run in result.get("runs") or []:
-            rows.append({"label": run.get("env", "?"), "outcome": run.get("outcome", "?"),
-                         "duration_s": run.get("duration_s", 0),
-                         "detail": ", ".join(run.get("causes") or []), "log": run.get("log") or ""})
-        return rows
-
-    def summary(self, result: dict[str, Any]) -> Text:
-        text = Text()
-        verdict = result.get("verdict")
-        if isinstance(verdict, dict):
-            text.append(t("Verdict: "), style="bold")
-            cause = self.dd.kb.causes.get(str(verdict.get("cause")))
-            text.append(t("passes only with {env}: {cause}", env=verdict.get("env"),
-                          cause=(cause.title if cause and self.dd.lang != "en" else None)
-                          or verdict.get("cause_title") or verdict.get("cause")))
-            if verdict.get("reminder"):
-                text.append(f"\n{verdict['reminder']}")
-        elif result.get("baseline_passed"):
-            text.append(t("Baseline PASS: "), style="bold")
-            text.append(t("this node's local setup works; suspect the network between nodes or the job's code."))
-        elif result.get("stopped"):
-            text.append(t("STOPPED before a verdict."), style="bold")
-        else:
-            text.append(t("No single switch made it pass: "), style="bold")
-            text.append(t("the cause is not one of these transports; read the logs of each run."))
-        return text
+SCREEN = ReproScreen  # the step this module shows (tui/app/steps.py)
