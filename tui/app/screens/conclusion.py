@@ -69,7 +69,14 @@ class ConclusionScreen(StepScreen):
     @classmethod
     def next_action(cls, kb: Any, flow: Flow, step_id: str, order: list[str]) -> str:
         if not flow.events:
-            return t("No evidence yet: classify the symptom first (1), or load the job's logs (2).")
+            def key(step: str) -> str:
+                return str(order.index(step) + 1) if step in order else "?"
+
+            return t("No evidence yet: classify the symptom first ({classify}), or load the job's logs ({logs}).",
+                     classify=key("classify"), logs=key("logs"))
+        if not diagnose_flow(kb, flow).confident:  # no cause named: nothing to fix yet
+            return t("Not enough evidence to name a cause: collect what Next in the verdict above says; "
+                     "e exports the report.")
         return t("Apply the fix of the top cause, remove the debugging switches, e exports the report.")
 
     def compose_step(self) -> Iterable[Widget]:

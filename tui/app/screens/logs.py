@@ -12,6 +12,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Static
 
+from ...record.diagnosis_feed import diagnose_flow
 from ...record.state import Flow
 from .. import launchers
 from ..lang import cells, clip, t
@@ -84,6 +85,9 @@ class LogsScreen(StepScreen):
         causes = event.get("causes") or []
         if not causes:
             return t("No known failure signature in {n} path(s). {hint}", n=len(flow.log_paths), hint=hint).strip()
+        if not diagnose_flow(kb, flow).confident:  # candidates only: the verdict above says so
+            return t("Not enough evidence to name a cause: collect what Next in the verdict above says. {hint}",
+                     hint=hint).strip()
         who = (event.get("verdict") or {}).get("culprit") if isinstance(event.get("verdict"), dict) else None
         named = t("Rank {ranks} {role}; ", ranks=", ".join(map(str, who.get("ranks") or [])),
                   role=t(str(who.get("role")))) if isinstance(who, dict) else ""
@@ -268,15 +272,17 @@ class LogsScreen(StepScreen):
             self.launcher = seen
             self.query_one("#launcher", Static).update(launcher_text(seen))
             self.query_one("#switch-lines", Static).update(Text(seen.text))
-        causes = self.diagnosed(data.get("causes") or [])
+        causes, confident = self.diagnosed(data.get("causes") or [])
         files = data.get("files_read")
         files_n = len(files) if isinstance(files, list) else files
         skipped = data.get("skipped") or []
         status = t("Read {n} file(s)", n=files_n if files_n is not None else "?")
         if skipped:
             status += t(", skipped {n}", n=len(skipped))
-        status += (t(": {n} cause(s) found.", n=len(causes)) if causes
-                   else t(": no known failure signature."))
+        status += (t(": no known failure signature.") if not causes
+                   else t(": {n} cause(s) found.", n=len(causes)) if confident
+                   # the diagnosis names none of them: the verdict above says what to collect
+                   else t(": {n} candidate cause(s), not enough evidence to name one.", n=len(causes)))
         # the culprit and the story are in the verdict banner above the page
         first = data.get("first_failure")
         named = [str(ev.get("file", "?")) for c in causes for ev in c.get("evidence") or []
@@ -318,18 +324,17 @@ class LogsScreen(StepScreen):
                                  key=str(len(self._evidence)))
                 self._evidence.append((str(ev.get("file", "")), int(ev.get("line") or 1)))
 
-    def diagnosed(self, causes: list[Any]) -> list[dict[str, Any]]:
+    def diagnosed(self, causes: list[Any]) -> tuple[list[dict[str, Any]], bool]:
         """The log analysis's causes in the one diagnosis's order, without those it leaves out
         (a GPU cause on a Gloo job on CPU, say) or argues away: the table agrees with the banner
-        and the Conclusion step. The lines stay the log analysis's."""
-        from ...record.diagnosis_view import session_diagnosis
-
+        and the Conclusion step. The lines stay the log analysis's. With whether the diagnosis
+        names a cause (confirmed or likely) or found only candidates (not enough evidence)."""
         if self.dd.flow.events.get("logs") is None:
-            return [c for c in causes if isinstance(c, dict)]
-        order = {str(c.get("id")): n for n, c in enumerate(session_diagnosis(self.dd.kb, self.dd.flow)
-                                                          .get("causes") or []) if isinstance(c, dict)}
+            return [c for c in causes if isinstance(c, dict)], True
+        diagnosis = diagnose_flow(self.dd.kb, self.dd.flow)
+        order = {r.id: n for n, r in enumerate(diagnosis.causes)}
         kept = [c for c in causes if isinstance(c, dict) and (str(c.get("id")) in order or c.get("id") == "other")]
-        return sorted(kept, key=lambda c: order.get(str(c.get("id")), len(order)))
+        return sorted(kept, key=lambda c: order.get(str(c.get("id")), len(order))), diagnosis.confident
 
     @on(DataTable.RowSelected, "#causes")
     def _to_evidence(self, event: DataTable.RowSelected) -> None:
