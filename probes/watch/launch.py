@@ -82,15 +82,21 @@ def launcher_of(argv: Sequence[str]) -> tuple[str, int]:
     return "other", 1
 
 
-def has_log_dir(argv: Sequence[str]) -> str | None:
-    """The --log-dir a torchrun line already gives (None when it gives none)."""
+def option_value(argv: Sequence[str], *names: str) -> str | None:
+    """The value a launch line gives one of the options `names` (`--opt V` or `--opt=V`); None
+    when it gives none."""
     for i, arg in enumerate(argv):
-        for name in LOG_DIR_OPTIONS:
+        for name in names:
             if arg == name and i + 1 < len(argv):
                 return argv[i + 1]
             if arg.startswith(name + "="):
                 return arg.split("=", 1)[1]
     return None
+
+
+def has_log_dir(argv: Sequence[str]) -> str | None:
+    """The --log-dir a torchrun line already gives (None when it gives none)."""
+    return option_value(argv, *LOG_DIR_OPTIONS)
 
 
 def job_python(argv: Sequence[str], env: Mapping[str, str]) -> str | None:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .launch import option_value
+
 HEARTBEAT_EVERY_S = 2.0
 READ_EVERY_S = 1.0  # the others' markers and heartbeats are read at most this often (a shared
 # file system serves every node's watcher)
@@ -60,16 +62,6 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _option(argv: Sequence[str], *names: str) -> str | None:
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
-
-
 def _int(text: str | None) -> int | None:
     return int(text) if text is not None and text.strip().isdigit() else None
 
@@ -79,10 +71,10 @@ def job_nodes(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | None, 
     line (torchrun's --node-rank, --nnodes N or MIN:MAX, --rdzv-id, --master-addr/--master-port,
     --rdzv-endpoint) and the environment (a rank's GROUP_RANK and GROUP_WORLD_SIZE, NODE_RANK,
     SLURM_NODEID, SLURM_NNODES); None where unknown."""
-    node = _int(_option(argv, "--node-rank", "--node_rank"))
+    node = _int(option_value(argv, "--node-rank", "--node_rank"))
     for name in ("GROUP_RANK", "NODE_RANK", "SLURM_NODEID"):
         node = node if node is not None else _int(env.get(name))
-    nodes = _option(argv, "--nnodes")
+    nodes = option_value(argv, "--nnodes")
     count = _int((nodes or "").rpartition(":")[2]) if nodes else None
     for name in ("GROUP_WORLD_SIZE", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"):
         count = count if count is not None else _int(env.get(name))
@@ -91,10 +83,10 @@ def job_nodes(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | None, 
     if env.get("SLURM_JOB_ID"):
         key = f"slurm:{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '')}"
     else:
-        endpoint = _option(argv, "--rdzv-endpoint", "--rdzv_endpoint") or (
-            f"{_option(argv, '--master-addr', '--master_addr') or env.get('MASTER_ADDR', '')}:"
-            f"{_option(argv, '--master-port', '--master_port') or env.get('MASTER_PORT', '')}")
-        rdzv = _option(argv, "--rdzv-id", "--rdzv_id") or env.get("TORCHELASTIC_RUN_ID", "")
+        endpoint = option_value(argv, "--rdzv-endpoint", "--rdzv_endpoint") or (
+            f"{option_value(argv, '--master-addr', '--master_addr') or env.get('MASTER_ADDR', '')}:"
+            f"{option_value(argv, '--master-port', '--master_port') or env.get('MASTER_PORT', '')}")
+        rdzv = option_value(argv, "--rdzv-id", "--rdzv_id") or env.get("TORCHELASTIC_RUN_ID", "")
         key = f"{endpoint}/{rdzv}" if endpoint != ":" or rdzv else ""
     return node, count, key
 

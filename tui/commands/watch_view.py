@@ -217,18 +217,15 @@ def port_free(port: int) -> bool:
 def master_port(argv: list[str], env: dict[str, str] | None = None) -> int | None:
     """The rendezvous port a launch line uses (torchrun's --master-port, --rdzv-endpoint, or
     MASTER_PORT; 29500 for a standalone torchrun without one)."""
+    from distdoctor.probes.watch.launch import option_value
+
     env = env if env is not None else dict(os.environ)
-    for i, arg in enumerate(argv):
-        for name in ("--master-port", "--master_port"):
-            value = argv[i + 1] if arg == name and i + 1 < len(argv) else (
-                arg.split("=", 1)[1] if arg.startswith(name + "=") else None)
-            if value and value.isdigit():
-                return int(value)
-        for name in ("--rdzv-endpoint", "--rdzv_endpoint"):
-            value = argv[i + 1] if arg == name and i + 1 < len(argv) else (
-                arg.split("=", 1)[1] if arg.startswith(name + "=") else None)
-            if value and value.rpartition(":")[2].isdigit():
-                return int(value.rpartition(":")[2])
+    port = option_value(argv, "--master-port", "--master_port")
+    if port and port.isdigit():
+        return int(port)
+    endpoint = option_value(argv, "--rdzv-endpoint", "--rdzv_endpoint")
+    if endpoint and endpoint.rpartition(":")[2].isdigit():
+        return int(endpoint.rpartition(":")[2])
     if env.get("MASTER_PORT", "").isdigit():
         return int(env["MASTER_PORT"])
     return None
