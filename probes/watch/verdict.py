@@ -57,7 +57,9 @@ def merge_nodes(captures: Mapping[str, Mapping[str, Any]], work: Path, notes: li
     stacks analysed together (the odd rank is found across nodes), their evidence items, Flight
     Recorder dumps and RAS, and their per-rank logs linked under `work` by global rank (torchrun
     names each node's files by local rank). A node's shared output is read only where its local
-    ranks are its global ones (its `[default0]:` prefixes name local ranks)."""
+    ranks are its global ones (its `[default0]:` prefixes name local ranks). Ranks numbered on each
+    node (no RANK in their environment: mp.spawn's children) are named `rank@host`, never taken
+    for one another."""
     from .. import stacks
     from ..flightrec import DumpError, as_evidence, read_and_analyse, to_json
     from .mechanisms import different_collectives
@@ -68,24 +70,37 @@ def merge_nodes(captures: Mapping[str, Mapping[str, Any]], work: Path, notes: li
     kinds = set()
     hosts: dict[str, str] = {}
     links = work / "logs-by-rank"
+    on: dict[str, set[str]] = {}
+    for host, cap in captures.items():
+        for rank in cap.get("local_ranks") or {}:
+            on.setdefault(str(rank), set()).add(host)
+    clash = sorted(r for r, where in on.items() if len(where) > 1)
+    if clash:
+        notes.append(t("ranks {ranks} are numbered on each node (no RANK in their environment): each is "
+                       "named rank@host", ranks=", ".join(clash)))
     for host, cap in sorted(captures.items()):
+        def named(rank: Any, host: str = host) -> str:
+            return f"{rank}@{host}" if str(rank) in clash else str(rank)
         kinds.add(cap.get("kind"))
         doc = read_json(Path(str(cap["stacks"]))) if cap.get("stacks") else None
         if doc is not None:
+            for r in doc.get("ranks") or []:
+                r["rank"] = named(r.get("rank"))
             docs.append(doc)
-            hosts.update({str(r.get("rank")): host for r in doc.get("ranks") or []})
-        hosts.update({str(r): host for r in cap.get("local_ranks") or {}})
-        extra.extend(x for x in cap.get("extra") or [] if isinstance(x, Mapping))
+            hosts.update({r["rank"]: host for r in doc.get("ranks") or []})
+        hosts.update({named(r): host for r in cap.get("local_ranks") or {}})
+        extra.extend(dict(x, ranks=[named(r) for r in x.get("ranks") or []])
+                     for x in cap.get("extra") or [] if isinstance(x, Mapping))
         fr_dirs.extend(d for d in cap.get("fr") or [] if isinstance(d, str) and os.path.isdir(d) and os.listdir(d))
         if ras is None and cap.get("ras"):
             ras = read_json(Path(str(cap["ras"])))
         local = cap.get("local_ranks") or {}
-        if all(str(r) == str(lr) for r, lr in local.items()):
+        if all(str(r) == str(lr) and str(r) not in clash for r, lr in local.items()):
             logs.extend(p for p in cap.get("shared_logs") or [] if os.path.isfile(p))
         elif cap.get("shared_logs"):
             notes.append(t("{host}'s launcher output was not read: its lines name local ranks", host=host))
         for rank, paths in (cap.get("logs") or {}).items():
-            for path in paths if str(rank).isdigit() else []:
+            for path in paths if named(rank).isdigit() else []:
                 link = links / f"rank{rank}-{os.path.basename(path)}"
                 try:
                     links.mkdir(parents=True, exist_ok=True)

@@ -199,3 +199,16 @@ def test_culprit_hosts() -> None:
     assert culprit_hosts({"ranks": ["0", "1"]}, hosts)["host"] == "a, b"
     assert "host" not in culprit_hosts({"ranks": ["7"]}, hosts)
     assert culprit_hosts(None, hosts) is None
+
+
+def test_ranks_numbered_on_each_node_are_never_taken_for_one_another(tmp_path: Path) -> None:
+    """mp.spawn's children carry no RANK: both nodes call theirs rank 0. Neither is "rank 0"."""
+    clock = Clock()
+    a = _capture(tmp_path, "node-a", "0", FRAMES_WAIT, clock, 0)
+    _capture(tmp_path, "node-b", "0", FRAMES_SLEEP, clock, 1)
+    notes: list[str] = []
+    merged = merge_nodes(a.captures(), a.own, notes)
+    assert merged["hosts"] == {"0@node-a": "node-a", "0@node-b": "node-b"}
+    assert merged["stacks"]["culprit"]["ranks"] == ["0@node-b"]
+    assert merged["logs"] == []  # per-node numbers: no log is filed under a global rank
+    assert any("numbered on each node" in n for n in notes)
