@@ -11,6 +11,7 @@ from pathlib import Path
 import appkit
 import pytest
 from appkit import classified, settle
+from snapkit import open_step
 
 LOGS = appkit.FIXTURES / "app"
 
@@ -28,57 +29,59 @@ def test_classify_first_screen(app, snap_compare) -> None:
     assert snap_compare(app, terminal_size=(80, 24))
 
 
-def test_classify_answered_with_suspects(app, snap_compare) -> None:
+def test_classify_answered_with_suspects(app, snap_body) -> None:
     async def run_before(pilot) -> None:
         await classified(pilot)
         pilot.app.screen.query_one("#suspects").scroll_visible(animate=False)
 
-    assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
+    assert snap_body(app, terminal_size=(100, 30), run_before=run_before)
 
 
-def test_classify_learn_mode(tmp_path: Path, snap_compare) -> None:
+def test_classify_learn_mode(tmp_path: Path, snap_body) -> None:
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="snap", learn=True)
-    assert snap_compare(app, terminal_size=(80, 24))
+    assert snap_body(app, terminal_size=(80, 24))
 
 
-def test_logs_switches_for_torchrun(app, snap_compare) -> None:
+def test_logs_switches_for_torchrun(app, snap_body) -> None:
     async def run_before(pilot) -> None:
         await classified(pilot)
-        await pilot.press("n")
+        await open_step(pilot, "logs")
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_body(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_logs_error_missing_path(app, snap_compare) -> None:
+def test_logs_error_missing_path(app, snap_body) -> None:
     async def run_before(pilot) -> None:
-        await pilot.press("2", "f")
+        await open_step(pilot, "logs")
+        await pilot.press("f")
         pilot.app.focused.value = "./no-such-logs"
         await pilot.press("enter", "escape")
         pilot.app.screen.query_one("#logs-status").scroll_visible(animate=False)
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_body(app, terminal_size=(80, 24), run_before=run_before)
 
 
 async def logs_loaded(pilot) -> None:
     await classified(pilot)
-    await pilot.press("n", "f")
+    await open_step(pilot, "logs")
+    await pilot.press("f")
     pilot.app.focused.value = "logs-hang"  # relative: no checkout path in the frame
     await pilot.press("enter")
     await settle(pilot)
     await pilot.press("escape")
 
 
-def test_logs_diagnosis(app, snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_logs_diagnosis(app, snap_body, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(LOGS)
 
     async def run_before(pilot) -> None:
         await logs_loaded(pilot)
         pilot.app.screen.query_one("#evidence").scroll_visible(animate=False)
 
-    assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
+    assert snap_body(app, terminal_size=(100, 30), run_before=run_before)
 
 
-def test_log_viewer(app, snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_log_viewer(app, snap_body, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(LOGS)
 
     async def run_before(pilot) -> None:
@@ -87,19 +90,19 @@ def test_log_viewer(app, snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
         await pilot.press("down", "enter")
         await settle(pilot)
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_body(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_environment_findings(app, snap_compare) -> None:
+def test_environment_findings(app, snap_body) -> None:
     async def run_before(pilot) -> None:
         await classified(pilot)
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_body(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_environment_probes_missing(tmp_path: Path, snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_probes_missing(tmp_path: Path, snap_body, monkeypatch: pytest.MonkeyPatch) -> None:
     """Error state: a build without the probe registry says so instead of crashing."""
     from distdoctor.knowledge import load_knowledge
     from distdoctor.tui.app.app import make_app
@@ -110,44 +113,44 @@ def test_environment_probes_missing(tmp_path: Path, snap_compare, monkeypatch: p
                    session_id="snap")
 
     async def run_before(pilot) -> None:
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_body(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_topology_view(app, snap_compare) -> None:
+def test_topology_view(app, snap_body) -> None:
     async def run_before(pilot) -> None:
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         await pilot.press("t")
         await pilot.pause()
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_body(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_repro_plan(app, snap_compare) -> None:
-    assert snap_compare(app, terminal_size=(80, 24), press=["4"])
+def test_repro_plan(app, snap_body) -> None:
+    assert snap_body(app, terminal_size=(80, 24), run_before=lambda pilot: open_step(pilot, "repro"))
 
 
-def test_bisect_plan(app, snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bisect_plan(app, snap_body, monkeypatch: pytest.MonkeyPatch) -> None:
     import distdoctor.probes.repro.bisect as bisect
 
     # the plan lists one NCCL_SOCKET_IFNAME run per interface of the host: fix them
     monkeypatch.setattr(bisect, "candidate_interfaces", lambda: ["eth0", "lo"])
-    assert snap_compare(app, terminal_size=(80, 24), press=["5"])
+    assert snap_body(app, terminal_size=(80, 24), run_before=lambda pilot: open_step(pilot, "bisect"))
 
 
 def test_conclusion(app, snap_compare) -> None:
     async def run_before(pilot) -> None:
         await classified(pilot)
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
-        await pilot.press("6")
+        await open_step(pilot, "conclusion")
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_help(app, snap_compare) -> None:
-    assert snap_compare(app, terminal_size=(80, 24), press=["question_mark"])
+def test_help(app, snap_body) -> None:
+    assert snap_body(app, terminal_size=(80, 24), press=["question_mark"])

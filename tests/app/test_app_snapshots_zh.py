@@ -12,6 +12,7 @@ from pathlib import Path
 import appkit
 import pytest
 from appkit import classified, settle
+from snapkit import open_step
 
 from distdoctor.knowledge import i18n
 
@@ -33,39 +34,40 @@ def test_classify_first_screen_zh(app, snap_compare) -> None:
     assert snap_compare(app, terminal_size=(80, 24))
 
 
-def test_classify_answered_zh(app, snap_compare) -> None:
-    assert snap_compare(app, terminal_size=(80, 24), run_before=classified)
+def test_classify_answered_zh(app, snap_body) -> None:
+    assert snap_body(app, terminal_size=(80, 24), run_before=classified)
 
 
-def test_logs_diagnosis_zh(app, snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_logs_diagnosis_zh(app, snap_body, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(LOGS)
 
     async def run_before(pilot) -> None:
         await classified(pilot)
-        await pilot.press("n", "f")
+        await open_step(pilot, "logs")
+        await pilot.press("f")
         pilot.app.focused.value = "logs-hang"  # relative: no checkout path in the frame
         await pilot.press("enter")
         await settle(pilot)
         await pilot.press("escape")
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_body(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_environment_findings_zh(app, snap_compare) -> None:
+def test_environment_findings_zh(app, snap_body) -> None:
     async def run_before(pilot) -> None:
         await classified(pilot)
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_body(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_conclusion_zh(app, snap_compare) -> None:
+def test_conclusion_zh(app, snap_body) -> None:
     async def run_before(pilot) -> None:
         await classified(pilot)
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
-        await pilot.press("6")
+        await open_step(pilot, "conclusion")
         await pilot.pause()
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_body(app, terminal_size=(80, 24), run_before=run_before)
