@@ -65,16 +65,9 @@ def found_lines(comp: Compiled, data: bytes, end: int) -> set[int]:
     """Start offsets of the lines of data[:end] that hold one of the plan's literals: each
     literal found with bytes.find; each rooted group with bytes.find on its root character
     where that is rare (or the input so far small), else with its regex."""
-    find, rfind = data.find, data.rfind
     starts: set[int] = set()
     for lit in comp.finds:
-        pos = find(lit, 0, end)
-        while pos >= 0:
-            starts.add(rfind(b"\n", 0, pos) + 1)
-            nl = find(b"\n", pos, end)
-            if nl < 0:
-                break
-            pos = find(lit, nl + 1, end)
+        _literal(data, end, lit, starts)
     small = _scanned[0] < SMALL_INPUT
     tries = max(64, end >> 12)  # about prefilter.RARE of the block's bytes
     probe = min(end, PROBE)
@@ -83,11 +76,26 @@ def found_lines(comp: Compiled, data: bytes, end: int) -> set[int]:
             # rare in the input as sampled, or in this block's first bytes
             _found(data, end, g, starts, tries)
         elif small and not g.compiled:
-            _found(data, end, g, starts, 0)
+            if len(g.tails) == 1:  # one literal (a frequent root: ' faile')
+                _literal(data, end, g.tails[0], starts)
+            else:
+                _found(data, end, g, starts, 0)
         else:
             _searched(data, end, g.rx, 0, starts)
     _scanned[0] += end
     return starts
+
+
+def _literal(data: bytes, end: int, lit: bytes, starts: set[int]) -> None:
+    """Lines of data[:end] holding `lit`, found with bytes.find."""
+    find = data.find
+    pos = find(lit, 0, end)
+    while pos >= 0:
+        starts.add(data.rfind(b"\n", 0, pos) + 1)
+        nl = find(b"\n", pos, end)
+        if nl < 0:
+            return
+        pos = find(lit, nl + 1, end)
 
 
 # Bytes this process scans before the groups' regexes are worth compiling (~1.5 ms each): below
