@@ -28,6 +28,9 @@ from .i18n import t as tr
 from .verdict import Ranked, culprit as pick_culprit, rank_causes
 
 CONFIDENCE = ("confirmed", "likely", "unknown")
+# where the logs stop (knowledge/logs/score.stage), for any symptom: a place in the run, which
+# weighs priors (symptom_priors) and is shown, never evidence for one cause
+STAGES = ("init", "first-step", "mid-training", "save-eval")
 RECURRENCE = ("will-recur", "may-pass", "exclude-node")
 # a hardware fault this close to a rank's death is part of it (kernel log and rank log clocks
 # are the same node's; a log line is written a little after the fault it reports)
@@ -84,6 +87,7 @@ class Diagnosis:
     hardening: tuple[str, ...] = ()
     seen_before: tuple[Mapping[str, Any], ...] = ()
     failed: bool = False  # the evidence shows a failure (even when its cause is unknown)
+    stage: str | None = None  # where the logs stop (STAGES), None when they cannot tell
 
     @property
     def cause(self) -> str | None:
@@ -106,20 +110,28 @@ class Diagnosis:
                 "next_action": dict(self.next_action), "collect": list(self.collect),
                 "recurrence": self.recurrence, "ranks": {r: dict(v) for r, v in self.ranks.items()},
                 "left_out": [dict(x) for x in self.left_out], "hardening": list(self.hardening),
-                "seen_before": [dict(x) for x in self.seen_before]}
+                "seen_before": [dict(x) for x in self.seen_before], "stage": self.stage}
 
 
 def _cause_dict(r: Ranked) -> dict[str, Any]:
     return dict(r.to_dict(), against=list(r.against))
 
 
-def symptom_priors(kb: Any, symptom: str | None) -> dict[str, float]:
+# an error where the logs stop at init (no rank through init_process_group) weighs the set-up causes
+# (causes.toml `setup`) at least this share of the symptom's strongest prior: nothing of the job ran
+INIT_SETUP = 0.75
+
+
+def symptom_priors(kb: Any, symptom: str | None, stage: str | None = None) -> dict[str, float]:
     """Cause id -> prior weight in 0..1 for a symptom: its own causes at full weight, its parent's
     at half, the grandparent's at a quarter (the strongest wins), scaled by the largest. The one
-    formula for priors: the log analysis's shift and the session's suspects both use it."""
+    formula for priors: the log analysis's shift and the session's suspects both use it. `stage`
+    is where the logs stop (knowledge/logs/score.stage): an error at init weighs the set-up causes
+    (INIT_SETUP), since nothing past the set-up ran. A prior, never evidence for one cause."""
     weights: dict[str, float] = {}
     seen: set[str] = set()
     share = 1.0
+    kind = getattr(kb.symptoms.get(symptom), "kind", None) if symptom else None
     while symptom and symptom in kb.symptoms and symptom not in seen:
         seen.add(symptom)
         sym = kb.symptoms[symptom]
@@ -128,6 +140,10 @@ def symptom_priors(kb: Any, symptom: str | None) -> dict[str, float]:
         symptom = sym.parent
         share *= 0.5
     top = max(weights.values(), default=0.0)
+    if stage == "init" and kind == "error" and top > 0:
+        for cid, cause in kb.causes.items():
+            if getattr(cause, "setup", False):
+                weights[cid] = max(weights.get(cid, 0.0), INIT_SETUP * top)
     return {cid: w / top for cid, w in weights.items() if w > 0} if top > 0 else {}
 
 
@@ -143,9 +159,10 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     alone = not (findings or ev.fleet or ev.bisect or ev.live or ev.repro_causes or ev.hardware)
     explained = {str(c.get("id")) for c in log_causes if c.get("basis", "evidence") != "prior"} if alone else set()
     symptom = (logs or {}).get("symptom") or ev.symptom  # made precise by the logs where they can
+    at = (logs or {}).get("stage") if (logs or {}).get("stage") in STAGES else None  # where the logs stop
     named = getattr(kb.symptoms.get(symptom), "title", None) if symptom else None
     suspects = [{"id": cid, "weight": w, "why": named or tr("the symptom {symptom} points here first", symptom=symptom)}
-                for cid, w in symptom_priors(kb, symptom).items() if cid not in explained and cid != "other"]
+                for cid, w in symptom_priors(kb, symptom, at).items() if cid not in explained and cid != "other"]
     place = {cid: n for n, cid in enumerate(kb.causes)}  # equal priors in the guide's order
     suspects.sort(key=lambda x: place.get(x["id"], len(place)))
     who = pick_culprit(logs, ev.live)
@@ -176,7 +193,8 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
                                                             signatures_of(top, logs)),
                      collect=collect, recurrence=_recurrence(kb, top, who, timeline) if confidence != "unknown" else None,
                      ranks=ranks, left_out=tuple(left_out), hardening=hardening,
-                     seen_before=tuple(x for x in ev.seen_before if isinstance(x, Mapping)), failed=failed)
+                     seen_before=tuple(x for x in ev.seen_before if isinstance(x, Mapping)), failed=failed,
+                     stage=at)
 
 
 def _clean(logs: Any) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from .compiled import compile_kb, kb_key
 from .prefilter import sample_freq
 from .report import Evidence, LogReport
 from .scan import CHANNEL_BUDGET, candidates, lines_at
-from .score import refine, score
+from .score import refine, score, stage
 from .sources import Skipped, Source
 from .tables import facts, first_failure, ranks_table
 from .view import build
@@ -100,6 +100,7 @@ def _run(sources: list[Source], skipped: list[Skipped], kb: KnowledgeBase,
         symptom=refine(kb, view, symptom),
         culprit_rule=culprit_rule,
         collect=culprit.store_collect(view, who),
+        stage=stage(view),
         first_failure=first,
         ranks=ranks_table(view),
         facts=facts(view),

@@ -72,6 +72,7 @@ class LogReport:
     symptom: str | None = None  # the symptom given, made precise by the logs (score.refine)
     culprit_rule: str = ""  # the rules.toml id of the culprit rule that named it ("" when none)
     collect: list[str] = field(default_factory=list)  # what these logs say to collect next
+    stage: str | None = None  # where the logs stop (score.stage): init, first-step, mid-training, save-eval
 
     @property
     def top(self) -> CauseScore | None:
@@ -116,4 +117,5 @@ class LogReport:
             "timeline": self.timeline,
             "symptom": self.symptom,
             "collect": list(self.collect),
+            "stage": self.stage,
         }

@@ -40,7 +40,7 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
     path_rules(view, s, hang, lines)
     hardware_rules(view, s, hang)
     launch_rules(view, s)
-    _shift(kb, refine(kb, view, symptom), s)
+    _shift(kb, refine(kb, view, symptom), s, stage(view))
     if symptom is None and "evidence" not in s.basis.values():
         # no failure line and no symptom: nothing to explain, so context lines and facts are not
         # offered as causes (a healthy torchrun log has a banner and identical all-reduced losses)
@@ -328,6 +328,28 @@ def _timeout_lines(view: View, pg: str, ranks: list[str]) -> list[Hit]:
             for r in ranks if r in per]
 
 
+HANG_AT = {"first-step": "hang-first-step", "mid-training": "hang-mid-training", "save-eval": "hang-save-eval"}
+
+
+def stage(view: View) -> str | None:
+    """Where the logs stop, whatever the symptom (GUIDE 5, step 1): steps printed, or a watchdog's
+    SeqNum past the first collectives -> mid-training (save-eval when the ranks' last lines are a
+    save or an eval); no collective ever completed (SeqNum 1 or 2), or ranks through init (NCCL set
+    up its transports, a rank announced itself) but no step -> first-step; no sign of init having
+    completed and a rank's last lines in init itself (init_process_group, the rendezvous, the
+    store) -> init; else None (unknown). A place in the run, never evidence for one cause."""
+    col = view.col
+    phases = {ph for ph, _hit in col.phases.values()}
+    seqs = [t.seq for per in view.timeouts.values() for t in per.values() if t.seq is not None]
+    if seqs and max(seqs) <= 2:  # no collective ever completed: the first one
+        return "first-step"
+    if col.progress or seqs and min(seqs) > 2:
+        return "save-eval" if phases & {"save", "eval"} else "mid-training"
+    if col.world or col.announce or any("nccl_version" in f or "net_if" in f for f in col.facts.values()):
+        return "first-step"  # ranks got through init
+    return "init" if "init" in phases else None
+
+
 def refine(kb: KnowledgeBase, view: View, symptom: str | None) -> str | None:
     """A plain symptom made precise by the logs (GUIDE 5, step 1's sub-symptoms). An error (or no
     symptom given) whose only failure lines are NCCL's catch-all return codes is NCCL's
@@ -343,27 +365,21 @@ def refine(kb: KnowledgeBase, view: View, symptom: str | None) -> str | None:
         return symptom
     if symptom != "hang":
         return symptom
-    col = view.col
-    phases = {ph for ph, _hit in col.phases.values()}
-    seqs = [t.seq for per in view.timeouts.values() for t in per.values() if t.seq is not None]
-    if seqs and max(seqs) <= 2:  # no collective ever completed: the first one hung
-        sub = "hang-first-step"
-    elif col.progress or seqs and min(seqs) > 2:
-        # steps printed, or a watchdog's SeqNum past the first collectives: init and transports
-        # worked for a while, so the hang is mid-training (or at save/eval)
-        sub = "hang-save-eval" if phases & {"save", "eval"} else "hang-mid-training"
-    elif col.world or col.announce or any("nccl_version" in f or "net_if" in f for f in col.facts.values()):
-        sub = "hang-first-step"  # ranks got through init (NCCL set up its transports)
-    else:
+    sub = HANG_AT.get(stage(view) or "")
+    if sub is None:
         return symptom
     return sub if sub in kb.symptoms else symptom
 
 
-def _shift(kb: KnowledgeBase, symptom: str | None, s: Scores) -> None:
-    """The symptom's priors (the one formula: diagnosis.symptom_priors) added to the causes."""
-    for cid, w in symptom_priors(kb, symptom).items():
+def _shift(kb: KnowledgeBase, symptom: str | None, s: Scores, at: str | None = None) -> None:
+    """The symptom's priors (the one formula: diagnosis.symptom_priors, with where the logs stop)
+    added to the causes. Where the logs stop weighs only the causes with nothing else for them: a
+    cause with lines of its own takes the symptom's prior alone (a place in the run is no evidence)."""
+    plain = symptom_priors(kb, symptom)
+    for cid, w in symptom_priors(kb, symptom, at).items():
         if s.score.get(cid, 0) > 0:
-            s.add(cid, SHIFT * w, "", basis=s.basis.get(cid, "prior"))
+            if cid in plain:
+                s.add(cid, SHIFT * plain[cid], "", basis=s.basis.get(cid, "prior"))
         elif cid != "other":
             # GUIDE 5: a hang points first at deadlocks and process-count mismatches, an error at
             # versions, network and topology. A prior, shown as such, never as evidence.

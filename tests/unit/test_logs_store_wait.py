@@ -5,7 +5,7 @@ key(s): [...]"), each with a silent twin; never copied from a case."""
 from __future__ import annotations
 
 from distdoctor.knowledge import load_knowledge
-from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose
+from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose, symptom_priors
 from distdoctor.knowledge.logs import analyse_text, extract as x
 
 KB = load_knowledge(use_env=False)
@@ -204,3 +204,37 @@ def test_silent_twin_ranks_that_agree_or_one_rank_announcing() -> None:
                  _resumes("resumed at epoch 3", "resuming from step 1200")):  # different fields: no contradiction
         rep, _d2 = _d(text, "error")
         assert "DL603" not in {r for c in rep.causes for r in c.rules} and rep.culprit_rule != "DL913"
+
+
+# Where the logs stop picks the place in the run for an error too; it weighs priors, never evidence
+INIT_ERROR = ("[rank1]: Traceback (most recent call last):\n"
+              '[rank1]:   File "/work/train.py", line 12, in main\n'
+              "[rank1]:     dist.init_process_group(backend=\"gloo\")\n"
+              '[rank1]:   File "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", line 1520, in '
+              "init_process_group\n"
+              "[rank1]: ValueError: bad value in the job's config file\n")
+
+
+def test_an_error_at_init_is_shown_as_init_and_weighs_the_setup_causes() -> None:
+    rep, d = _d(INIT_ERROR, "error")
+    assert rep.stage == "init" and d.stage == "init" and d.to_dict()["stage"] == "init"
+    setup = [cid for cid, c in KB.causes.items() if getattr(c, "setup", False)]
+    staged = symptom_priors(KB, "error", "init")
+    assert setup and all(staged[cid] >= 0.75 for cid in setup)
+    assert symptom_priors(KB, "hang", "init") == symptom_priors(KB, "hang")  # errors only
+
+
+def test_silent_twin_the_same_error_mid_training_leaves_the_priors_alone() -> None:
+    text = "[rank1]: step 40 loss 2.3400\n" + INIT_ERROR.replace("dist.init_process_group(backend=\"gloo\")",
+                                                                 "batch = next(it)").replace(
+        '[rank1]:   File "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", line 1520, in '
+        "init_process_group\n", "")
+    rep, d = _d(text, "error")
+    assert rep.stage == "mid-training" and d.stage == "mid-training"
+    assert symptom_priors(KB, "error", d.stage) == symptom_priors(KB, "error")
+
+
+def test_the_stage_is_never_evidence() -> None:
+    rep = analyse_text(INIT_ERROR, KB, symptom="error")
+    plain = {c.id for c in rep.causes if c.basis == "evidence"}
+    assert "master-addr-port" not in plain and "mixed-launchers" not in plain
