@@ -10,7 +10,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +54,10 @@ def path_for(name: str) -> Path:
     return state_dir("cache", f"{name}.json")
 
 
-def load(name: str, key: str) -> Any:
-    """The value stored under `name` for `key`, or None (no file, another key, anything broken)."""
+def load(name: str, key: str, object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+    """The value stored under `name` for `key`, or None (no file, another key, anything broken).
+    `object_hook` (json's) rebuilds the value as it is parsed; it raises ValueError or TypeError
+    on what it does not know, which is a miss too."""
     if os.environ.get(OFF_ENV):
         return None
     try:
@@ -63,8 +65,8 @@ def load(name: str, key: str) -> Any:
             raw = fh.read(MAX_BYTES + 1)
         if len(raw) > MAX_BYTES:
             return None
-        doc = json.loads(raw)
-    except (OSError, ValueError, RecursionError):
+        doc = json.loads(raw, object_hook=object_hook)
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get("key") != key or "value" not in doc:
         return None

@@ -5,6 +5,7 @@ them, and the load's options: a changed file or overlay is a miss."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -41,8 +42,9 @@ def key(folders: list[Path], options: tuple) -> str | None:
 
 
 def encode(value: Any) -> Any:
-    """JSON-able form: tuples, mappings and dataclasses tagged so decode() rebuilds them exactly.
-    TypeError for anything else (a TOML date in a check's value): that base is not cached."""
+    """JSON-able form: tuples, mappings and dataclasses tagged (mappings as key-value pairs, so
+    the only JSON objects are tags) for decode() to rebuild them exactly. TypeError for anything
+    else (a TOML date in a check's value): that base is not cached."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, tuple):
@@ -50,50 +52,56 @@ def encode(value: Any) -> Any:
     if isinstance(value, list):
         return [encode(v) for v in value]
     if isinstance(value, MappingProxyType):
-        return {"p": {_str_key(k): encode(v) for k, v in value.items()}}
+        return {"p": _pairs_of(value)}
     if isinstance(value, dict):
-        return {"d": {_str_key(k): encode(v) for k, v in value.items()}}
+        return {"d": _pairs_of(value)}
     cls = type(value)
     if dataclasses.is_dataclass(value) and _CLASSES.get(cls.__name__) is cls:
-        return {"c": cls.__name__, "f": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+        return {"c": cls.__name__, "f": [[f.name, encode(getattr(value, f.name))] for f in dataclasses.fields(value)]}
     raise TypeError(f"not cacheable: {cls.__name__}")
 
 
-def _str_key(k: Any) -> str:
-    if not isinstance(k, str):
+def _pairs_of(mapping: Mapping) -> list[list[Any]]:
+    if not all(isinstance(k, str) for k in mapping):
         raise TypeError("a mapping key that is not a string")
-    return k
+    return [[k, encode(v)] for k, v in mapping.items()]
 
 
-def decode(doc: Any) -> Any:
-    """The value encode() made; ValueError (or TypeError) for anything else (a foreign file)."""
-    if doc is None or isinstance(doc, (str, bool, int, float)):
-        return doc
-    if isinstance(doc, list):
-        return [decode(v) for v in doc]
-    if not isinstance(doc, dict) or len(doc) not in (1, 2):
-        raise ValueError("not a cached value")
-    if "t" in doc and isinstance(doc["t"], list):
-        return tuple(decode(v) for v in doc["t"])
-    if "p" in doc and isinstance(doc["p"], dict):
-        return MappingProxyType({k: decode(v) for k, v in doc["p"].items()})
-    if "d" in doc and isinstance(doc["d"], dict):
-        return {k: decode(v) for k, v in doc["d"].items()}
-    cls = _CLASSES.get(doc.get("c"))  # type: ignore[arg-type]
-    if cls is not None and isinstance(doc.get("f"), dict):
-        return cls(**{k: decode(v) for k, v in doc["f"].items()})
+def _dict(pairs: Any) -> dict[str, Any]:
+    if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                                              for p in pairs):
+        raise ValueError("not a cached mapping")
+    return dict(pairs)
+
+
+def _tag(obj: dict[str, Any]) -> Any:
+    """json's object_hook: every JSON object of a cache file is a tag (or the file's own
+    {"key", "value"}); anything else is a foreign file (ValueError)."""
+    if len(obj) == 1:
+        ((tag, val),) = obj.items()
+        if tag == "t" and isinstance(val, list):
+            return tuple(val)
+        if tag == "p":
+            return MappingProxyType(_dict(val))
+        if tag == "d":
+            return _dict(val)
+    elif len(obj) == 2:
+        cls = _CLASSES.get(obj.get("c"))  # type: ignore[arg-type]
+        if cls is not None and "f" in obj:
+            return cls(**_dict(obj["f"]))
+        if "key" in obj and "value" in obj:
+            return obj
     raise ValueError("not a cached value")
+
+
+def decode(text: str | bytes) -> Any:
+    """The value encode() made, from its JSON; ValueError (or TypeError) for anything else."""
+    return json.loads(text, object_hook=_tag)
 
 
 def load(name: str, cache_key: str) -> KnowledgeBase | None:
     """The cached knowledge base, or None (a miss, or a file that does not decode to one)."""
-    doc = cache.load(name, cache_key)
-    if doc is None:
-        return None
-    try:
-        kb = decode(doc)
-    except (ValueError, TypeError, KeyError, RecursionError):
-        return None
+    kb = cache.load(name, cache_key, object_hook=_tag)
     if not isinstance(kb, KnowledgeBase) or not all(
             isinstance(getattr(kb, f.name), Mapping) for f in dataclasses.fields(kb)
             if f.name not in ("version", "root_step", "sources")):

@@ -327,7 +327,7 @@ PEAK_MIB = 200
 def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb,
           baseline: str | None = None) -> dict:
     """Generate one mix, time the analyser (workers, then one process) and grep on it; with a
-    baseline (a folder holding a `distdoctor` link to another checkout), that one too."""
+    baseline (a folder to put on PYTHONPATH that holds another checkout as `distdoctor`), that one too."""
     root = keep or tempfile.mkdtemp(prefix=f"dd-bench-logs-{mix}-")
     os.makedirs(root, exist_ok=True)
     try:
@@ -505,13 +505,21 @@ def main() -> int:
         # the package is the repository root (package-dir mapping): a link named distdoctor on
         # PYTHONPATH is found before the editable install
         link_dir = tempfile.mkdtemp(prefix="dd-bench-baseline-")
-        os.symlink(os.path.abspath(args.baseline), os.path.join(link_dir, "distdoctor"))
+        if os.path.basename(os.path.abspath(args.baseline)) == "distdoctor":
+            # a checkout unpacked as .../distdoctor: its parent goes on PYTHONPATH, no link (an
+            # older loader timed the packaged patterns of a linked checkout as an overlay's)
+            os.rmdir(link_dir)
+            link_dir = None
+            baseline_path = os.path.dirname(os.path.abspath(args.baseline))
+        else:
+            os.symlink(os.path.abspath(args.baseline), os.path.join(link_dir, "distdoctor"))
+            baseline_path = link_dir
     results = []
     try:
         for mix in mixes:
             gib, ranks = MIX_SIZES[mix]
             results.append(bench(mix, args.gib or gib, args.ranks or ranks, args.rounds, args.dir, kb,
-                                 link_dir))
+                                 baseline_path if args.baseline else None))
     finally:
         if link_dir:
             shutil.rmtree(link_dir, ignore_errors=True)

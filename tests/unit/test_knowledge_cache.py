@@ -6,6 +6,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -50,8 +51,10 @@ def test_a_cached_load_does_not_parse_or_validate(monkeypatch: pytest.MonkeyPatc
 
 FOREIGN = [
     b"", b"{", b"\x00\xff" * 100, b'{"key": 1}', b'"just a string"',
+    b'{"key": "KEY", "value": {"c": "KnowledgeBase", "f": [["version", "1"]]}}',
     b'{"key": "KEY", "value": {"c": "KnowledgeBase", "f": {"version": "1"}}}',
-    b'{"key": "KEY", "value": {"c": "os.system", "f": {}}}',
+    b'{"key": "KEY", "value": {"c": "os.system", "f": []}}',
+    b'{"key": "KEY", "value": {"key": "KEY", "value": 1}}',
     b'{"key": "KEY", "value": ' + b'[' * 100_000 + b']' * 100_000 + b'}',
 ]
 
@@ -205,5 +208,8 @@ def test_encode_refuses_what_it_cannot_rebuild() -> None:
 
     with pytest.raises(TypeError):
         kbcache.encode(datetime.date(2026, 1, 1))
-    with pytest.raises(ValueError):
-        kbcache.decode({"c": "Popen", "f": {}})
+    for text in ('{"c": "Popen", "f": []}', '{"x": 1}', '{"d": {"a": 1}}', '{"p": [[1, 2]]}', '{"t": 1}'):
+        with pytest.raises(ValueError):
+            kbcache.decode(text)
+    value = (1, [2, {"t": 3}], MappingProxyType({"a": (4,)}))
+    assert kbcache.decode(json.dumps(kbcache.encode(value))) == value
