@@ -21,9 +21,15 @@ NATIVE_TIMEOUT_S = 20.0
 GPU_TIMEOUT_S = 15.0
 
 
-def _write(path: Path, data: Any) -> str:
-    path.write_text(json.dumps(data, indent=1, default=str) if not isinstance(data, str) else data,
-                    encoding="utf-8")
+def write_part(path: Path, data: Any) -> str:
+    """Write one part of the evidence; its path, or "" when it could not be written (the folder
+    removed under the watcher, a shared file system gone): the capture goes on without it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1, default=str) if not isinstance(data, str) else data,
+                        encoding="utf-8")
+    except OSError:
+        return ""
     return str(path)
 
 
@@ -42,13 +48,13 @@ def take_stacks(ranks: Sequence[Any], evidence: Path, *, expected: Sequence[str]
         notes.append(t("stacks: {why}", why=exc))
         return None, paths
     doc["evidence"] = stacks.as_evidence(doc)
-    paths["stacks"] = _write(evidence / "stacks.json", doc)
+    paths["stacks"] = write_part(evidence / "stacks.json", doc)
     if native:
         alive = [r for r in ranks if r.rank in {x["rank"] for x in doc["ranks"] if x["frames"]}]
         try:
             dumped = stacks.dump_all(alive, stacks.hostname(), native=True,
                                      timeout=min(timeout, NATIVE_TIMEOUT_S), ctx=ctx, rerun="distdoctor watch")
-            paths["native_stacks"] = _write(evidence / "stacks-native.json", dumped)
+            paths["native_stacks"] = write_part(evidence / "stacks-native.json", dumped)
         except stacks.NoPySpy as exc:
             notes.append(t("native stacks: {why}", why=exc))
     return doc, paths
@@ -68,7 +74,7 @@ def flight_recorder(fr_dir: str | None, evidence: Path, notes: list[str]) -> tup
     if not result.dumps:
         return None, fr_dir
     doc = {**to_json(result), "evidence": as_evidence(result)}
-    _write(evidence / "fr.json", doc)
+    write_part(evidence / "fr.json", doc)
     return doc, fr_dir
 
 
@@ -83,7 +89,7 @@ def gpu_state(evidence: Path, runner: Runner | None, notes: list[str]) -> dict[s
         res = runner(argv, timeout=GPU_TIMEOUT_S)
         if res.ok:
             text = res.stdout if name == "nvidia_smi" else "\n".join(res.stdout.splitlines()[-500:])
-            out[name] = _write(evidence / f"{name.replace('_', '-')}.txt", text)
+            out[name] = write_part(evidence / f"{name.replace('_', '-')}.txt", text)
         else:
             notes.append(t("{what}: {why}", what=argv[0], why=res.error or res.stderr.strip()[:200]))
     return out
@@ -117,7 +123,7 @@ def from_debug_server(url: str | None, evidence: Path, *, timeout: float, need_s
             doc["evidence"] = stacks.as_evidence(doc)
             doc["source"] = "debug-server"
             out["stacks"] = doc
-            out["stacks_path"] = _write(evidence / "stacks.json", doc)
+            out["stacks_path"] = write_part(evidence / "stacks.json", doc)
         paths = debugserver.flight_recorder(url, evidence / "fr-live", timeout)
         if paths:
             out["fr_dir"] = str(evidence / "fr-live")

@@ -386,7 +386,7 @@ class _Loop:
         if self.ras is not None and self.ras.available:
             self.ras.ask()  # the state at the capture, after the window's answers
             result["ras"] = self.ras.facts()
-            ras_path = cap._write(evidence / "ras.json", result["ras"]) if result["ras"] else None
+            ras_path = cap.write_part(evidence / "ras.json", result["ras"]) if result["ras"] else None
         else:
             result["ras"], ras_path = None, None
         if ras_path:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from distdoctor.probes.watch.capture import write_part
 from distdoctor.probes.watch.nodes import SharedDir, job_nodes, read_json, write_json
 from distdoctor.probes.watch.verdict import agree, culprit_hosts, merge_nodes
 
@@ -153,6 +154,10 @@ def test_a_vanished_folder_makes_notes_never_an_error_or_a_wait(tmp_path: Path) 
     assert (got, missing) == ({}, ["a", "node rank 1"]) and clock.now - before <= 11
     assert not a.publish({"verdict": {}}) and a.verdict() is None
     assert len(a.notes) == 3 and all(str(root) in n for n in a.notes)  # once per kind of file
+    # the node's own evidence goes on: its folder is made again, or the part is left out
+    assert write_part(a.own / "stacks.json", {"ranks": []}) == str(a.own / "stacks.json")
+    (tmp_path / "file").write_text("")
+    assert write_part(tmp_path / "file" / "stacks.json", {"ranks": []}) == ""
 
 
 FRAMES_WAIT = [{"name": "all_reduce", "file": "/venv/torch/distributed/distributed_c10d.py", "line": 3252},
