@@ -158,8 +158,9 @@ def _weight(top: Ranked, logs: Mapping[str, Any] | None) -> float:
 
 
 def _other_source(top: Ranked) -> bool:
-    """Whether evidence beyond the logs backs the cause (a check, the fleet, a switch, a live capture)."""
-    return any(not r.startswith(("logs", "symptom")) for r in top.reasons)
+    """Whether evidence beyond the logs backs the cause (a check, the fleet, a switch, a live capture;
+    not a topology pasted with them, a fact of the set-up)."""
+    return any(not r.startswith(("logs", "symptom", "topology")) for r in top.reasons)
 
 
 def _waiters(logs: Mapping[str, Any] | None) -> bool:

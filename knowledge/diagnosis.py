@@ -69,6 +69,9 @@ class IncidentEvidence:
     # hardware events on the node with their time: [{"cause", "what", "time" (ISO 8601), "host"}]
     # (the kernel log's Xids); one within HARDWARE_WINDOW_S of the culprit's death is evidence
     hardware: Sequence[Mapping[str, Any]] = ()
+    # the topology pasted with the logs, as the caller parsed it (probes/topology's `topo --json`
+    # dict: nvidia-smi topo -m / -p2p matrices, NCCL's graph and path lines); facts, never evidence
+    topology: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,8 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     who = pick_culprit(logs, ev.live)
     timeline = (logs or {}).get("timeline") or {}
     at_death = _hardware_at_death(ev.hardware, who, timeline)
-    live = [*ev.live, *at_death]
+    kind = getattr(kb.symptoms.get(symptom), "kind", None) if symptom else None
+    live = [*ev.live, *at_death, *_topology_facts(ev.topology, kind == "hang" or str(ev.symptom).startswith("hang"))]
     if at_death and who is not None and not who.get("host"):  # exclude-node names the node
         who = dict(who, host=next((e.get("host") for e in ev.hardware if isinstance(e, Mapping) and e.get("host")),
                                    None))
@@ -254,6 +258,35 @@ def _hardware_at_death(events: Sequence[Mapping[str, Any]], who: Mapping[str, An
                                   what=e.get("what") or e["cause"], host=e.get("host") or "?",
                                   time=e.get("time"), gap=round(abs(at - float(ts[1]))), rank=rank)})
     return out
+
+
+# links between two GPUs through a host bridge or the CPUs (nvidia-smi topo -m): P2P over them is
+# often unsupported, disabled by the driver or broken by ACS/IOMMU (GUIDE 2.4)
+HOST_LINKS = ("SYS", "PHB", "NODE")
+
+
+def _topology_facts(topology: Any, hang: bool) -> list[dict[str, Any]]:
+    """Context pasted with the log weighs the set-up causes: a topology showing no P2P between
+    GPUs (the driver's NS/CNS, NCCL's "P2P is disabled"), or GPUs linked only through the host
+    (SYS, PHB, NODE; no NVLink), in a hang weighs p2p-unsupported (GUIDE 2.4, a hang is how broken
+    P2P shows). A fact of the set-up, never this incident's evidence: it orders the causes, it
+    never makes an answer confident. Silent for another symptom, with NVLink or P2P shown working
+    between every pair, and with no topology."""
+    if not hang or not isinstance(topology, Mapping):
+        return []
+    pairs = [p for p in topology.get("pairs") or [] if isinstance(p, Mapping)]
+    bad = [str(x) for x in topology.get("pairs_without_p2p") or [] if isinstance(x, str)]
+    if bad:
+        why = tr("the pasted topology shows no P2P between {pairs}", pairs=", ".join(bad[:4]))
+    else:
+        host = [f"{p.get('a')}-{p.get('b')} {p.get('link')}" for p in pairs
+                if str(p.get("link")) in HOST_LINKS and p.get("p2p") not in ("OK", "used")]
+        if not host or topology.get("nvlink") or topology.get("p2p") == "all":
+            return []
+        why = tr("the pasted topology links GPUs only through the host ({pairs}), with no NVLink: P2P there is "
+                 "often unsupported or broken by ACS/IOMMU (confirm with NCCL_P2P_DISABLE=1)",
+                 pairs=", ".join(host[:4]))
+    return [{"source": "topology", "cause": "p2p-unsupported", "ranks": [], "role": "", "why": why}]
 
 
 def _seconds(iso: str, kind: int) -> float | None:

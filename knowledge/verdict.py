@@ -19,7 +19,10 @@ from .i18n import t as tr
 # into a pass is the strongest evidence the method produces; a symptom is only a prior.
 WEIGHTS: Mapping[str, float] = {"symptom": 1.0, "logs": 2.0, "findings": 1.5, "fleet": 1.5,
                                 "bisect": 3.0, "stacks": 2.5, "fr": 2.5, "ras": 2.5, "lint": 1.0,
-                                "hardware": 3.0}  # a hardware fault on the culprit's node as it died
+                                "hardware": 3.0,  # a hardware fault on the culprit's node as it died
+                                "topology": 1.0}  # a topology pasted with the logs: a fact of the set-up
+# sources whose items are facts about the set-up, not this incident's evidence (never strong)
+FACT_SOURCES = ("lint", "topology")
 # The log analysis orders its own causes (a rank-0-only phase while the others wait may outrank
 # their timeouts); a cause resting on the symptom alone comes from the symptom's priors instead.
 BASIS_SHARE: Mapping[str, float] = {"evidence": 1.0, "facts": 1.0, "prior": 0.0}
@@ -88,7 +91,7 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
         if value > current.get(source, 0.0):
             current[source] = value
         reasons.setdefault(cause_id, []).append((value, reason))
-        if source not in ("symptom", "findings") and (source != "logs" or basis == "evidence"):
+        if source not in ("symptom", "findings", "topology") and (source != "logs" or basis == "evidence"):
             strong.add(cause_id)
 
     top = max((_num(s.get("weight")) for s in suspects), default=0.0)
@@ -134,7 +137,7 @@ def rank_causes(suspects: Sequence[Mapping[str, Any]] = (),
             add(source, str(item["cause"]), 1.0,
                 f"{source}: " + (tr("rank {ranks} {role}: ", ranks=who, role=tr(str(item.get("role", ""))))
                                   if who else "") + str(item.get("why", "")),
-                "facts" if source == "lint" else "evidence")
+                "facts" if source in FACT_SOURCES else "evidence")
     ranked = []
     for cid, p in parts.items():
         score = sum(p.values())

@@ -7,6 +7,7 @@ from __future__ import annotations
 from distdoctor.knowledge import load_knowledge
 from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose, symptom_priors
 from distdoctor.knowledge.logs import analyse_text, extract as x
+from distdoctor.probes.topology import analyse as topo
 
 KB = load_knowledge(use_env=False)
 
@@ -238,3 +239,32 @@ def test_the_stage_is_never_evidence() -> None:
     rep = analyse_text(INIT_ERROR, KB, symptom="error")
     plain = {c.id for c in rep.causes if c.basis == "evidence"}
     assert "master-addr-port" not in plain and "mixed-launchers" not in plain
+
+
+# A topology pasted with the log (parsed by probes/topology, the one parser) weighs p2p-unsupported
+MATRIX = """        GPU0    GPU1    GPU2    GPU3    CPU Affinity    NUMA Affinity
+GPU0     X      PHB     SYS     SYS     0-15            0
+GPU1    PHB      X      SYS     SYS     0-15            0
+GPU2    SYS     SYS      X      PHB     16-31           1
+GPU3    SYS     SYS     PHB      X      16-31           1
+"""
+NVLINK = MATRIX.replace("PHB", "NV4").replace("SYS", "NV4")
+HANG = "[rank0]: step 12 loss 2.3120\n[rank1]: step 12 loss 2.3220\n"
+
+
+def _with_topology(matrix: str, symptom: str):
+    rep = analyse_text(HANG, KB, symptom=symptom)
+    return diagnose(KB, IncidentEvidence(symptom=symptom, logs=rep.to_dict(), topology=topo(matrix)))
+
+
+def test_a_pasted_matrix_of_host_links_in_a_hang_weighs_p2p_unsupported_as_a_fact() -> None:
+    d = _with_topology(MATRIX, "hang")
+    p2p = next(r for r in d.causes if r.id == "p2p-unsupported")
+    assert p2p.basis == "facts" and any(r.startswith("topology:") and "SYS" in r for r in p2p.reasons)
+    assert d.confidence == "unknown"  # a fact of the set-up never makes an answer
+
+
+def test_silent_twin_nvlink_or_another_symptom_weighs_nothing() -> None:
+    for matrix, symptom in ((NVLINK, "hang"), (MATRIX, "error")):
+        d = _with_topology(matrix, symptom)
+        assert not any(r.startswith("topology:") for c in d.causes for r in c.reasons)
