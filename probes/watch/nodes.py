@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge.i18n import t
+
 from .launch import option_value
 
 HEARTBEAT_EVERY_S = 2.0
@@ -87,6 +89,7 @@ def job_nodes(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | None, 
             f"{option_value(argv, '--master-addr', '--master_addr') or env.get('MASTER_ADDR', '')}:"
             f"{option_value(argv, '--master-port', '--master_port') or env.get('MASTER_PORT', '')}")
         rdzv = option_value(argv, "--rdzv-id", "--rdzv_id") or env.get("TORCHELASTIC_RUN_ID", "")
+        rdzv = "" if rdzv == "none" else rdzv  # torchrun's default id names nothing
         key = f"{endpoint}/{rdzv}" if endpoint != ":" or rdzv else ""
     return node, count, key
 
@@ -111,7 +114,7 @@ class SharedDir:
     def _write(self, name: str, data: dict[str, Any]) -> bool:
         if write_json(self.own / name, {**data, "host": self.host, "run": self.run}):
             return True
-        note = f"the shared evidence folder {self.root} could not be written ({name})"
+        note = t("the shared evidence folder {dir} could not be written ({name})", dir=self.root, name=name)
         if note not in self.notes:
             self.notes.append(note)
         return False
@@ -173,10 +176,10 @@ class SharedDir:
             return (not isinstance(rank, int), rank if isinstance(rank, int) else 0, item[0])
         return min(self.nodes().items(), key=order)[0]
 
-    def heartbeat(self, last_progress: float, ranks: Sequence[str], force: bool = False) -> None:
+    def heartbeat(self, last_progress: float, ranks: Sequence[str]) -> None:
         """When this node's ranks last progressed (wall clock), every few seconds."""
         now = self.now()
-        if force or now - self._beat >= HEARTBEAT_EVERY_S:
+        if now - self._beat >= HEARTBEAT_EVERY_S:
             self._beat = now
             self._write("heartbeat.json", {"at": now, "last_progress": last_progress, "ranks": list(ranks)})
 

@@ -509,6 +509,8 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
             # lines about the ending (a SIGTERM reads as a crash)
             target.end()
     finally:
+        if shared is not None:
+            loop.notes.extend(shared.notes)
         loop.watch.close()
         if loop.ras is not None:
             loop.ras.stop()

@@ -40,6 +40,8 @@ def _node(root: Path, host: str, clock: Clock, node_rank: int | None, nnodes: in
     ([], {"GROUP_RANK": "3", "GROUP_WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "1",
           "TORCHELASTIC_RUN_ID": "r"}, (3, 4, "h:1/r")),
     ([], {"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NODE_RANK": "1"}, (1, 2, "")),
+    ([], {"GROUP_RANK": "0", "GROUP_WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1",
+          "TORCHELASTIC_RUN_ID": "none"}, (0, 2, "h:1/")),  # what `run` reads from the launch line
     (["torchrun", "t.py"], {"SLURM_NODEID": "2", "SLURM_NNODES": "3", "SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"},
      (2, 3, "slurm:77.0")),
     (["python", "t.py"], {}, (None, None, "")),
