@@ -125,7 +125,7 @@ class Collector:
         f = self.file
         assert f is not None
         w = x.who(text)
-        rank = w.rank
+        rank = w.rank if not (w.tag and f.rank is not None) else None  # a file of one rank wins over a tag
         if rank is None and f.elastic_rank is not None and line - f.elastic_line <= ELASTIC_SPAN:
             rank = f.elastic_rank
         if rank is None and w.proc is None:
@@ -252,6 +252,11 @@ class Collector:
             self.elastic_exits.setdefault(m2.group("local"), (int(m2.group("code")),
                                                              self.hit("x-exit", line, text, who)))
 
+    def _line_rank(self, w: x.Who) -> str | None:
+        """A tail line's rank: its own, else its file's; a file of one rank wins over a tag in the text."""
+        file_rank = self.file.rank if self.file else None
+        return file_rank if w.tag and file_rank is not None else w.rank or file_rank
+
     def _progress_tail(self, numbered: list[tuple[int, str]]) -> None:
         """Each rank's last step/iteration/batch counter (and losses) in the file's last lines.
 
@@ -267,13 +272,13 @@ class Collector:
             quiet += 1
             ts = x.timestamp(t)
             if ts is not None:
-                rank = x.who(t).rank or (self.file.rank if self.file else None)
+                rank = self._line_rank(x.who(t))
                 if rank is not None and (rank not in self.last_ts or self.last_ts[rank] < ts):
                     self.last_ts[rank] = ts
             ph = x.phase(t)
             if ph is not None:
                 w = x.who(t)
-                rank = w.rank or (self.file.rank if self.file else None)
+                rank = self._line_rank(w)
                 if rank is not None and rank not in seen_phase:
                     seen_phase.add(rank)
                     self.phases.setdefault(rank, (ph, self.hit("x-phase", n, t, x.Who(rank, w.proc, w.host))))
@@ -286,7 +291,7 @@ class Collector:
             if self.file is not None:
                 self.file_progress.setdefault(self.file.name, n)
             w = x.who(t)
-            rank = w.rank or (self.file.rank if self.file else None)
+            rank = self._line_rank(w)
             if rank is None:
                 continue
             kind = m.group("kind").lower()

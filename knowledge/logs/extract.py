@@ -43,10 +43,12 @@ class Who:
     rank: str | None
     proc: str | None
     host: str | None
+    tag: bool = False  # the rank came from a key=value tag in the text (`rank=3`): a file of one rank wins
 
 
 def who(text: str) -> Who:
     rank = proc = host = None
+    tag = False
     m = _PREFIX.match(text)
     if m:
         rank = m.group("a") or m.group("b") or m.group("c") or m.group("d")
@@ -62,7 +64,8 @@ def who(text: str) -> Who:
         t = _IN_TEXT.search(text)
         if t:
             rank = t.group("r") or t.group("g") or t.group("k")
-    return Who(rank, proc, host)
+            tag = t.group("k") is not None
+    return Who(rank, proc, host, tag)
 
 
 # ------------------------------------------------------------------ timestamps

@@ -107,6 +107,13 @@ def test_silent_twin_one_rank_tagged_makes_no_comparison() -> None:
     assert "DL407" not in {r for c in rep.causes for r in c.rules}
 
 
+def test_silent_twin_a_file_of_one_rank_wins_over_a_tag_in_its_text() -> None:
+    text = ('Traceback (most recent call last):\n  File "/work/train.py", line 9, in main\n'
+            "ValueError: invalid rank: 5 (world size 2)\n")
+    rep = analyse_text(text, KB, name="job-rank1.log", symptom="error")
+    assert set(rep.timeline) == {"1"}
+
+
 def test_silent_twin_local_rank_and_nranks_are_not_the_line_s_rank() -> None:
     assert x.who("INFO local_rank=1 nranks=8 group_rank=2 ready").rank is None
     assert x.who("INFO rank=3 ready").rank == "3" and x.who("INFO {'rank': 2, 'step': 4}").rank is None
