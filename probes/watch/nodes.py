@@ -193,13 +193,17 @@ class SharedDir:
         return answer
 
     def others_stalled(self, stall_s: float) -> bool:
-        """No other node's ranks progressed for the stall window (a node that stopped writing its
-        heartbeat counts from the last progress it reported)."""
-        def read() -> dict[str, float]:
+        """Every other node saw its own ranks make no progress for the whole stall window, by its
+        latest heartbeat (what it did since is not known: a report that the window is not yet
+        full is no stall). A node whose heartbeat stopped for a window (its watcher gone) counts
+        from the last progress it reported."""
+        def read() -> dict[str, tuple[float, float]]:
             nodes = self.nodes()
-            return {h: seconds(b.get("last_progress")) for h, b in self._each("heartbeat.json").items()
-                    if h != self.host and h in nodes}
-        return all(self.now() - last >= stall_s for last in self._recent("beats", read).values())
+            return {h: (seconds(b.get("at")), seconds(b.get("last_progress")))
+                    for h, b in self._each("heartbeat.json").items() if h != self.host and h in nodes}
+        now = self.now()
+        return all(at - last >= stall_s or (now - at >= stall_s and now - last >= stall_s)
+                   for at, last in self._recent("beats", read).values())
 
     def last_progress(self) -> float | None:
         """The job's last progress on any node (wall clock), from the heartbeats and captures."""

@@ -93,7 +93,7 @@ def test_two_nodes_agree_and_the_verdict_names_the_rank_on_the_other_node(namesp
         assert p.returncode == 1 and out.strip(), err[-3000:]
         results.append(json.loads(out))
     for res in results:
-        assert res["outcome"] == "hang" and res["hang"]["detected_after_s"] >= float(STALL)
+        assert res["outcome"] == "hang" and res["hang"]["detected_after_s"] >= float(STALL), res
         culprit = res["verdict"]["culprit"]
         assert (culprit["ranks"], culprit["host"]) == (["1"], "ddnode-b"), res["verdict"]
         assert res["verdict"]["given_by"] == "ddnode-a"  # the lowest node rank gives the one verdict

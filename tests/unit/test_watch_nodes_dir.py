@@ -97,12 +97,22 @@ def test_a_hang_needs_every_node_stalled(tmp_path: Path) -> None:
     b.heartbeat(clock.now - 2, ["1"])  # node b's rank computes (rank 0 waits for it)
     assert not a.others_stalled(20) and b.others_stalled(20)
     clock.sleep(25)
-    assert a.others_stalled(20)  # b reported nothing newer: its last progress is 27 s old
+    assert a.others_stalled(20)  # b's watcher wrote nothing for a window: its last report stands
     b.heartbeat(clock.now, ["1"])
     assert a.others_stalled(20)  # the folder is read once a second at most: not yet seen
     clock.sleep(1)
     assert not a.others_stalled(20)
     assert a.last_progress() == clock.now - 1
+    # b's last report: 15 s without progress. 6 s later that is 21 s ago, but b has not said
+    # that nothing moved since: its window is not full, no hang yet
+    clock.sleep(2)
+    b.heartbeat(clock.now - 15, ["1"])
+    clock.sleep(6)
+    assert not a.others_stalled(20)
+    clock.sleep(2)
+    b.heartbeat(clock.now - 23, ["1"])
+    clock.sleep(1)
+    assert a.others_stalled(20)  # now it has
 
 
 def test_the_leader_is_the_lowest_node_rank_then_the_host(tmp_path: Path) -> None:
