@@ -194,15 +194,29 @@ def _store_named(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | Non
     return found
 
 
+# the store server's own wait for its clients (TCPStore.cpp waitForWorkers): how many joined
+_JOINED = re.compile(r"(?P<n>\d{1,7})/(?P<m>\d{1,7}) clients joined")
+
+
 def store_collect(view: View, who: dict[str, Any] | None) -> list[str]:
-    """What to collect when store waits gave up and no rank could be named from their keys: the
-    keys, and the logs of every rank (the one that never wrote a key is late or never started)."""
-    if who is not None or not any(w.keys for w in view.col.store_waits):
+    """What to collect when store waits gave up and no rank could be named: the keys waited for
+    and every rank's log (the rank that never wrote its key is late or never started); for the
+    store server's wait for its clients ("1/4 clients joined"), every rank's log too (which ranks
+    reached the store the count does not say)."""
+    if who is not None:
         return []
+    out = []
     keys = list(dict.fromkeys(k for w in view.col.store_waits for k in w.keys))
-    return [tr("the logs of every rank: a rank waited in the store for {keys}; the rank that never "
-               "wrote its key is the late one (or was never started)",
-               keys=", ".join(keys[:4]) + (tr(" and {n} more", n=len(keys) - 4) if len(keys) > 4 else ""))]
+    if keys:
+        out.append(tr("the logs of every rank: a rank waited in the store for {keys}; the rank that never "
+                      "wrote its key is the late one (or was never started)",
+                      keys=", ".join(keys[:4]) + (tr(" and {n} more", n=len(keys) - 4) if len(keys) > 4 else "")))
+    joined = next((m for h in view.hits_with("store-server") for m in [_JOINED.search(h.text)] if m), None)
+    if joined:
+        out.append(tr("the logs of every rank: only {n} of {m} processes reached the store; the others never "
+                      "started, started with another MASTER_ADDR/MASTER_PORT, or could not reach it",
+                      n=joined.group("n"), m=joined.group("m")))
+    return out
 
 
 def _earliest_exit(exited: list[RankLine]) -> RankLine:

@@ -275,3 +275,16 @@ def test_silent_twin_nvlink_or_another_symptom_weighs_nothing() -> None:
     for matrix, symptom in ((NVLINK, "hang"), (MATRIX, "error")):
         d = _with_topology(matrix, symptom)
         assert not any(r.startswith("topology:") for c in d.causes for r in c.reasons)
+
+
+def test_the_store_server_waiting_for_its_clients_says_to_collect_every_rank() -> None:
+    text = ("[rank0]: torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. "
+            "1/4 clients joined.\n")
+    rep, d = _d(text, "hang")
+    assert rep.culprit is None and d.confidence == "unknown"
+    assert any("only 1 of 4 processes reached the store" in c for c in d.collect)
+
+
+def test_silent_twin_a_named_culprit_needs_no_store_collect_line() -> None:
+    rep, d = _d(ALIVE + _wait(0, "/ready/rank1"))
+    assert rep.collect == [] and not any("reached the store" in c or "wrote its key" in c for c in d.collect)
