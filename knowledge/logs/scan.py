@@ -70,9 +70,9 @@ def found_lines(comp: Compiled, data: bytes, end: int) -> set[int]:
         _literal(data, end, lit, starts)
     small = _scanned[0] < SMALL_INPUT
     tries = max(64, end >> 12)  # about prefilter.RARE of the block's bytes
-    probe = min(end, PROBE)
+    probe = PROBE if end >= 8 * PROBE else 0  # counting a small block costs what searching it does
     for g in comp.groups:
-        if g.rare or (not small and data.count(g.root, 0, probe) * end < tries * probe):
+        if g.rare or (probe and not small and data.count(g.root, 0, probe) * end < tries * probe):
             # rare in the input as sampled, or in this block's first bytes
             _found(data, end, g, starts, tries)
         elif small and not g.compiled:
