@@ -176,6 +176,7 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     if at_death and who is not None and not who.get("host"):  # exclude-node names the node
         who = dict(who, host=next((e.get("host") for e in ev.hardware if isinstance(e, Mapping) and e.get("host")),
                                    None))
+    who = _with_host(who, timeline, ev.live)
     ranked = rank_causes(suspects, list(log_causes) + list(ev.repro_causes), findings, dict(ev.bisect),
                          ev.fleet, dict(ev.ruled_out), live)
     ranked = [r for r in ranked if r.id in kb.causes or r.basis == "evidence"]
@@ -303,6 +304,20 @@ def _seconds(iso: str, kind: int) -> float | None:
     if kind == 2:
         return float(calendar.timegm(t.timetuple()))
     return float(((t.month * 31 + t.day) * 24 + t.hour) * 3600 + t.minute * 60 + t.second)
+
+
+def _with_host(who: dict[str, Any] | None, timeline: Mapping[str, Any],
+               live: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The culprit with its node, when what was given places its ranks on exactly one host (the
+    NCCL host:pid keys of its lines, or a live capture's node); silent when they name several."""
+    if who is None or who.get("host"):
+        return who
+    ranks = {str(r) for r in who.get("ranks") or []}
+    on = {str(h) for r in ranks for h in ((timeline.get(r) or {}).get("hosts") or [])
+          if isinstance(timeline.get(r), Mapping)}
+    on |= {str(x["host"]) for x in live if isinstance(x, Mapping) and x.get("host")
+           and ranks & {str(r) for r in x.get("ranks") or []}}
+    return dict(who, host=on.pop()) if len(on) == 1 else who
 
 
 def _ranks(timeline: Mapping[str, Any], who: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

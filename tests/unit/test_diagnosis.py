@@ -216,3 +216,14 @@ def test_a_damaged_record_is_diagnosed_never_raised() -> None:
         d = diagnose(KB, IncidentEvidence(symptom=rng.choice([None, "hang", "x"]), logs=logs, live=[rng.choice(junk)],
                                           hardware=[{"cause": "gpu-hardware-fault", "time": rng.choice(junk)}]))
         assert d.confidence in ("confirmed", "likely", "unknown") and isinstance(d.to_dict(), dict)
+
+
+def test_the_culprit_is_placed_on_the_node_the_evidence_gives_and_only_one() -> None:
+    """A live capture that places the stuck rank on one node names that node beside the culprit
+    (the saved session re-diagnoses from it); two nodes claiming it name none."""
+    stuck = {"source": "stacks", "cause": "collective-timeout", "ranks": ["1"], "role": "stuck",
+             "why": "rank 1 is in time.sleep, the others in allreduce"}
+    one = diagnose(KB, IncidentEvidence(symptom="hang", live=(dict(stuck, host="node-b"),)))
+    assert one.culprit["ranks"] == ["1"] and one.culprit["host"] == "node-b"
+    two = diagnose(KB, IncidentEvidence(symptom="hang", live=(dict(stuck, host="node-b"), dict(stuck, host="node-c"))))
+    assert two.culprit["ranks"] == ["1"] and not two.culprit.get("host")
