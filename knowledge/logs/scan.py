@@ -174,7 +174,7 @@ def _drop_repeats(comp: Compiled, data: bytes, end: int, starts: set[int]) -> se
                 return keep | {s for s in starts if s >= st}
             keep.add(st)
             continue
-        key = _COMM_ID.sub(rb"\1", raw) if blank and b"comm" in raw else raw
+        key = blank_comm_ids(raw) if blank and b"comm" in raw else raw
         inert = memo.get(key)
         if inert is None:
             memo[key] = fact_only(comp, raw.decode("utf-8", "replace"))
@@ -182,6 +182,12 @@ def _drop_repeats(comp: Compiled, data: bytes, end: int, starts: set[int]) -> se
         elif not inert:
             keep.add(st)
     return keep
+
+
+def blank_comm_ids(raw: bytes) -> bytes:
+    """`raw` with each communicator address and id blanked to `comm 0x` / `commId 0x`: the same
+    as _COMM_ID.sub(rb"\\1", raw), whose template costs a Python call per match (4x slower)."""
+    return b"".join(_COMM_ID.split(raw))
 
 
 def fact_only(comp: Compiled, text: str) -> bool:

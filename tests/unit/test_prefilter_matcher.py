@@ -173,3 +173,15 @@ def test_a_root_missing_from_a_big_block_s_first_bytes(later: int, monkeypatch: 
     assert scan.found_lines(fresh, data, len(data)) == reference(comp, data, len(data))
     # found with bytes.find first: compiled only when it gave up (many occurrences)
     assert fresh.groups[comp.groups.index(group)].compiled == (later > 1000)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_blanking_communicator_ids_is_the_substitution(seed: int) -> None:
+    """scan.blank_comm_ids (split and join) gives what re.sub with the group template gave."""
+    rng = random.Random(seed)
+    pieces = [b"comm", b"commId", b" 0x", b"0x", b"ab", b"12", b" ", b"c", b"Id", b"g", b"comm 0x", b"\xff"]
+    for _ in range(20000):
+        raw = b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 14)))
+        assert scan.blank_comm_ids(raw) == scan._COMM_ID.sub(rb"\1", raw), raw
+    line = b"node0:1:2 [0] NCCL INFO comm 0x55d9607ee240 rank 3 nranks 8 commId 0x5c1d0e1f7a2b - Init START"
+    assert scan.blank_comm_ids(line) == b"node0:1:2 [0] NCCL INFO comm 0x rank 3 nranks 8 commId 0x - Init START"
