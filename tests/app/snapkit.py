@@ -28,3 +28,12 @@ def hide_frame(app: Any) -> None:
 async def open_step(pilot: Any, step_id: str) -> None:
     """Press the digit of `step_id` as the tree places it (what the user presses to open it)."""
     await pilot.press(str(pilot.app.order.index(step_id) + 1))
+
+
+async def walk_to(pilot: Any, step_id: str) -> None:
+    """Press n until `step_id` is open (the steps the tree places before it are passed through)."""
+    for _ in pilot.app.order:
+        if pilot.app.current_step == step_id:
+            return
+        await pilot.press("n")
+    assert pilot.app.current_step == step_id, f"n never reached {step_id}"

@@ -11,6 +11,7 @@ from typing import Any
 
 import appkit
 from appkit import run_async, terminal_lines
+from snapkit import open_step
 
 from distdoctor.tui.app import clipboard
 
@@ -144,7 +145,7 @@ async def test_environment_findings_and_their_what_why_fix_stay_on_screen(tmp_pa
     app = appkit.build(tmp_path, appkit.ERROR_ENV, learn=True)
     async with app.run_test(size=SIZE) as pilot:
         await open_classify(pilot)
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         findings = app.screen.query_one("#findings")
         assert findings.row_count >= 3 and app.screen.focused is findings
@@ -164,7 +165,7 @@ async def test_conclusion_causes_stay_on_screen(tmp_path: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await to_logs(pilot)
         await pilot.press("escape")
-        await pilot.press("6")
+        await open_step(pilot, "conclusion")
         await settle(pilot)
         assert await walk_rows(pilot, "ranking", 2) == []
         assert on_screen(app, "Why: basis")
@@ -176,7 +177,7 @@ async def test_fleet_dialog_enter_on_an_empty_field_says_what_to_type(tmp_path: 
     app = appkit.build(tmp_path, appkit.HANG_ENV, learn=True)
     async with app.run_test(size=SIZE) as pilot:
         await open_classify(pilot)
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         await pilot.press("f")
         await pilot.pause()
@@ -219,7 +220,7 @@ async def test_a_copy_tmux_drops_says_so_and_keeps_the_text_in_a_file(tmp_path: 
                                           "external, allow-passthrough off); to copy next time: "
                                           + clipboard.FIX)
         await open_classify(pilot)
-        await pilot.press("2")
+        await open_step(pilot, "logs")
         await pilot.pause()
         await pilot.press("c")
         await pilot.pause()

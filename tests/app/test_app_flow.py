@@ -9,6 +9,7 @@ from pathlib import Path
 import appkit
 import pytest
 from appkit import run_async, screen_text
+from snapkit import open_step, walk_to
 
 from distdoctor.tui.record.session import SessionStore
 
@@ -98,16 +99,16 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         await pilot.pause()
 
         # 3. environment: probes run when the step opens, with progress and words for status
-        await pilot.press("n")
+        await walk_to(pilot, "environment")
         await settle(pilot)
         assert app.current_step == "environment"
         text = screen_text(app)
-        assert "6 probes done" in text
+        assert f"{len(app.probes)} probes done" in text  # the registry's, hardware ones aside (appkit)
         assert "FAIL | shm | /dev/shm is only 64.0 MiB (runtime: docker)" in text
         assert "MASTER_ADDR=127.0.0.1 is loopback but the job spans several nodes" in text
         assert "What: /dev/shm is only 64.0 MiB" in text and "Fix: docker run --shm-size=16g" in text
         check = latest(app, "hang", "check")
-        assert set(check["facts"]) == {"versions", "shm", "launch", "switches", "network", "topology"}
+        assert set(check["facts"]) == set(app.probes) >= {"versions", "shm", "launch", "switches", "network", "topology"}
         assert {f["status"] for f in check["findings"]} >= {"fail", "ok"}
         # a probe that ran but found a problem reads as its worst finding, never OK
         failed = sorted({f["probe"] for f in check["findings"] if f["status"] == "fail"})
@@ -122,14 +123,14 @@ async def test_hang_path_from_classify_to_export(tmp_path: Path) -> None:
         assert "OK | launch | MASTER_PORT=29911 is a valid port" in screen_text(app)
 
         # 4 and 5: the plans, from the repro module and the knowledge base's switches
-        await pilot.press("n")
+        await walk_to(pilot, "repro")
         assert "baseline: 2 ranks on this node" in screen_text(app)
-        await pilot.press("n")
+        await walk_to(pilot, "bisect")
         text = screen_text(app)
         assert "then alone: NCCL_IB_DISABLE=1 (if only this passes: ib-rdma-failure)" in text
 
         # 6. conclusion: every piece of evidence counted, the fix, switches to remove, export
-        await pilot.press("n")
+        await walk_to(pilot, "conclusion")
         await pilot.pause()
         assert app.current_step == "conclusion"
         conclusion = latest(app, "hang", "conclusion")
@@ -180,7 +181,7 @@ async def test_error_path_with_pasted_line_learn_mode_and_jumps(tmp_path: Path) 
         await pilot.pause()
         assert latest(app, "err", "classify")["sub"] == "error-worker-raised"
 
-        await pilot.press("2")
+        await open_step(pilot, "logs")
         text = screen_text(app)
         assert "Launcher: Slurm (srun) (SLURM_JOB_ID is set)" in text
         assert "srun --export=ALL ... python train.py" in text
@@ -190,7 +191,7 @@ async def test_error_path_with_pasted_line_learn_mode_and_jumps(tmp_path: Path) 
         await load_logs(pilot, LOGS / "logs-error" / "rank0.log")
         assert "shm-insufficient" in [c["id"] for c in latest(app, "err", "logs")["causes"]]
 
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         text = screen_text(app)
         assert "FAIL | shm | /dev/shm is only 64.0 MiB" in text
@@ -198,7 +199,7 @@ async def test_error_path_with_pasted_line_learn_mode_and_jumps(tmp_path: Path) 
         titles = " ".join(f["title"] for f in check["findings"] if f["status"] in ("warn", "fail"))
         assert "NCCL_P2P_DISABLE" in titles
 
-        await pilot.press("6")
+        await open_step(pilot, "conclusion")
         await pilot.pause()
         conclusion = latest(app, "err", "conclusion")
         assert conclusion["causes"][0]["id"] == "shm-insufficient"
@@ -207,7 +208,7 @@ async def test_error_path_with_pasted_line_learn_mode_and_jumps(tmp_path: Path) 
         assert "NCCL_P2P_DISABLE=1" in screen_text(app)
 
         # jump back: the classify screen still shows what was chosen and pasted
-        await pilot.press("1")
+        await open_step(pilot, "classify")
         await pilot.pause()
         assert app.current_step == "classify"
         text = screen_text(app)
@@ -236,7 +237,7 @@ async def test_help_and_command_palette_list_every_action(tmp_path: Path) -> Non
         # the palette runs a step's action: here, open the repro step's plan
         await pilot.press("ctrl+p")
         await pilot.pause()
-        await pilot.press(*"Go to step 4")
+        await pilot.press(*f"Go to step {app.order.index('repro') + 1}")
         await pilot.press("enter")
         await pilot.pause()
         assert app.current_step == "repro"
@@ -258,7 +259,7 @@ async def test_a_broken_install_is_an_error_not_a_missing_feature(tmp_path: Path
     monkeypatch.setitem(sys.modules, "distdoctor.knowledge.logs", None)  # import now fails
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="nolog")
     async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
-        await pilot.press("2")
+        await open_step(pilot, "logs")
         await load_logs(pilot, LOGS / "logs-hang")
         assert "not available" not in screen_text(app)
         assert failed and all(isinstance(e, ImportError) for e in failed)
@@ -271,7 +272,7 @@ async def test_fleet_snapshots_name_the_odd_node_and_count_in_the_conclusion(tmp
     write_fleet(tmp_path / "fleet", 4, plants={2: {"driver": "535.104.05"}})
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="fleet")
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         await pilot.press("f")
         await pilot.pause()
@@ -283,7 +284,7 @@ async def test_fleet_snapshots_name_the_odd_node_and_count_in_the_conclusion(tmp
         assert "4 node(s): 1 odd value(s) out" in text
         assert "node-02 | driver | 535.104.05 | 550.54.15 (3)" in text
         await pilot.press("escape")
-        await pilot.press("6")
+        await open_step(pilot, "conclusion")
         await pilot.pause()
     fleet = latest(app, "fleet", "fleet")
     assert fleet["outliers"][0]["node"] == "node-02"
@@ -295,7 +296,8 @@ async def test_fleet_snapshots_name_the_odd_node_and_count_in_the_conclusion(tmp
 async def test_browse_picks_a_folder_for_the_logs(tmp_path: Path) -> None:
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="pick")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("2", "f")
+        await open_step(pilot, "logs")
+        await pilot.press("f")
         app.focused.value = str(LOGS / "logs-hang")
         await pilot.press("escape", "b")  # the tree opens at the typed folder
         await settle(pilot)
@@ -316,7 +318,7 @@ async def test_environment_step_on_the_real_host(tmp_path: Path) -> None:
 
     app = make_app(load_knowledge(), ProbeContext(), SessionStore(tmp_path), session_id="host")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         text = screen_text(app)
         check = SessionStore(tmp_path).load("host")["events"][-1]["data"]
@@ -341,7 +343,7 @@ async def test_repro_step_runs_for_real(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     app = make_app(load_knowledge(), ProbeContext(), SessionStore(tmp_path), session_id="rep")
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("4")
+        await open_step(pilot, "repro")
         await pilot.pause()
         app.screen.query_one("#backend").value = "gloo"
         await pilot.press("r")
@@ -358,7 +360,7 @@ async def test_repro_step_runs_for_real(tmp_path: Path, monkeypatch: pytest.Monk
         stopped = SessionStore(tmp_path).load("rep")["events"][-1]["data"]
         assert stopped["outcome"] == "stopped" and stopped["cleanup"]["survivors"] == []
         # the bisection: a passing baseline stops there and clears this node's local setup
-        await pilot.press("5")
+        await open_step(pilot, "bisect")
         await pilot.pause()
         assert app.screen.query_one("#backend").value == "gloo"  # as chosen for the repro
         await pilot.press("r")
@@ -399,7 +401,7 @@ async def test_a_probe_bug_is_a_finding_and_a_crashing_worker_is_reported(tmp_pa
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="bug")
     app.probes = dict(app.probes, shm=broken)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         assert "shm       ERROR  RuntimeError: probe bug" in screen_text(app)  # run_sweep's own guard
 
@@ -418,13 +420,14 @@ APP_WITH_LOG_WORKERS = """
 import asyncio, sys
 sys.path[:0] = [sys.argv[1] + "/kits", sys.argv[1] + "/app"]
 import appkit
+from snapkit import open_step
 from pathlib import Path
 from test_app_flow import load_logs, screen_text
 
 async def main():
     app = appkit.build(Path(sys.argv[2]), appkit.HANG_ENV, session_id="big")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("2")
+        await open_step(pilot, "logs")
         await load_logs(pilot, Path(sys.argv[3]))
         print(screen_text(app))
 
@@ -453,7 +456,7 @@ async def test_nothing_readable_is_an_error_not_a_diagnosis(tmp_path: Path) -> N
     binary.write_bytes(b"\x7fELF\x00\x01\x02" * 100)
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="bin")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("2")
+        await open_step(pilot, "logs")
         await load_logs(pilot, LOGS / "logs-hang")
         assert app.screen.query_one("#causes").row_count > 0
         await load_logs(pilot, binary)
@@ -467,7 +470,7 @@ async def test_nothing_readable_is_an_error_not_a_diagnosis(tmp_path: Path) -> N
 async def test_export_before_any_evidence_says_why_in_view(tmp_path: Path) -> None:
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="empty")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("6")
+        await open_step(pilot, "conclusion")
         await pilot.pause()
         assert "No evidence yet: classify the symptom first (1)" in screen_text(app)
         app.screen.query_one("#export-path").value = str(tmp_path / "r.md")

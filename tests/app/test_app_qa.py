@@ -9,6 +9,7 @@ from pathlib import Path
 
 import appkit
 from appkit import run_async, screen_text, terminal_lines
+from snapkit import open_step
 
 from distdoctor.tui.record.session import SessionStore
 
@@ -60,10 +61,10 @@ async def test_80x24_shows_every_step_on_one_line_and_the_whole_next_action(tmp_
         await pilot.pause()
         lines = terminal_lines(app)
         # the sidebar wrapped every title onto two lines; now a label each, the full title on top
-        assert [line[:16].rstrip() for line in lines[1:7]] == [
-            "> 1 Classify", "  2 Logs", "  3 Environment",
-            "  4 Repro", "  5 Bisect", "  6 Conclusion"]
-        assert "1/6 Classify the symptom" in lines[0]
+        steps = [line[:16].rstrip() for line in lines[1:1 + len(app.order)]]
+        assert [s[:4] for s in steps] == [f"{'>' if n == 1 else ' '} {n} " for n in range(1, len(app.order) + 1)]
+        assert {"Classify", "Logs", "Environment", "Repro", "Bisect", "Conclusion"} <= {s[4:] for s in steps}
+        assert f"1/{len(app.order)} Classify the symptom" in lines[0]
         # the key bar used to cover the next action's second line
         text = screen(app)
         assert "First suspect: Rank variables disagree with the processes really started." in text
@@ -71,7 +72,7 @@ async def test_80x24_shows_every_step_on_one_line_and_the_whole_next_action(tmp_
         # the chosen symptom in words, not only as a list's highlight
         assert "Suspects for 'Hang at process-group init', most likely first" in screen_text(app)
 
-        await pilot.press("3")  # the longest key bar: it wraps instead of losing "q Quit"
+        await open_step(pilot, "environment")  # the longest key bar: it wraps instead of losing "q Quit"
         await settle(pilot)
         keys = key_bar(app)
         assert "r Rerun probes" in keys and "q Quit" in keys and "^p palette" in keys
@@ -83,16 +84,17 @@ async def test_n_and_p_are_listed_only_where_they_move(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         keys = key_bar(app)
         assert "n Next step" in keys and "p Prev step" not in keys  # step 1: nothing before it
-        await pilot.press("4")
+        await open_step(pilot, "repro")
         await pilot.pause()
         keys = key_bar(app)
         assert "n Next step" in keys and "p Prev step" in keys
-        await pilot.press("6")
+        await open_step(pilot, "conclusion")
         await pilot.pause()
         keys = key_bar(app)
         assert "n Next step" not in keys and "p Prev step" in keys
         # in a text field letters type: the key bar says how to get out
-        await pilot.press("1", "slash")
+        await open_step(pilot, "classify")
+        await pilot.press("slash")
         await pilot.pause()
         assert key_bar(app).startswith("esc leave field")
         await pilot.press("escape")
@@ -131,7 +133,7 @@ async def test_fleet_dialog_takes_the_path_at_once_and_says_why_files_were_skipp
     (fleet / "broken.json").write_text("{not json", encoding="utf-8")
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="qa")
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         await pilot.press("f")
         await pilot.pause()
@@ -150,7 +152,7 @@ async def test_topology_view_says_why_there_is_nothing_to_draw(tmp_path: Path) -
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="qa")
     app.probes = dict(app.probes, topology=lambda ctx: unavailable("topology", "no NVIDIA driver (recorded)"))
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         await pilot.press("t")
         await pilot.pause()
@@ -166,7 +168,7 @@ async def test_topology_facts_from_another_version_are_an_error_line_not_a_crash
     app = resumed(tmp_path, [("check", {"findings": [], "facts": {}, "probes": {}}),
                              ("topo", {"source": "nvml", "gpus": [{"index": 0}]})])
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         assert "recorded earlier" in screen_text(app)  # no new sweep replaced the old facts
         await pilot.press("t")
@@ -183,7 +185,8 @@ async def test_a_folder_of_runs_names_each_log_apart_and_brings_the_diagnosis_up
         shutil.copy(LOGS / "logs-hang" / "rank0.log", runs / run / "log.txt")
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="qa")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("2", "f")
+        await open_step(pilot, "logs")
+        await pilot.press("f")
         app.focused.value = str(runs)
         await pilot.press("enter")
         await settle(pilot)
@@ -234,7 +237,7 @@ async def test_a_run_opens_its_log_and_the_interpreter_carries_over(tmp_path: Pa
              "stuck_at": "init"}
     app = resumed(tmp_path, [("repro", repro)])
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("4")
+        await open_step(pilot, "repro")
         await pilot.pause()
         assert app.screen.query_one("#python").value == python
         assert "Minimal repro ERROR: RuntimeError: boom." in screen(app)  # was "The minimal repro done."
@@ -245,7 +248,8 @@ async def test_a_run_opens_its_log_and_the_interpreter_carries_over(tmp_path: Pa
         await pilot.press("enter")
         await settle(pilot)
         assert "200 | Traceback: the last words" in screen(app)
-        await pilot.press("escape", "5")
+        await pilot.press("escape")
+        await open_step(pilot, "bisect")
         await pilot.pause()
         assert app.screen.query_one("#python").value == python  # typed once, for both steps
 
@@ -260,7 +264,7 @@ async def test_a_python_without_torch_is_named_before_anything_runs(tmp_path: Pa
     notes: list[str] = []
     async with app.run_test(size=(80, 24)) as pilot:
         app.notify = lambda message, **kw: notes.append(str(message))  # type: ignore[method-assign]
-        await pilot.press("4")
+        await open_step(pilot, "repro")
         await pilot.pause()
         app.screen.query_one("#python").value = str(fake)
         await pilot.press("r")
@@ -283,11 +287,12 @@ async def test_a_stopped_run_is_not_a_done_step(tmp_path: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         assert app.current_step == "repro"  # --resume reopens the interrupted step
         text = screen(app)
-        assert "> 4 Repro" in text and "✓ 3 Environment" in text
-        await pilot.press("5")
+        n = app.order.index("repro") + 1
+        assert f"> {n} Repro" in text and f"✓ {n - 1} Environment" in text
+        await open_step(pilot, "bisect")
         await pilot.pause()
         assert "  4 Repro" in screen(app) and "✓ 4 Repro" not in screen(app)
-        await pilot.press("4")
+        await open_step(pilot, "repro")
         await pilot.pause()
         text = screen(app)
         assert "The minimal repro was stopped before a result; r runs it again." in text
@@ -303,7 +308,8 @@ async def test_export_says_where_the_report_went(tmp_path: Path, monkeypatch) ->
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("enter")
         await pilot.pause()
-        await pilot.press("enter", "6")
+        await pilot.press("enter")
+        await open_step(pilot, "conclusion")
         await pilot.pause()
         app.screen.query_one("#export-path").value = "incident.html"
         await pilot.press("e", "enter")  # e: the field, in view; Enter writes
@@ -319,13 +325,14 @@ async def test_enter_on_a_finding_or_a_cause_brings_its_explanation_up(tmp_path:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("enter")
         await pilot.pause()
-        await pilot.press("enter", "3")
+        await pilot.press("enter")
+        await open_step(pilot, "environment")
         await settle(pilot)
         assert app.focused.id == "findings"
         await pilot.press("enter")  # did nothing; the fix sat below the fold
         await pilot.pause()
         assert "Fix: docker run --shm-size=16g" in screen(app)
-        await pilot.press("6")
+        await open_step(pilot, "conclusion")
         await pilot.pause()
         assert app.focused.id == "ranking"
         await pilot.press("enter")
@@ -375,12 +382,14 @@ async def test_typed_paths_are_checked_off_the_event_loop(tmp_path: Path, monkey
     monkeypatch.setattr(os.path, "exists", exists)
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="qa")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("2", "f")
+        await open_step(pilot, "logs")
+        await pilot.press("f")
         app.focused.value = str(tmp_path / "no-such-logs")
         await pilot.press("enter")
         await settle(pilot)
         assert f"ERROR no such file or folder: {tmp_path / 'no-such-logs'}" in screen_text(app)
-        await pilot.press("escape", "3")
+        await pilot.press("escape")
+        await open_step(pilot, "environment")
         await settle(pilot)
         await pilot.press("f")
         await pilot.press(*str(tmp_path / "no-such-fleet"), "enter")

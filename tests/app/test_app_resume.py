@@ -14,6 +14,7 @@ import appkit
 import pytest
 from appkit import run_async, screen_text
 from ptykit import Term
+from snapkit import open_step
 
 # The installed entry point (`distdoctor`), run by this interpreter. (`python -m
 # distdoctor.tui.cli` would load cli.py twice, as __main__ and as the module commands import.)
@@ -100,12 +101,12 @@ async def test_sigkill_during_probe_run_then_resume(tmp_path: Path) -> None:
         assert app.current_step == "logs"  # the first step not done
         text = screen_text(app)
         assert "✓ 1 Classify" in text and "> 2 Logs" in text
-        await pilot.press("1")
+        await open_step(pilot, "classify")
         await pilot.pause()
         text = screen_text(app)
         assert "Hang: where exactly?" in text and "Rank variables disagree" in text
         assert app.screen.query_one("#sub").highlighted == 0  # hang-init, as answered
-        await pilot.press("3")  # the interrupted step runs again, into the same record
+        await open_step(pilot, "environment")  # the interrupted step runs again, into the same record
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -126,7 +127,7 @@ async def test_check_recorded_by_the_command_shows_in_the_app(tmp_path: Path) ->
                    resume="node7", probes=appkit.recorded_probes())
     async with app.run_test(size=(100, 30)) as pilot:
         assert app.current_step == "classify"  # a scripted check does not classify for you
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await pilot.pause()
         await app.workers.wait_for_complete()
         text = screen_text(app)

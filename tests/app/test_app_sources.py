@@ -7,6 +7,7 @@ from pathlib import Path
 
 import appkit
 from appkit import run_async, screen_text
+from snapkit import open_step
 
 from distdoctor.tui.record.session import SessionStore
 
@@ -33,7 +34,7 @@ async def test_logs_reveal_the_launcher_and_a_folder_with_dumps_is_read_as_fligh
     env = {k: v for k, v in appkit.ERROR_ENV.items() if k != "SLURM_JOB_ID"}  # no launcher variable
     app = appkit.build(tmp_path, env, session_id="src")
     async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.press("2")
+        await open_step(pilot, "logs")
         await pilot.pause()
         assert "Launcher: plain python" in screen_text(app)
         await pilot.press("f")

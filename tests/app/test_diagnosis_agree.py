@@ -9,6 +9,7 @@ from pathlib import Path
 import appkit
 import pytest
 from appkit import run_async, settle
+from snapkit import open_step
 
 from distdoctor.tui.cli import main
 from distdoctor.tui.record.session import SessionStore
@@ -42,7 +43,7 @@ async def test_cli_app_and_report_show_one_diagnosis(case: str, symptom: str, tm
     app = make_app(load_knowledge(), appkit.recorded_ctx(appkit.HANG_ENV, home), SessionStore(), resume="agree",
                    probes=appkit.recorded_probes())
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("6")  # Conclusion
+        await open_step(pilot, "conclusion")  # Conclusion
         await settle(pilot)
         shown = app.screen.query_one("#verdict-banner").diagnosis
     assert shown is not None
@@ -56,8 +57,6 @@ async def test_cli_app_and_report_show_one_diagnosis(case: str, symptom: str, tm
 
 
 async def _logs_loaded(pilot, logs: str) -> None:
-    from snapkit import open_step
-
     await appkit.classified(pilot)
     await open_step(pilot, "logs")
     await pilot.press("f")

@@ -11,6 +11,7 @@ from typing import Any
 import appkit
 import pytest
 from appkit import settle
+from snapkit import open_step
 
 from distdoctor.knowledge import i18n
 
@@ -62,7 +63,9 @@ async def test_every_main_screen_speaks_chinese(tmp_path: Path, zh: None,
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         text = seen(app)
-        for phrase in ("你看到了什么？", "1 归类", "4 最小复现", "5 二分排查", "嫌疑根因，最可能的在前",
+        number = {step: app.order.index(step) + 1 for step in app.order}
+        for phrase in ("你看到了什么？", "1 归类", f"{number['repro']} 最小复现", f"{number['bisect']} 二分排查",
+                       "嫌疑根因，最可能的在前",
                        "粘贴一行", "下一步", "讲解", "帮助", "退出", "命令面板", "或在这里粘贴一行报错"):
             assert phrase in text, phrase
         assert "What do you see?" not in text and not leftovers(text), leftovers(text)
@@ -81,7 +84,7 @@ async def test_every_main_screen_speaks_chinese(tmp_path: Path, zh: None,
         await settle(pilot)
         await pilot.press("escape")
         text = seen(app)
-        for phrase in ("启动器：torchrun（已设置 TORCHELASTIC_RUN_ID）", "读取了 2 个文件：找到",
+        for phrase in ("启动器：torchrun（已设置 TORCHELASTIC_RUN_ID）", "读取了 2 个文件：10 个候选根因，证据不足以指出是哪一个",
                        "诊断（在根因上回车：看它的日志行）", "依据", "行数", "证据", "先验",
                        "NCCL 或 Gloo 选错了网卡", "复制这几行", "加载日志", "当前堆栈"):
             assert phrase in text, phrase
@@ -89,7 +92,7 @@ async def test_every_main_screen_speaks_chinese(tmp_path: Path, zh: None,
         assert "export NCCL_DEBUG=INFO" in text and "torchrun --nproc-per-node=... train.py" in text
         assert not leftovers(text), leftovers(text)
 
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         text = seen(app)
         for phrase in ("检查结论（方向键：是什么 / 为什么 / 修复）", "状态", "探针", "失败", "警告",
@@ -97,10 +100,10 @@ async def test_every_main_screen_speaks_chinese(tmp_path: Path, zh: None,
             assert phrase in text, phrase
         assert "FAIL" not in text and "WARN" not in text and not leftovers(text), leftovers(text)
 
-        for key, phrases in (("4", ("将要运行什么，为什么", "后端", "超时", "运行记录",
+        for key, phrases in (("repro", ("将要运行什么，为什么", "后端", "超时", "运行记录",
                                     "r 运行最小复现（x 停止）")),
-                             ("5", ("将要运行什么，为什么", "r 运行二分排查（x 停止）"))):
-            await pilot.press(key)
+                             ("bisect", ("将要运行什么，为什么", "r 运行二分排查（x 停止）"))):
+            await open_step(pilot, key)
             await settle(pilot)
             text = seen(app)
             for phrase in phrases:
@@ -109,11 +112,11 @@ async def test_every_main_screen_speaks_chinese(tmp_path: Path, zh: None,
             plan = str(app.screen.query_one("#plan").content)
             assert not leftovers(text.replace(plan, "")), leftovers(text)
 
-        await pilot.press("6")
+        await open_step(pilot, "conclusion")
         await settle(pilot)
         text = seen(app)
         for phrase in ("根因，按全部证据排序", "事后要去掉", "导出报告（.md、.html 或 .json）",
-                       "复制修复", "应用首要根因的修复"):
+                       "复制修复", "证据不足以指出根因"):
             assert phrase in text, phrase
         columns = [str(c.label) for c in app.screen.query_one("#ranking").columns.values()]
         assert columns == ["#", "依据", "根因", "最有力的证据"]
@@ -147,7 +150,7 @@ async def test_palette_switches_the_language_both_ways(tmp_path: Path) -> None:
         text = seen(app)
         assert app.lang == "zh" and i18n.resolve() == "zh"
         assert "你看到了什么？" in text and "挂起：具体在哪里？" in text  # same answer, new language
-        assert "n 下一步" in text and "1/6 归类现象" in text
+        assert "n 下一步" in text and f"1/{len(app.order)} 归类现象" in text
         assert "What do you see?" not in text and not leftovers(text)
         assert app.kb.steps["classify"].title == "归类现象"  # the knowledge base's texts too
 
@@ -254,7 +257,7 @@ def test_chinese_key_bar_fits_two_lines_at_80_columns(tmp_path: Path, zh: None) 
     async def run() -> list[str]:
         app = appkit.build(tmp_path, appkit.HANG_ENV)
         async with app.run_test(size=(80, 24)) as pilot:
-            await pilot.press("2")
+            await open_step(pilot, "logs")
             await pilot.pause()
             return appkit.terminal_lines(app)
 

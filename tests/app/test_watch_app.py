@@ -10,6 +10,7 @@ from pathlib import Path
 import appkit
 import pytest
 from appkit import run_async, screen_text
+from snapkit import open_step
 
 SLEEPER = "import time\nopen({ready!r}, 'w').close()\ntime.sleep(120)\n"
 
@@ -52,7 +53,7 @@ async def test_s_takes_every_ranks_stack_of_the_job_on_this_node(tmp_path: Path,
     try:
         app = appkit.build(tmp_path, appkit.ERROR_ENV, session_id="stk")
         async with app.run_test(size=(100, 40)) as pilot:
-            await pilot.press("2")
+            await open_step(pilot, "logs")
             await pilot.pause()
             await pilot.press("s")
             await appkit.settle(pilot)

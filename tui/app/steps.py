@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -15,14 +17,26 @@ if TYPE_CHECKING:
 PACKAGE = "distdoctor.tui.app.screens"
 
 
+@cache
+def screen_module(step_id: str) -> str | None:
+    """The module that shows the step, or None for the generic screen: found and its source
+    read for its `SCREEN = ` line, not imported (the sidebar asks for every step at start-up)."""
+    base = step_id.replace("-", "_")
+    spec = importlib.util.find_spec(f"{PACKAGE}.{base}") if base.isidentifier() else None
+    try:
+        source = Path(spec.origin).read_text(encoding="utf-8") if spec and spec.origin else ""
+    except OSError:
+        return None
+    return spec.name if spec and "\nSCREEN = " in source else None
+
+
 def screen_class(step_id: str) -> type[StepScreen]:
     """The step's screen class, imported when first asked for (the first screen does not pay
     for the others' DataTable, Log or probes)."""
-    name = step_id.replace("-", "_")
-    if name.isidentifier() and importlib.util.find_spec(f"{PACKAGE}.{name}") is not None:
-        screen = getattr(importlib.import_module(f"{PACKAGE}.{name}"), "SCREEN", None)
-        if screen is not None:
-            return screen
+    module = screen_module(step_id)
+    screen = getattr(importlib.import_module(module), "SCREEN", None) if module else None
+    if screen is not None:
+        return screen
     from .screens.base import GenericStepScreen
 
     return GenericStepScreen

@@ -36,17 +36,16 @@ class Plain(Static):
 
 
 # Sidebar labels: one word each, so the list stays one line per step in an 80-column terminal
-# (the header shows the step's full title). A step without one (a site overlay's) gets its title,
-# cut to fit.
-STEP_LABELS: dict[str, str] = {
-    "classify": "Classify", "logs": "Logs", "environment": "Environment", "repro": "Repro",
-    "bisect": "Bisect", "conclusion": "Conclusion",
-}
+# (the header shows the step's full title). A step with its own screen module is labelled by
+# its id in words ("repro": Repro; its Chinese in the app's catalogue, with the screen's other
+# texts); a step without one (a site overlay's) gets its title, cut to fit.
 LABEL_WIDTH = 11
 
 
 def step_label(step_id: str, title: str) -> str:
-    label = t(STEP_LABELS[step_id]) if step_id in STEP_LABELS else title
+    from .steps import screen_module
+
+    label = t(step_id.replace("-", " ").capitalize()) if screen_module(step_id) else title
     # by display width: a Chinese title takes two cells a character
     return label if cells(label) <= LABEL_WIDTH else clip(label, LABEL_WIDTH, "…")
 
