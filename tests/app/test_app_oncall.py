@@ -12,6 +12,7 @@ from pathlib import Path
 import appkit
 import pytest
 from appkit import run_async, screen_text, settle
+from snapkit import open_step
 from textual import events
 
 from distdoctor.tui.record.session import SessionStore
@@ -48,8 +49,8 @@ def banner(app) -> str:
 async def test_the_verdict_banner_stays_in_view_on_logs_and_conclusion(tmp_path: Path, size) -> None:
     app = resumed(tmp_path, [("logs", logs_event([str(CRASH)]))])
     async with app.run_test(size=size) as pilot:
-        for step in ("6", "2"):
-            await pilot.press(step)
+        for step in ("conclusion", "logs"):
+            await open_step(pilot, step)
             await settle(pilot)
             text = banner(app)
             assert "Culprit: rank 1 (crashed)" in text and "Next:" in text, text
@@ -67,7 +68,7 @@ async def test_the_verdict_banner_stays_in_view_on_logs_and_conclusion(tmp_path:
 async def test_no_banner_before_any_evidence(tmp_path: Path) -> None:
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="empty")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("6")
+        await open_step(pilot, "conclusion")
         await pilot.pause()
         assert not app.screen.query_one("#verdict-banner").display
 
@@ -90,11 +91,11 @@ async def test_the_jobs_python_is_found_from_the_logs_and_kept_for_both_run_step
                    "RuntimeError: boom\n", encoding="utf-8")
     app = resumed(tmp_path, [("logs", {"paths": [str(log.parent)], "causes": []})])
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("4")
+        await open_step(pilot, "repro")
         await settle(pilot)
         assert app.screen.query_one("#python").value == str(python)
         assert "found from the torch paths in the logs (rank0.log)" in screen_text(app)
-        await pilot.press("5")
+        await open_step(pilot, "bisect")
         await settle(pilot)
         assert app.screen.query_one("#python").value == str(python)  # once per session
         await pilot.press("i")  # the field has a key
@@ -111,7 +112,7 @@ async def test_an_interpreter_error_names_the_key_not_a_flag(tmp_path: Path) -> 
     notes: list[str] = []
     async with app.run_test(size=(80, 24)) as pilot:
         app.notify = lambda message, **kw: notes.append(str(message))  # type: ignore[method-assign]
-        await pilot.press("4")
+        await open_step(pilot, "repro")
         await settle(pilot)
         app.screen.query_one("#python").value = str(fake)
         await pilot.press("r")
@@ -125,7 +126,7 @@ async def test_an_interpreter_error_names_the_key_not_a_flag(tmp_path: Path) -> 
 async def test_bisect_shows_run_above_the_fold_and_one_line_per_switch(tmp_path: Path) -> None:
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="bis")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("5")
+        await open_step(pilot, "bisect")
         await settle(pilot)
         text = screen_text(app)
         run, plan = app.screen.query_one("#run"), app.screen.query_one("#plan")
@@ -142,10 +143,11 @@ async def test_bisect_shows_run_above_the_fold_and_one_line_per_switch(tmp_path:
 async def test_after_a_clear_crash_repro_says_conclusion_is_a_key_away(tmp_path: Path) -> None:
     app = resumed(tmp_path, [("logs", logs_event([str(CRASH)]))])
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("4")
+        await open_step(pilot, "repro")
         await settle(pilot)
         text = " ".join(screen_text(app).split())
-        assert "The logs show rank 1 crashed" in text and "6 skips to Conclusion" in text
+        key = app.order.index("conclusion") + 1
+        assert "The logs show rank 1 crashed" in text and f"{key} skips to Conclusion" in text
 
 
 @run_async
@@ -240,7 +242,7 @@ async def test_a_table_event_without_a_row_is_ignored(tmp_path: Path) -> None:
 
     app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="rowkey")
     async with app.run_test(size=(40, 16)) as pilot:
-        await pilot.press("3")
+        await open_step(pilot, "environment")
         await settle(pilot)
         table = app.screen.query_one("#findings", DataTable)
         table.post_message(DataTable.RowHighlighted(table, -1, None))  # type: ignore[arg-type]
@@ -255,7 +257,7 @@ async def test_a_table_event_without_a_row_is_ignored(tmp_path: Path) -> None:
 async def test_e_brings_the_export_field_into_view_and_a_missing_folder_is_said_in_words(tmp_path: Path) -> None:
     app = resumed(tmp_path, [("logs", logs_event([str(CRASH)]))])
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("6")
+        await open_step(pilot, "conclusion")
         await settle(pilot)
         await pilot.press("e")
         await settle(pilot)
@@ -292,7 +294,7 @@ def test_quitting_says_the_session_and_how_to_resume_or_report(tmp_path: Path, c
 async def test_torchrun_log_dir_folders_name_the_launcher(tmp_path: Path) -> None:
     app = resumed(tmp_path, [("logs", logs_event([str(CRASH / "torchrun")]))])
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("2")
+        await open_step(pilot, "logs")
         await settle(pilot)
         text = screen_text(app)
         assert "Launcher: torchrun" in text and "plain python" not in text
@@ -338,11 +340,12 @@ async def test_a_seeded_fuzz_of_keys_resizes_and_pastes_leaves_the_app_responsiv
 def test_an_interpreter_finding_says_what_to_do_in_the_app() -> None:
     from distdoctor.knowledge import load_knowledge
     from distdoctor.tui.app.screens.environment import explain
+    from distdoctor.tui.record.findings import finding_of
 
-    text = str(explain(load_knowledge(), {"check": "torch-not-installed", "title": "torch is not installed",
-                                          "detail": "", "fix": "distdoctor check --python /venv/bin/python"}))
+    text = str(explain(load_knowledge(), finding_of({"check": "torch-not-installed", "title": "torch is not installed",
+                                                     "detail": "", "fix": "distdoctor check --python /venv/bin/python"})))
     assert "In this app: on Repro (4) press i" in text
-    assert "In this app" not in str(explain(load_knowledge(), {"check": "shm-too-small", "title": "t"}))
+    assert "In this app" not in str(explain(load_knowledge(), finding_of({"check": "shm-too-small", "title": "t"})))
 
 
 def test_the_paste_filter_never_holds_the_escape_key_and_makes_a_flood_one_paste() -> None:

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
+
+if TYPE_CHECKING:
+    from distdoctor.knowledge.evaluate import Finding
 
 
 @dataclass
@@ -28,7 +31,7 @@ class ProbeDone(Message):
 class SweepDone(Message):
     """The sweep and its evaluation finished; `error` says why it could not run at all."""
 
-    findings: list[dict[str, Any]]
+    findings: tuple[Finding, ...]
     facts: dict[str, dict[str, Any]]
     statuses: dict[str, str]
     duration_s: float

@@ -52,7 +52,7 @@ def evidence_of(flow: Any, kb: Any) -> IncidentEvidence:
     if flow.paste_causes:  # a pasted line is log evidence too
         logs = dict(logs or {}, causes=list((logs or {}).get("causes") or []) + list(flow.paste_causes))
     symptom = flow.symptom or (logs or {}).get("symptom") or flow.kind
-    return IncidentEvidence(symptom=symptom, logs=logs, findings=tuple(flow.findings),
+    return IncidentEvidence(symptom=symptom, logs=logs, findings=tuple(f.to_dict() for f in flow.findings),
                             fleet=tuple((events.get("fleet") or {}).get("disagreements") or []),
                             bisect=implicated, ruled_out=ruled_out, live=tuple(live_items(events)),
                             repro_causes=tuple(repro_causes),

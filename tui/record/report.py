@@ -13,6 +13,7 @@ from typing import Any
 from distdoctor.knowledge.i18n import t
 
 from . import report_verdict
+from .findings import findings_of
 from .redact import redact, redact_text, walk
 from .report_causes import annotate, split
 from .report_conclusion import conclude, switches_to_remove
@@ -105,8 +106,8 @@ def _step_summary(kind: str, data: Any) -> str:
                 basis=t(str(causes[0].get("basis") or "evidence"))) if causes else t("; no known cause matched")
         return t("{n} file(s) read", n=d.get("files_read", "?")) + top
     if kind == "check":
-        findings = [f for f in _l(d.get("findings")) if isinstance(f, dict)]
-        counts = {s: sum(1 for f in findings if f.get("status") == s) for s in ("fail", "warn")}
+        findings = findings_of(d)
+        counts = {s: sum(1 for f in findings if f.status == s) for s in ("fail", "warn")}
         return t("{n} finding(s): {fail} fail, {warn} warn", n=len(findings), fail=counts["fail"], warn=counts["warn"])
     if kind == "topo":
         return t("P2P {p2p}, NVLink {nvlink}, {n} GPU(s), source {source}", p2p=d.get("p2p", "unknown"),
@@ -143,7 +144,7 @@ def _steps(record: Mapping[str, Any], kb: Any) -> list[dict[str, Any]]:
 
 def _findings(check: dict[str, Any] | None) -> list[dict[str, Any]]:
     keep = ("status", "title", "detail", "fix", "cause_ids", "probe", "check")
-    rows = [{k: f.get(k) for k in keep} for f in _l(_d(check).get("findings")) if isinstance(f, dict)]
+    rows = [{k: f.to_dict()[k] for k in keep} for f in findings_of(check)]
     order = {"fail": 0, "error": 1, "warn": 2, "unavailable": 3, "ok": 4}
     return sorted(rows, key=lambda f: order.get(str(f.get("status")), 5))
 

@@ -9,6 +9,7 @@ from typing import Any
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.printable import clean_block
 
+from .findings import findings_of
 from .report_causes import split
 from .report_md import SUSPECTS_SHOWN, basis_text, col, tr
 from .report_verdict import rank_row_words, words
@@ -280,12 +281,12 @@ def _steps(r: Mapping[str, Any]) -> str:
 
 def _findings(r: Mapping[str, Any]) -> str:
     out = ""
-    findings = _l(r.get("findings"))
+    findings = findings_of(r)
     if findings:
         out += f"<h2>{e(tr('Findings'))}</h2>" + table(
             [col("status"), col("finding"), col("detail"), col("causes"), col("fix")],
-            [[status(f.get("status")), wrap(f.get("title")), wrap(f.get("detail")),
-              wrap(", ".join(map(str, _l(f.get("cause_ids"))))), wrap(f.get("fix"))] for f in findings],
+            [[status(f.status), wrap(f.title), wrap(f.detail), wrap(", ".join(f.cause_ids)), wrap(f.fix)]
+             for f in findings],
             raw_cols=range(5))
     evidence = _l(r.get("evidence"))
     if evidence:

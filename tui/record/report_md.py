@@ -8,6 +8,7 @@ from typing import Any
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.printable import clean_block
 
+from .findings import findings_of
 from .report_causes import basis_words, split
 from .report_verdict import rank_row_words, words
 
@@ -233,27 +234,24 @@ def _steps(r: Mapping[str, Any]) -> list[str]:
 
 def _findings(r: Mapping[str, Any]) -> list[str]:
     out = []
-    findings = [f for f in _l(r.get("findings")) if isinstance(f, dict)]
+    findings = findings_of(r)
     if findings:
         out.append(f"## {tr('Findings')}\n")
         # a problem gets its detail as prose and its fix as a block one can copy: in a table
         # cell a command is escaped (\\|, \\<) and wraps wherever the viewer likes
-        problems = [f for f in findings if str(f.get("status")) in PROBLEMS]
+        problems = [f for f in findings if f.status in PROBLEMS]
         for f in problems:
-            causes = ", ".join(f"`{esc(c)}`" for c in _l(f.get("cause_ids")))
-            out.append(f"- **{esc(str(f.get('status', '')).upper())}** {esc(f.get('title'))}"
-                       + (f" ({causes})" if causes else ""))
-            if f.get("detail"):
-                out.append(f"\n  {esc(f.get('detail'))}")
-            if f.get("fix"):
-                out.append("\n" + "\n".join("  " + ln if ln else ln
-                                            for ln in fence(str(f["fix"]), "sh").splitlines()))
+            causes = ", ".join(f"`{esc(c)}`" for c in f.cause_ids)
+            out.append(f"- **{esc(f.status.upper())}** {esc(f.title)}" + (f" ({causes})" if causes else ""))
+            if f.detail:
+                out.append(f"\n  {esc(f.detail)}")
+            if f.fix:
+                out.append("\n" + "\n".join("  " + ln if ln else ln for ln in fence(f.fix, "sh").splitlines()))
             out.append("")
-        rest = [f for f in findings if str(f.get("status")) not in PROBLEMS]
+        rest = [f for f in findings if f.status not in PROBLEMS]
         if rest:
             out.append(table([col("status"), col("finding"), col("detail")],
-                             [[str(f.get("status", "")).upper(), f.get("title"), f.get("detail")]
-                              for f in rest]))
+                             [[f.status.upper(), f.title, f.detail] for f in rest]))
     evidence = _l(r.get("evidence"))
     if evidence:
         out.append(f"## {tr('Log evidence')}\n")

@@ -5,6 +5,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from distdoctor.knowledge.evaluate import Finding
+
+from .findings import findings_of
+
 # The session event that completes a step of the method is the one named as the step (a new
 # step's screen records an event of its own id), except these. Step ids come from the tree; a
 # step that records nothing (a site overlay's prose step) is never "done".
@@ -61,8 +65,9 @@ class Flow:
         return order[-1]
 
     @property
-    def findings(self) -> list[dict[str, Any]]:
-        return list((self.events.get("check") or {}).get("findings") or [])
+    def findings(self) -> tuple[Finding, ...]:
+        """The latest check's findings, typed (tui/record/findings.py)."""
+        return findings_of(self.events.get("check"))
 
     @property
     def log_causes(self) -> list[dict[str, Any]]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.table import Table
@@ -14,6 +14,8 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, ProgressBar, Static
 from textual.worker import get_current_worker
+
+from distdoctor.knowledge.evaluate import Finding
 
 from ...record.state import Flow
 from ..lang import t
@@ -27,20 +29,20 @@ INTERPRETER_CHECKS = frozenset({"torch-not-installed", "torch-import-fails"})
 STATUS_ORDER = {"fail": 0, "error": 1, "warn": 2, "unavailable": 3, "ok": 4}
 
 
-def explain(kb: Any, finding: dict[str, Any]) -> Text:
+def explain(kb: Any, finding: Finding) -> Text:
     """What / why / fix of a finding: its own text, then the prose of the causes it points at."""
     text = Text()
     text.append(t("What: "), style="bold")
-    text.append(t("{title}. {detail}", title=finding.get("title", ""), detail=finding.get("detail", "")).strip())
-    causes = [kb.causes[c] for c in finding.get("cause_ids") or () if c in kb.causes]
+    text.append(t("{title}. {detail}", title=finding.title, detail=finding.detail).strip())
+    causes = [kb.causes[c] for c in finding.cause_ids if c in kb.causes]
     for cause in causes:
         text.append("\n" + t("Why: "), style="bold")
         text.append(t("{title}: {why}", title=cause.title, why=cause.why))
-    fix = finding.get("fix") or "; ".join(c.fix for c in causes)
+    fix = finding.fix or "; ".join(c.fix for c in causes)
     if fix:
         text.append("\n" + t("Fix: "), style="bold")
         text.append(fix)
-    if finding.get("check") in INTERPRETER_CHECKS:
+    if finding.check in INTERPRETER_CHECKS:
         # the fix names the command line's flag; in the app the field has a key
         text.append("\n" + t("In this app: "), style="bold")
         text.append(t("on Repro (4) press i and give the job's python; then r here checks it again."))
@@ -71,13 +73,13 @@ class EnvironmentScreen(StepScreen):
         if not flow.done("environment"):
             return t("Probes run when this step opens; r reruns them.")
         findings = flow.findings
-        fails = [f for f in findings if f.get("status") == "fail"]
-        warns = [f for f in findings if f.get("status") == "warn"]
+        fails = [f for f in findings if f.status == "fail"]
+        warns = [f for f in findings if f.status == "warn"]
         if not fails and not warns:
             return t("No FAIL or WARN on this node. {hint}", hint=hint).strip()
         worst = (fails or warns)[0]
         return t("{fails} FAIL, {warns} WARN; first: {title}. {hint}", fails=len(fails), warns=len(warns),
-                 title=worst.get("title", ""), hint=hint).strip()
+                 title=worst.title, hint=hint).strip()
     show_ok = False  # OK findings are many and say nothing to act on: listed on request
     RESULT_BELOW = frozenset({"findings"})  # the highlighted finding's what / why / fix
 
@@ -99,7 +101,7 @@ class EnvironmentScreen(StepScreen):
         # the short columns first: a long finding title must not push them off an 80-column screen
         self.query_one("#findings", DataTable).add_columns(t("Status"), t("Probe"), t("Finding"))
         self.statuses: dict[str, tuple[str, str]] = {}
-        self.findings: list[dict[str, Any]] = []
+        self.findings: list[Finding] = []
         event = self.dd.flow.events.get("check")
         if self.dd.flow.done(self.step_id) and event:
             # a check recorded earlier (by the app or by `distdoctor check --session`): show it
@@ -109,7 +111,7 @@ class EnvironmentScreen(StepScreen):
             bar = self.query_one("#progress", ProgressBar)
             bar.update(total=max(1, len(probes)), progress=max(1, len(probes)))
             self.query_one("#sweep-status", Static).update(" " + t("recorded earlier; r reruns"))
-            self._show_findings(event.get("findings") or [])
+            self._show_findings(self.dd.flow.findings)
         else:
             self.action_rerun()
 
@@ -149,7 +151,7 @@ class EnvironmentScreen(StepScreen):
         statuses = {name: r.status for name, r in results.items()}
         from distdoctor.knowledge.evaluate import evaluate
 
-        findings = [f.to_dict() for f in evaluate(self.dd.kb, results)]
+        findings = tuple(evaluate(self.dd.kb, results))
         self.post_message(SweepDone(findings, facts, statuses, time.monotonic() - start))
 
     def worker_failed(self, what: str, why: str) -> None:
@@ -188,7 +190,7 @@ class EnvironmentScreen(StepScreen):
                       (t("; {error}", error=message.error) if message.error else ""))
         probes = {n: {"status": s, "reason": r} for n, (s, r) in self.statuses.items()}
         self.dd.record("check", {"host": socket.gethostname(), "duration_s": round(message.duration_s, 3),
-                                 "findings": message.findings, "facts": message.facts,
+                                 "findings": [f.to_dict() for f in message.findings], "facts": message.facts,
                                  "probes": probes})
         topo = message.facts.get("topology")
         if topo and message.statuses.get("topology") not in ("unavailable", "error"):
@@ -196,12 +198,12 @@ class EnvironmentScreen(StepScreen):
         self._show_findings(message.findings)
 
     # --- display ----------------------------------------------------------------------------
-    def _show_probe_lines(self, findings: list[dict[str, Any]] = ()) -> None:
+    def _show_probe_lines(self, findings: Sequence[Finding] = ()) -> None:
         """One line per probe: how it ran, and once it ran, its worst finding ("WARN 2 warnings"):
         a probe that ran but found problems must not read OK."""
         found: dict[str, list[str]] = {}
         for f in findings:
-            found.setdefault(str(f.get("probe")), []).append(str(f.get("status")))
+            found.setdefault(f.probe, []).append(f.status)
         table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
         table.add_column("probe", no_wrap=True)
         table.add_column("status", no_wrap=True)
@@ -217,9 +219,9 @@ class EnvironmentScreen(StepScreen):
             table.add_row(name, status_text(status), Text(t(reason) if reason else reason, style="dim"))
         self.query_one("#probe-lines", Static).update(table)
 
-    def _show_findings(self, findings: list[dict[str, Any]]) -> None:
-        self.all_findings = sorted(findings, key=lambda f: STATUS_ORDER.get(str(f.get("status")), 5))
-        self.findings = [f for f in self.all_findings if self.show_ok or f.get("status") != "ok"]
+    def _show_findings(self, findings: Sequence[Finding]) -> None:
+        self.all_findings = sorted(findings, key=lambda f: STATUS_ORDER.get(f.status, 5))
+        self.findings = [f for f in self.all_findings if self.show_ok or f.status != "ok"]
         hidden = len(self.all_findings) - len(self.findings)
         self.query_one("#findings-heading", Static).update(
             t("Findings (arrows: what / why / fix)")
@@ -227,8 +229,7 @@ class EnvironmentScreen(StepScreen):
         table = self.query_one("#findings", DataTable)
         table.clear()
         for n, f in enumerate(self.findings):
-            table.add_row(status_text(str(f.get("status", ""))), str(f.get("probe", "")),
-                          str(f.get("title", "")), key=str(n))
+            table.add_row(status_text(f.status), f.probe, f.title, key=str(n))
         if self.findings:
             self.query_one("#detail", Static).update(explain(self.dd.kb, self.findings[0]))
         else:
