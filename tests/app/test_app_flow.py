@@ -314,6 +314,7 @@ async def test_environment_step_on_the_real_host(tmp_path: Path) -> None:
     """The registry's probes against this machine: whatever it has, every probe ends in a word."""
     from distdoctor.knowledge import load_knowledge
     from distdoctor.probes.base import ProbeContext
+    from distdoctor.probes.registry import PROBES
     from distdoctor.tui.app.app import make_app
 
     app = make_app(load_knowledge(), ProbeContext(), SessionStore(tmp_path), session_id="host")
@@ -322,8 +323,7 @@ async def test_environment_step_on_the_real_host(tmp_path: Path) -> None:
         await settle(pilot)
         text = screen_text(app)
         check = SessionStore(tmp_path).load("host")["events"][-1]["data"]
-        assert list(check["probes"]) == ["versions", "shm", "launch", "switches", "network", "topology",
-                                         "kernel", "gpu_health", "pcie", "infiniband", "limits"]
+        assert list(check["probes"]) == list(PROBES)  # every registered probe, in the registry's order
         for name, probe in check["probes"].items():
             word = {"ok": "OK", "warn": "WARN", "fail": "FAIL", "unavailable": "N/A", "error": "ERROR"}
             assert f" {name} " in f" {text} " and word[probe["status"]] in text
