@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,10 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 sys.path[:0] = [str(TESTS / d) for d in ("kits", "bench", "unit", "integration", "app") if str(TESTS / d) not in sys.path]
 from fixturekit import HERE_FIXTURES, SHARED_FIXTURES, shared_fixtures  # noqa: E402,F401  (re-exported)
+
+# test modules that load the knowledge base at import (collection) write its start-up cache: into a
+# folder of this run, never the developer's state folder; each test then gets its own (below)
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="distdoctor-tests-state-")
 
 
 @pytest.fixture(autouse=True)
