@@ -172,7 +172,8 @@ def diagnose(kb: Any, ev: IncidentEvidence) -> Diagnosis:
     timeline = (logs or {}).get("timeline") or {}
     at_death = _hardware_at_death(ev.hardware, who, timeline)
     kind = getattr(kb.symptoms.get(symptom), "kind", None) if symptom else None
-    live = [*ev.live, *at_death, *_topology_facts(ev.topology, kind == "hang" or str(ev.symptom).startswith("hang"))]
+    pasted = ev.topology or (logs or {}).get("topology")  # the caller's, or kept with the logs' result
+    live = [*ev.live, *at_death, *_topology_facts(pasted, kind == "hang" or str(ev.symptom).startswith("hang"))]
     if at_death and who is not None and not who.get("host"):  # exclude-node names the node
         who = dict(who, host=next((e.get("host") for e in ev.hardware if isinstance(e, Mapping) and e.get("host")),
                                    None))

@@ -88,7 +88,11 @@ def run(args: argparse.Namespace) -> int:
             report = analyse(args.paths, kb, symptom=args.symptom)
     if report.nothing_readable():
         raise UsageError(report.nothing_readable())
-    data, diagnosis = conclude(report.to_dict(), kb, args.symptom)
+    from distdoctor.probes.topology.pasted import add_pasted_topology
+
+    found = report.to_dict()
+    add_pasted_topology(found, args.paths, args.symptom)
+    data, diagnosis = conclude(found, kb, args.symptom)
     remember(data, args.session)
     common.record(args, KIND, data)
     if args.json:
