@@ -25,14 +25,18 @@ FLOORS = {  # set: (top-1, top-3)
     "own-recorded": (0.9, 0.9),
     "fresh-recorded": (0.6, 0.85),  # held out at 0.53 / 0.80 before the rules its misses taught
     "fresh2-recorded": (0.65, 0.85),  # held out at 0.53 / 0.82 (issue 21), 0.71 / 0.88 after
+    "fresh3-recorded": (0.7, 0.85),  # held out at 0.74 / 0.84 (stop 29), 0.74 / 0.89 with that stop's rules
 }
+# the public sets gathered for issue 21: their cases without evidence or outside the guide count
+# toward the cap below, their confident answers toward CONFIDENT_FLOOR (public3 held out: 11/12)
+PUBLIC = ("public-fresh", "public3")
 # confident answers (likely or confirmed) must be right this often over the failure sets together
 CONFIDENT_FLOOR = 0.88  # measured 0.91 (issue 21's aim is 0.95: see the closing note)
 # public-fresh (issue 21): where the paste holds no evidence or the cause is outside the guide,
 # at most this share may be answered confidently wrong (held out at 8/14 before the engine)
-CONFIDENTLY_WRONG_CAP = 0.15  # 1/14 now
+CONFIDENTLY_WRONG_CAP = 0.15  # 2/32 now (public-fresh 1/14, public3 0/12, fresh3 1/6)
 CULPRIT_FLOOR = 0.75
-CULPRIT_FLOORS = {"fresh2-recorded": 0.55}  # held out at 0.53; 0.60 now (uneven shards and key=value rank tags unread)
+CULPRIT_FLOORS = {"fresh2-recorded": 0.55, "fresh3-recorded": 0.5}  # fresh3 held out at 0.47, 0.53 now  # held out at 0.53; 0.60 now (uneven shards and key=value rank tags unread)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +57,7 @@ def test_failure_sets_stay_above_their_floor(result: dict, name: str) -> None:
 
 
 def test_confident_answers_are_right_often_enough(result: dict) -> None:
-    rows = [r for name in (*FLOORS, "public-fresh") if name in result for r in result[name]["cases"]
+    rows = [r for name in (*FLOORS, *PUBLIC) if name in result for r in result[name]["cases"]
             if not r.get("healthy") and r["confidence"] != "unknown"]
     if not rows:
         pytest.skip("no failure sets here")
@@ -62,14 +66,15 @@ def test_confident_answers_are_right_often_enough(result: dict) -> None:
 
 
 def test_no_evidence_is_rarely_answered_confidently_wrong(result: dict) -> None:
-    if "public-fresh" not in result:
-        pytest.skip("public-fresh: no cases here")
-    unsure = [r for r in result["public-fresh"]["cases"] if r.get("unsure")]
+    unsure = [r for name in (*PUBLIC, "fresh3-recorded") if name in result for r in result[name]["cases"]
+              if r.get("unsure")]
+    if not unsure:
+        pytest.skip("no set with cases lacking the evidence here")
     wrong = [r["case"] for r in unsure if r["confident_wrong"]]
     assert len(wrong) <= CONFIDENTLY_WRONG_CAP * len(unsure), wrong
 
 
-@pytest.mark.parametrize("name", ["healthy", "own-healthy", "fresh-healthy", "fresh2-healthy"])
+@pytest.mark.parametrize("name", ["healthy", "own-healthy", "fresh-healthy", "fresh2-healthy", "fresh3-healthy"])
 def test_healthy_runs_are_never_failures(result: dict, name: str) -> None:
     if name not in result:
         pytest.skip(f"{name}: no cases here")
