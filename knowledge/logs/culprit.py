@@ -14,11 +14,11 @@ A rank absent from the input is never blamed: the input may be an excerpt.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any
 
 from ..i18n import t as tr
+from ..lazyre import lazy
 from . import extract as x
 from .setup_rules import odd_resume
 from .timeline import RankLine, exceptions_unranked, short, when, where
@@ -27,7 +27,7 @@ from .view import View
 WAITING = ("timeout", "lost-peer")
 ABORT = -6  # SIGABRT as the launcher reports it
 # how long a waiter waited: Gloo's "Timed out waiting 10000ms", NCCL's watchdog "Timeout(ms)=600000"
-_WAITED = re.compile(r"waiting (?P<ms>\d+) ?ms|Timeout\(ms\)=(?P<ms2>\d+)")
+_WAITED = lazy(r"waiting (?P<ms>\d+) ?ms|Timeout\(ms\)=(?P<ms2>\d+)")
 
 
 def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
@@ -195,7 +195,7 @@ def _store_named(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | Non
 
 
 # the store server's own wait for its clients (TCPStore.cpp waitForWorkers): how many joined
-_JOINED = re.compile(r"(?P<n>\d{1,7})/(?P<m>\d{1,7}) clients joined")
+_JOINED = lazy(r"(?P<n>\d{1,7})/(?P<m>\d{1,7}) clients joined")
 
 
 def store_collect(view: View, who: dict[str, Any] | None) -> list[str]:

@@ -6,25 +6,27 @@ import os
 import re
 from dataclasses import dataclass
 
+from ..lazyre import lazy
+
 # ------------------------------------------------------------------ rank attribution
 # Prefixes launchers put in front of every line: torchrun (--tee / log_line_prefix) `[rank3]:`,
 # `[default3]:`; srun --label `3: `; mpirun --tag-output `[1,3]<stdout>:`; NCCL without a host
 # (older builds, bundled copies) `[3] ... NCCL`.
-_PREFIX = re.compile(
+_PREFIX = lazy(
     r"^(?:\s*\x1b\[[0-9;]*m)?\s*(?:"
     r"\[(?:rank|default|trainer)(?P<a>\d+)\]:"
     r"|\[rank ?(?P<d>\d+)\] "
     r"|\[\d+,(?P<b>\d+)\]<std(?:out|err)>:"
     r"|(?P<c>\d{1,6}): "
     r")")
-_NCCL_HOST = re.compile(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
-_NCCL_BARE = re.compile(r"^\s*\[(?P<n>\d+)\] (?:NCCL |\S+:\d+ NCCL )")
+_NCCL_HOST = lazy(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
+_NCCL_BARE = lazy(r"^\s*\[(?P<n>\d+)\] (?:NCCL |\S+:\d+ NCCL )")
 # inside the line: `[Rank 3]`, `[PG 0 Rank 3]`, `global_rank=3`, and structured logging's key=value
 # tags `rank=3`, `rank: 3` (never `local_rank=`, `nranks=`, `group_rank=`: a word before it)
-_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank ?(?P<r>\d+)\]|\bglobal[_ ]rank[=: ]+(?P<g>\d+)"
+_IN_TEXT = lazy(r"\[(?:PG [^\]]*?)?Rank ?(?P<r>\d+)\]|\bglobal[_ ]rank[=: ]+(?P<g>\d+)"
                       r"|(?<![\w.-])rank ?[=:] ?(?P<k>\d+)(?=[\s,;|\])}]|$)", re.I)
-_FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task|proc|worker|node_rank|local_rank)[-_.]?(\d+)(?:\D|$)", re.I)
-_ELASTIC_DIR = re.compile(r"attempt_\d+[/\\](\d+)[/\\](?:error\.json|stdout\.log|stderr\.log)$")
+_FILE_RANK = lazy(r"(?:^|[^a-z])(?:rank|task|proc|worker|node_rank|local_rank)[-_.]?(\d+)(?:\D|$)", re.I)
+_ELASTIC_DIR = lazy(r"attempt_\d+[/\\](\d+)[/\\](?:error\.json|stdout\.log|stderr\.log)$")
 
 
 def file_rank(path: str) -> str | None:
@@ -69,8 +71,8 @@ def who(text: str) -> Who:
 
 
 # ------------------------------------------------------------------ timestamps
-_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
-_GLOG = re.compile(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
+_ISO = lazy(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
+_GLOG = lazy(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
 
 
 def timestamp(text: str) -> tuple[int, float] | None:
@@ -93,10 +95,10 @@ def timestamp(text: str) -> tuple[int, float] | None:
 
 
 # ------------------------------------------------------------------ watchdog
-WATCHDOG = re.compile(r"Watchdog caught collective operation timeout")
-WORK = re.compile(r"WorkNCCL\((?:SeqNum=(?P<seq>\d+))?[^)]*?OpType=(?P<op>\w+)")
-PG = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)")
-WORK_STATUS = re.compile(r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)")
+WATCHDOG = lazy(r"Watchdog caught collective operation timeout")
+WORK = lazy(r"WorkNCCL\((?:SeqNum=(?P<seq>\d+))?[^)]*?OpType=(?P<op>\w+)")
+PG = lazy(r"\[PG (?:ID )?(?P<pg>\d+)")
+WORK_STATUS = lazy(r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)")
 
 
 @dataclass
@@ -111,29 +113,29 @@ class Timeout:
 
 
 # ------------------------------------------------------------------ NCCL INFO facts
-NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:[+.]cuda(?P<cuda>\d+\.\d+))?")
-CUDA_DRIVER = re.compile(r"cudaDriverVersion (?P<d>\d+)")
-USING = re.compile(r"(?P<what>Bootstrap|NET/Socket|NET/IB|NET) ?: Using (?:interface )?(?P<rest>.*)")
-IFACE = re.compile(r"(?:\[\d+\])?(?P<name>[A-Za-z][\w.@-]*):(?P<addr>[0-9a-fA-F.:%\w-]+?)<\d+>")
-IB_DEV = re.compile(r"\[\d+\](?P<dev>[\w-]+):\d+/(?P<kind>IB|RoCE|\w+)")
-NET_NAME = re.compile(r"Using network (?P<net>\w[\w ]*?)\s*$")
-NO_IB = re.compile(r"NET/IB : No device found")
-CHANNEL = re.compile(r" via (?P<t>P2P|SHM|NET|direct shared memory|CollNet\w*)(?:/(?P<sub>\w+))?")
-COMM_RANK = re.compile(r"comm 0x[0-9a-f]+ rank (?P<rank>\d+) nr?[Rr]anks (?P<n>\d+)")
-NNODES = re.compile(r"nNodes (?P<n>\d+)")
-ENV_SET = re.compile(r"(?P<k>(?:NCCL|TORCH|GLOO)_\w+) set by environment to (?P<v>\S+?)\.?\s*$")
+NCCL_VERSION = lazy(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:[+.]cuda(?P<cuda>\d+\.\d+))?")
+CUDA_DRIVER = lazy(r"cudaDriverVersion (?P<d>\d+)")
+USING = lazy(r"(?P<what>Bootstrap|NET/Socket|NET/IB|NET) ?: Using (?:interface )?(?P<rest>.*)")
+IFACE = lazy(r"(?:\[\d+\])?(?P<name>[A-Za-z][\w.@-]*):(?P<addr>[0-9a-fA-F.:%\w-]+?)<\d+>")
+IB_DEV = lazy(r"\[\d+\](?P<dev>[\w-]+):\d+/(?P<kind>IB|RoCE|\w+)")
+NET_NAME = lazy(r"Using network (?P<net>\w[\w ]*?)\s*$")
+NO_IB = lazy(r"NET/IB : No device found")
+CHANNEL = lazy(r" via (?P<t>P2P|SHM|NET|direct shared memory|CollNet\w*)(?:/(?P<sub>\w+))?")
+COMM_RANK = lazy(r"comm 0x[0-9a-f]+ rank (?P<rank>\d+) nr?[Rr]anks (?P<n>\d+)")
+NNODES = lazy(r"nNodes (?P<n>\d+)")
+ENV_SET = lazy(r"(?P<k>(?:NCCL|TORCH|GLOO)_\w+) set by environment to (?P<v>\S+?)\.?\s*$")
 # GPU models as the common listings print them: collect_env's "GPU 0: NVIDIA ...", nvidia-smi's
 # table, Lightning's environment dump, nccl-tests' "#  Rank  0 [Group  0] Pid  N on HOST device  0
 # [0x01] NVIDIA RTX A6000" (which also gives every rank's host: it lists the whole world).
-GPU_MODEL = re.compile(r"\b(?P<m>(?:NVIDIA |Tesla |Quadro |TITAN )[\w -]*?\w)(?:\s*(?:\||,|\(|Off\b|On\b|$))")
-NCCL_TESTS_RANK = re.compile(r"^#\s+Rank\s+(?P<r>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+\d+\s")
+GPU_MODEL = lazy(r"\b(?P<m>(?:NVIDIA |Tesla |Quadro |TITAN )[\w -]*?\w)(?:\s*(?:\||,|\(|Off\b|On\b|$))")
+NCCL_TESTS_RANK = lazy(r"^#\s+Rank\s+(?P<r>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+\d+\s")
 # Boards whose GPUs talk over PCIe only (no NVLink switch; at most a 2-way bridge): consumer
 # GeForce/TITAN, workstation Quadro and RTX A/Ada, PCIe Tesla and the PCIe data-centre cards.
 # NCCL's peer-to-peer between them goes over PCIe, where it is absent, disabled by the driver
 # (GeForce RTX 40) or broken by ACS/IOMMU (GUIDE 2.4, 5).
-PCIE_GPU = re.compile(r"GeForce|TITAN|Quadro|RTX A\d|RTX \d{4}|Tesla [KMPT]\d|\b(?:A10|A16|A2|A40|L4|L40S?|T4)\b")
-VIRTUAL_IF = re.compile(r"^(?:lo|docker\d*|virbr\d*|veth\w*|br-[0-9a-f]+|cni\d*|flannel[\w.]*|cali\w+)$")
-UNROUTABLE_ADDR = re.compile(r"^(?:127\.|169\.254\.|::1$|fe80:)")
+PCIE_GPU = lazy(r"GeForce|TITAN|Quadro|RTX A\d|RTX \d{4}|Tesla [KMPT]\d|\b(?:A10|A16|A2|A40|L4|L40S?|T4)\b")
+VIRTUAL_IF = lazy(r"^(?:lo|docker\d*|virbr\d*|veth\w*|br-[0-9a-f]+|cni\d*|flannel[\w.]*|cali\w+)$")
+UNROUTABLE_ADDR = lazy(r"^(?:127\.|169\.254\.|::1$|fe80:)")
 
 
 def channel_kind(m: re.Match) -> str:
@@ -151,16 +153,16 @@ def interfaces(rest: str) -> list[tuple[str, str]]:
 
 
 # ------------------------------------------------------------------ torchelastic and launch
-ELASTIC_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
-ELASTIC_EXIT = re.compile(r"exitcode\s*:\s*(?P<code>-?\d+)")
-ELASTIC_ONE_LINE = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)")
-ELASTIC_TIME = re.compile(r"^\s*time\s*:\s*(?P<t>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)")
-ANNOUNCE = re.compile(r"distributed init \(rank (?P<a>\d+)\)|GLOBAL_RANK: (?P<b>\d+), MEMBER: \d+/(?P<w>\d+)"
+ELASTIC_RANK = lazy(r"^\s*rank\s*:\s*(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
+ELASTIC_EXIT = lazy(r"exitcode\s*:\s*(?P<code>-?\d+)")
+ELASTIC_ONE_LINE = lazy(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)")
+ELASTIC_TIME = lazy(r"^\s*time\s*:\s*(?P<t>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)")
+ANNOUNCE = lazy(r"distributed init \(rank (?P<a>\d+)\)|GLOBAL_RANK: (?P<b>\d+), MEMBER: \d+/(?P<w>\d+)"
                       r"|to store for rank: (?P<c>\d+)")
 
 # ------------------------------------------------------------------ collectives in tracebacks
-FRAME = re.compile(r'distributed_c10d\.py", line \d+, in (?P<op>\w+)')
-CALL = re.compile(r"(?:torch\.distributed|\bdist|default_pg|\bgroup|\bpg)\.(?P<op>\w+)\(")
+FRAME = lazy(r'distributed_c10d\.py", line \d+, in (?P<op>\w+)')
+CALL = lazy(r"(?:torch\.distributed|\bdist|default_pg|\bgroup|\bpg)\.(?P<op>\w+)\(")
 _OPS = {
     "all_reduce": "allreduce", "allreduce": "allreduce", "broadcast": "broadcast",
     "barrier": "barrier", "monitored_barrier": "barrier", "all_gather": "allgather",
@@ -178,15 +180,15 @@ def collective_op(name: str) -> str | None:
 
 
 # ------------------------------------------------------------------ progress (tail only)
-PROGRESS = re.compile(r"\b(?P<kind>step|iteration|iter|batch)\b\s*[:=#]?\s*(?P<n>\d+)", re.I)
-LOSS = re.compile(r"\bloss\b\s*[:=]?\s*(?P<v>-?\d+\.\d{3,})", re.I)
+PROGRESS = lazy(r"\b(?P<kind>step|iteration|iter|batch)\b\s*[:=#]?\s*(?P<n>\d+)", re.I)
+LOSS = lazy(r"\bloss\b\s*[:=]?\s*(?P<v>-?\d+\.\d{3,})", re.I)
 # Where a rank says it resumed, in the common phrasings: "Resuming from checkpoint /ckpt/step-1000",
 # "resumed at epoch 3, step 1200", Lightning's "Restored all states from the checkpoint at
 # ck/epoch=3-step=1200.ckpt", Megatron's "loading checkpoint from /ckpt at iteration 500".
-RESUME_LINE = re.compile(r"[Rr]esum(?:ed|ing|e)\b|[Rr]estor(?:ed|ing)\b.{0,60}(?:checkpoint|state)"
+RESUME_LINE = lazy(r"[Rr]esum(?:ed|ing|e)\b|[Rr]estor(?:ed|ing)\b.{0,60}(?:checkpoint|state)"
                          r"|[Ll]oad(?:ed|ing) checkpoint")
-RESUME_EPOCH = re.compile(r"\bepoch[ =:_-]{0,3}(?P<n>\d+)", re.I)
-RESUME_AT = re.compile(r"(?:global_step|\bstep|\biter(?:ation)?|checkpoint)[ =:_-]{0,3}(?P<n>\d+)", re.I)
+RESUME_EPOCH = lazy(r"\bepoch[ =:_-]{0,3}(?P<n>\d+)", re.I)
+RESUME_AT = lazy(r"(?:global_step|\bstep|\biter(?:ation)?|checkpoint)[ =:_-]{0,3}(?P<n>\d+)", re.I)
 
 
 def resume_point(text: str) -> tuple[int | None, int | None] | None:
@@ -207,40 +209,40 @@ def resume_text(point: tuple[int | None, int | None]) -> str:
 # ------------------------------------------------------------------ Python exceptions
 # The last line of a Python traceback, after any launcher prefixes: `ValueError: bad record`,
 # `torch.distributed.DistBackendError: ...`, `KeyboardInterrupt`. Warnings are not failures.
-_PREFIXES = re.compile(r"^(?:\s*(?:\[(?:rank|default|trainer)\d+\]:|\[rank ?\d+\] |\[\d+,\d+\]<std(?:out|err)>:|\d{1,6}: ))+")
-EXCEPTION = re.compile(
+_PREFIXES = lazy(r"^(?:\s*(?:\[(?:rank|default|trainer)\d+\]:|\[rank ?\d+\] |\[\d+,\d+\]<std(?:out|err)>:|\d{1,6}: ))+")
+EXCEPTION = lazy(
     r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Failed))"
     r"(?::\s?(?P<msg>.*))?$")
 TRACEBACK = "Traceback (most recent call last)"
 # A logging record at WARNING level (Python's levelname; NCCL's own "NCCL WARN" is not one): when a
 # traceback follows it on the next line, logging printed it (exc_info): the code caught the
 # exception and went on. An uncaught one is printed by sys.excepthook with no record before it.
-LOG_WARNING = re.compile(r"(?:^|[\s\[|:-])WARNING(?:[\]\s:|-]|$)")
+LOG_WARNING = lazy(r"(?:^|[\s\[|:-])WARNING(?:[\]\s:|-]|$)")
 CHAIN_GAP = 4  # "During handling of the above exception..." between two tracebacks of one chain
 # An exception that reports losing a peer or waiting out a timeout: the rank that raised it was
 # left behind by another one (Gloo's "This is typically caused by a remote worker crashing",
 # NCCL's remote errors, the watchdog), so it is a waiter's symptom, never the root failure.
-PEER_LOSS = re.compile(
+PEER_LOSS = lazy(
     r"Connection closed by peer|Connection reset by peer|remote worker crash|remote process exited"
     r"|ncclRemoteError|Broken pipe|[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)"
     r"|[Ww]ait timeout|clients joined|failed to pass monitoredBarrier|successfully reached monitoredBarrier"
     r"|NCCL communicator was aborted|ProcessGroup\w* is aborted|peer .*(?:closed|reset)")
 # Exceptions the launcher raises in its own process when a worker fails or it is told to stop.
-TIMED_OUT = re.compile(r"[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)|timeout|monitoredBarrier")
+TIMED_OUT = lazy(r"[Tt]imed out|[Ww]atchdog caught|Socket Timeout|Timeout\(ms\)|timeout|monitoredBarrier")
 # The waiters name the late rank: monitored_barrier on rank 0 lists the ranks that did not arrive
 # ("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms", "Ranks 1, 2 failed to pass
 # monitoredBarrier in 120000 ms" with wait_all_ranks). The rank that raises it is a waiter.
-NAMED_LATE = re.compile(r"Ranks? (?P<ranks>\d+(?:, ?\d+)*) failed to pass monitoredBarrier")
+NAMED_LATE = lazy(r"Ranks? (?P<ranks>\d+(?:, ?\d+)*) failed to pass monitoredBarrier")
 # The rendezvous store's wait gave up (TCPStore.cpp doWait; store.get waits for its key first):
 # torch 2.x "DistStoreError: wait timeout after 10000ms, keys: /a/rank0, /a/rank1", Gloo's own
 # stores "Wait timeout for key(s): [k0, k1]", older torch a bare "Socket Timeout" from doWait. The
 # store answered, so it is a wait for a key another rank writes, not a network fault.
-STORE_WAIT = re.compile(r"(?:(?:\bdoWait|\b[Ww]ait) timeout after \d+ ?ms, keys|Wait timeout for key\(s\)): ?\[?(?P<keys>[^\]]{1,4000})")
+STORE_WAIT = lazy(r"(?:(?:\bdoWait|\b[Ww]ait) timeout after \d+ ?ms, keys|Wait timeout for key\(s\)): ?\[?(?P<keys>[^\]]{1,4000})")
 # a frame of a store wait or get in the traceback before a bare "Socket Timeout"
-STORE_FRAME = re.compile(r"TCPStore::(?:doWait|wait|doGet|get)\b|\bstore\.(?:wait|get)\(|in _store_based_barrier\b"
+STORE_FRAME = lazy(r"TCPStore::(?:doWait|wait|doGet|get)\b|\bstore\.(?:wait|get)\(|in _store_based_barrier\b"
                          r"|elastic/utils/store\.py\"")
 # a key that names the rank that writes it: `/index/rank1`, `rank_3`, `ready/worker-2`
-KEY_RANK = re.compile(r"(?:^|[/_.:-])(?:rank|worker)[_-]?(?P<r>\d{1,6})$", re.I)
+KEY_RANK = lazy(r"(?:^|[/_.:-])(?:rank|worker)[_-]?(?P<r>\d{1,6})$", re.I)
 
 
 def store_keys(text: str) -> tuple[str, ...] | None:
@@ -259,7 +261,7 @@ def key_rank(key: str) -> str | None:
 
 # A traceback frame ('  File "train.py", line 25, in main'); the user's own code is any file
 # outside the interpreter, site-packages and torch itself
-FRAME_ANY = re.compile(r'File "(?P<path>[^"]{1,400})", line (?P<line>\d+), in (?P<fn>[\w<>.]{1,80})')
+FRAME_ANY = lazy(r'File "(?P<path>[^"]{1,400})", line (?P<line>\d+), in (?P<fn>[\w<>.]{1,80})')
 LIBRARY = ("site-packages", "dist-packages", "/lib/python", "<frozen", "lib\\python", "/torch/")
 
 
@@ -273,7 +275,7 @@ def user_frame(text: str) -> str | None:
 
 
 # A pasted excerpt quoted in Markdown or e-mail ("> [rank1]: ...")
-QUOTE = re.compile(r"^(?:> ?)+")
+QUOTE = lazy(r"^(?:> ?)+")
 LAUNCHER_EXC = frozenset({"ChildFailedError", "SignalException", "ProcessRaisedException",
                           "ProcessExitedException", "KeyboardInterrupt", "SystemExit"})
 
@@ -291,12 +293,12 @@ def exception(text: str) -> tuple[str, str] | None:
 
 # What a rank was doing, from the words of its own lines (phase of the timeline).
 PHASES = (
-    ("teardown", re.compile(r"destroy_process_group|training (?:finished|complete|done)|Training completed", re.I)),
-    ("save", re.compile(r"\bsav(?:e|ing)\b.*(?:checkpoint|model|state)|torch\.save|save_checkpoint", re.I)),
-    ("load", re.compile(r"\bload(?:ing)?\b.*(?:checkpoint|state|shard)|resum(?:e|ing) from", re.I)),
-    ("eval", re.compile(r"\b(?:eval(?:uat\w*)?|validat\w+)\b", re.I)),
-    ("dataloader", re.compile(r"DataLoader|dataloader|_MultiProcessingDataLoaderIter|__getitem__")),
-    ("init", re.compile(r"init_process_group|rendezvous|Rendezvous|TCPStore|NCCL INFO (?:Bootstrap|comm 0x|Init)")),
+    ("teardown", lazy(r"destroy_process_group|training (?:finished|complete|done)|Training completed", re.I)),
+    ("save", lazy(r"\bsav(?:e|ing)\b.*(?:checkpoint|model|state)|torch\.save|save_checkpoint", re.I)),
+    ("load", lazy(r"\bload(?:ing)?\b.*(?:checkpoint|state|shard)|resum(?:e|ing) from", re.I)),
+    ("eval", lazy(r"\b(?:eval(?:uat\w*)?|validat\w+)\b", re.I)),
+    ("dataloader", lazy(r"DataLoader|dataloader|_MultiProcessingDataLoaderIter|__getitem__")),
+    ("init", lazy(r"init_process_group|rendezvous|Rendezvous|TCPStore|NCCL INFO (?:Bootstrap|comm 0x|Init)")),
 )
 
 
@@ -331,14 +333,14 @@ def phase(text: str) -> str | None:
 
 
 # What a rank says it is reading: `first sample ids [56, 264, 149]`, `batch indices: [3, 7]`.
-SAMPLE_IDS = re.compile(r"(?:sample|example|batch|item|cut)s? ?(?:ids|indices)(?: |: |=)\[(?P<ids>[^\]]{3,400})\]")
+SAMPLE_IDS = lazy(r"(?:sample|example|batch|item|cut)s? ?(?:ids|indices)(?: |: |=)\[(?P<ids>[^\]]{3,400})\]")
 
 # mp.spawn's parent reports a worker by its process index, the first argument of the worker
 # function (the rank in most scripts): `-- Process 1 terminated with the following error:` before
 # the worker's traceback, `process 1 terminated with exit code 1` or `... with signal SIGKILL`.
-SPAWN_ERROR = re.compile(r"-- Process (?P<i>\d+) terminated with the following error")
-SPAWN_EXIT = re.compile(r"process (?P<i>\d+) terminated with (?:exit code (?P<code>-?\d+)|signal (?P<sig>SIG\w+))")
+SPAWN_ERROR = lazy(r"-- Process (?P<i>\d+) terminated with the following error")
+SPAWN_EXIT = lazy(r"process (?P<i>\d+) terminated with (?:exit code (?P<code>-?\d+)|signal (?P<sig>SIG\w+))")
 SIGNAL_CODES = {"SIGKILL": -9, "SIGSEGV": -11, "SIGABRT": -6, "SIGBUS": -7, "SIGTERM": -15, "SIGINT": -2}
 
 # What a rank says its epoch holds: `[rank1] epoch 0: 28 batches`, `rank 1: 448 samples`.
-EPOCH_SIZE = re.compile(r"\b(?P<n>\d+) batches\b")
+EPOCH_SIZE = lazy(r"\b(?P<n>\d+) batches\b")

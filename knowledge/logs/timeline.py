@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..i18n import t as tr
+from ..lazyre import lazy
 from . import extract as x
 from .records import Exc, Hit
 from .view import View
@@ -18,7 +19,7 @@ from .view import View
 SIGNAL_EXITS = {-9: "SIGKILL", -11: "SIGSEGV", -6: "SIGABRT", -7: "SIGBUS", -15: "SIGTERM", -2: "SIGINT",
                 -1: "SIGHUP"}
 STOP_SIGNALS = {-15, -2, -1}  # what a launcher sends the other ranks once one has failed
-_ATTEMPT = re.compile(r"attempt_\d+[/\\](\d+[/\\][^/\\]+)$")
+_ATTEMPT = lazy(r"attempt_\d+[/\\](\d+[/\\][^/\\]+)$")
 
 
 def short(path: str) -> str:

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from distdoctor.knowledge.lazyre import lazy
 from distdoctor.knowledge.printable import plain_text
 
 MASK = "[redacted]"
@@ -44,78 +45,78 @@ _KW = ("pass", "pwd", "token", "secret", "key", "credential", "auth", "authoriza
 _TOKEN_RULES: list[tuple[tuple[str, ...], re.Pattern[str], Callable[[re.Match[str]], str]]] = [
     # Authorization headers: keep the scheme, mask the credential.
     (("authorization",),
-     re.compile(r"(?i)(\bauthorization\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
+     lazy(r"(?i)(\bauthorization\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
                 r"[^\s\"',;]+"), _keep_prefix()),
-    (("bearer",), re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}"), _keep_prefix()),
+    (("bearer",), lazy(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}"), _keep_prefix()),
     # Cookie headers: every cookie in them is a session credential.
-    (("cookie",), re.compile(r"(?i)(\bcookie\s*:\s*)(?!\s*\[redacted)[^\r\n]+"), _keep_prefix()),
+    (("cookie",), lazy(r"(?i)(\bcookie\s*:\s*)(?!\s*\[redacted)[^\r\n]+"), _keep_prefix()),
     # Credentials inside URLs: scheme://user:password@host (redis://:password@host too); the
     # password may hold a "/" (a port followed by a path is not a password).
-    (("@",), re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)(?!\d+(?:/|$))"
+    (("@",), lazy(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)(?!\d+(?:/|$))"
                         r"(?!\[redacted)[^\s@]+(@)"),
      lambda m: m.group(1) + MASK + m.group(2)),
     # A key as the whole user part: Sentry DSNs (https://KEY@o1.ingest.sentry.io/2) and
     # token-shaped users of any URL.
-    (("@",), re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)(?:[^\s:/@]+(?=@[\w.-]*sentry)|"
+    (("@",), lazy(r"(?i)(\b[a-z][a-z0-9+.-]*://)(?:[^\s:/@]+(?=@[\w.-]*sentry)|"
                         r"[0-9a-f]{16,}|(?=[^\s:/@]*\d)[A-Za-z0-9_-]{24,})(@)"),
      lambda m: m.group(1) + MASK + m.group(2)),
     # curl -u user:password, --user user:password (the user name stays)
     (("curl", "--user", "wget", "http"),
-     re.compile(r"((?:^|\s)(?:-u|--user|--proxy-user)(?:\s+|=)[\"']?[^\s:\"']+:)"
+     lazy(r"((?:^|\s)(?:-u|--user|--proxy-user)(?:\s+|=)[\"']?[^\s:\"']+:)"
                 r"(?!\[redacted)[^\s\"']+"), _keep_prefix()),
     # sshpass -p PASS, docker/podman/helm login -p PASS
     (("sshpass", "login"),
-     re.compile(r"(?i)(\b(?:sshpass|(?:docker|podman|nerdctl|helm|buildah|skopeo)\s+"
+     lazy(r"(?i)(\b(?:sshpass|(?:docker|podman|nerdctl|helm|buildah|skopeo)\s+"
                 r"(?:registry\s+)?login)\b[^\n|;&]*?\s-p\s*)(?!\[redacted)(?:'[^']*'|\"[^\"]*\"|\S+)"),
      _keep_prefix()),
     # mysql -pPASS (attached: "-p NAME" is a prompt and a database name)
     (("mysql", "mariadb"),
-     re.compile(r"(\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb)\b[^\n|;&]*?\s-p)"
+     lazy(r"(\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb)\b[^\n|;&]*?\s-p)"
                 r"(?!\[redacted)(?:'[^']*'|\"[^\"]*\"|[^\s'\"]+)"), _keep_prefix()),
     # Prose and .netrc: "the password is X", "password was X", "login bot password X"
-    (_KW, re.compile(r"(?i)(\b(?:password|passwd|passphrase|passcode|pwd|secret|token)\s+"
+    (_KW, lazy(r"(?i)(\b(?:password|passwd|passphrase|passcode|pwd|secret|token)\s+"
                      r"(?:is|was|=)\s+|\blogin\s+\S+\s+password\s+)(?!\[redacted)[\"']?"
                      r"[^\s\"']+[\"']?"), _keep_prefix()),
     # Webhook URLs carry their secret in the path.
-    (("hooks.slack.com",), re.compile(r"(?i)(\bhooks\.slack\.com/(?:services|workflows|triggers)/)"
+    (("hooks.slack.com",), lazy(r"(?i)(\bhooks\.slack\.com/(?:services|workflows|triggers)/)"
                                       r"[^\s\"'<>]+"), _keep_prefix()),
     # Provider tokens with well-known shapes: keep the prefix so a reader knows what it was.
-    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{20,}\b"),
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), lazy(r"\b(gh[pousr]_)[A-Za-z0-9]{20,}\b"),
      _keep_prefix()),
-    (("github_pat_",), re.compile(r"\b(github_pat_)[A-Za-z0-9_]{20,}\b"), _keep_prefix()),
-    (("hf_",), re.compile(r"\b(hf_)[A-Za-z0-9]{20,}\b"), _keep_prefix()),
-    (("glpat-",), re.compile(r"\b(glpat-)[A-Za-z0-9_-]{16,}"), _keep_prefix()),
-    (("npm_",), re.compile(r"\b(npm_)[A-Za-z0-9]{36}\b"), _keep_prefix()),
-    (("xox",), re.compile(r"\b(xox[abposr]-)[A-Za-z0-9-]{8,}"), _keep_prefix()),
-    (("sk-",), re.compile(r"\b(sk-)(?:proj-)?[A-Za-z0-9_-]{20,}"), _keep_prefix()),
+    (("github_pat_",), lazy(r"\b(github_pat_)[A-Za-z0-9_]{20,}\b"), _keep_prefix()),
+    (("hf_",), lazy(r"\b(hf_)[A-Za-z0-9]{20,}\b"), _keep_prefix()),
+    (("glpat-",), lazy(r"\b(glpat-)[A-Za-z0-9_-]{16,}"), _keep_prefix()),
+    (("npm_",), lazy(r"\b(npm_)[A-Za-z0-9]{36}\b"), _keep_prefix()),
+    (("xox",), lazy(r"\b(xox[abposr]-)[A-Za-z0-9-]{8,}"), _keep_prefix()),
+    (("sk-",), lazy(r"\b(sk-)(?:proj-)?[A-Za-z0-9_-]{20,}"), _keep_prefix()),
     (("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
-     re.compile(r"\b((?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA))[A-Z0-9]{16}\b"), _keep_prefix()),
+     lazy(r"\b((?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA))[A-Z0-9]{16}\b"), _keep_prefix()),
     # Shapes that once slipped through (issue 25): each provider's prefix is kept.
-    (("xapp-", "xoxe"), re.compile(r"\b(xapp-|xoxe(?:\.xox[bp])?-)[A-Za-z0-9-]{10,}"), _keep_prefix()),
-    (("sk",), re.compile(r"\b(SK)[0-9a-fA-F]{32}\b"), _keep_prefix()),  # Twilio API key
-    (("dapi",), re.compile(r"\b(dapi)[0-9a-fA-F]{32}(?:-\d+)?\b"), _keep_prefix()),  # Databricks
-    (("key-",), re.compile(r"\b(key-)[0-9A-Za-z]{32}\b"), _keep_prefix()),  # Mailgun
-    (("shpat_", "shpss_", "shpca_", "shppa_"), re.compile(r"\b(shp(?:at|ss|ca|pa)_)[0-9a-fA-F]{32}\b"),
+    (("xapp-", "xoxe"), lazy(r"\b(xapp-|xoxe(?:\.xox[bp])?-)[A-Za-z0-9-]{10,}"), _keep_prefix()),
+    (("sk",), lazy(r"\b(SK)[0-9a-fA-F]{32}\b"), _keep_prefix()),  # Twilio API key
+    (("dapi",), lazy(r"\b(dapi)[0-9a-fA-F]{32}(?:-\d+)?\b"), _keep_prefix()),  # Databricks
+    (("key-",), lazy(r"\b(key-)[0-9A-Za-z]{32}\b"), _keep_prefix()),  # Mailgun
+    (("shpat_", "shpss_", "shpca_", "shppa_"), lazy(r"\b(shp(?:at|ss|ca|pa)_)[0-9a-fA-F]{32}\b"),
      _keep_prefix()),  # Shopify
-    (("dop_v1_", "doo_v1_", "dor_v1_"), re.compile(r"\b(do[opr]_v1_)[0-9a-fA-F]{64}\b"),
+    (("dop_v1_", "doo_v1_", "dor_v1_"), lazy(r"\b(do[opr]_v1_)[0-9a-fA-F]{64}\b"),
      _keep_prefix()),  # DigitalOcean
-    (("key-",), re.compile(r"(AGE-SECRET-KEY-1)[0-9A-Z]{20,}"), _keep_prefix()),
-    (("atatt",), re.compile(r"\b(ATATT3)[A-Za-z0-9_=-]{20,}"), _keep_prefix()),  # Atlassian
+    (("key-",), lazy(r"(AGE-SECRET-KEY-1)[0-9A-Z]{20,}"), _keep_prefix()),
+    (("atatt",), lazy(r"\b(ATATT3)[A-Za-z0-9_=-]{20,}"), _keep_prefix()),  # Atlassian
     # SendGrid: both parts go (the first names the key, the second is its secret)
-    (("sg.",), re.compile(r"\b(SG\.)[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"), _keep_prefix()),
+    (("sg.",), lazy(r"\b(SG\.)[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"), _keep_prefix()),
     # signed URLs: AWS (Signature=, X-Amz-Signature=), Google (X-Goog-Signature=), CloudFront
-    (("signature",), re.compile(r"(?i)((?<![A-Za-z0-9_])(?:x-(?:amz|goog)-)?signature=)(?!\[redacted)"
+    (("signature",), lazy(r"(?i)((?<![A-Za-z0-9_])(?:x-(?:amz|goog)-)?signature=)(?!\[redacted)"
                                 r"[^&\s\"'<>]+"), _keep_prefix()),
-    (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.?[A-Za-z0-9_-]*"),
+    (("eyj",), lazy(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.?[A-Za-z0-9_-]*"),
      lambda m: "eyJ" + MASK),
     (("private key",),
-     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.S),
+     lazy(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.S),
      lambda m: "-----BEGIN PRIVATE KEY-----" + MASK),
     # Command-line options: --password xyz, --token=xyz, --api-key xyz
-    (_KW, re.compile(r"(?i)(--?(?:password|passwd|pass|token|secret|api[-_]?key|access[-_]?key|"
+    (_KW, lazy(r"(?i)(--?(?:password|passwd|pass|token|secret|api[-_]?key|access[-_]?key|"
                      r"auth[-_]?token|hf[-_]token)(?:=|\s+))(?!-)[^\s\"']+"), _keep_prefix()),
     # key=value / key: value pairs (query strings, config dumps, JSON) whose key looks secret.
-    (_KW, re.compile(r"(?i)([\"']?(?<![A-Za-z0-9_.-])(?!authorization\b)[A-Za-z0-9_.-]*(?:password|"
+    (_KW, lazy(r"(?i)([\"']?(?<![A-Za-z0-9_.-])(?!authorization\b)[A-Za-z0-9_.-]*(?:password|"
                      r"passwd|token(?!s|iz)|secret|api[_-]?key|"
                      r"apikey|access[_-]?key|private[_-]?key|credential|auth)[A-Za-z0-9_.-]*[\"']?"
                      r"\s*(?:=|:(?!//))\s*[\"']?)(?![^\s&,;\"'<>]*\[redacted)([^\s&,;\"'<>)\]}]+)"),
@@ -125,31 +126,31 @@ _TOKEN_RULES: list[tuple[tuple[str, ...], re.Pattern[str], Callable[[re.Match[st
 _ASSIGN_TRIGGERS = _KW + ("aws_", "pat", "dsn", "sas", "sig", "cookie", "private", "pw", "cred", "otp",
                            "hmac", "licen", "pin")
 _TRIGGERS = {t for rule in _TOKEN_RULES for t in rule[0]} | set(_ASSIGN_TRIGGERS)
-_TRIGGER_RE = re.compile("|".join(sorted({re.escape(t) for t in _TRIGGERS}, key=len, reverse=True)))
+_TRIGGER_RE = lazy("|".join(sorted({re.escape(t) for t in _TRIGGERS}, key=len, reverse=True)))
 # a trigger found also stands for the shorter ones inside it ("signature" holds "sig"), which
 # the scan for non-overlapping words cannot see at the same place
 _IMPLIED = {t: frozenset(u for u in _TRIGGERS if u != t and u in t) for t in _TRIGGERS}
-_LONG_RUN = re.compile(r"[A-Za-z0-9+_-]{32}")
-_ASSIGN_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s,;&]+)")
-_HEX_RE = re.compile(r"(?<![0-9A-Za-z_.:-])([0-9a-fA-F]{32,})(?![0-9A-Za-z_])")
-_B64_RE = re.compile(r"(?<![A-Za-z0-9+_-])([A-Za-z0-9+_-]{32,}={0,2})(?![A-Za-z0-9+_=-])")
+_LONG_RUN = lazy(r"[A-Za-z0-9+_-]{32}")
+_ASSIGN_RE = lazy(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s,;&]+)")
+_HEX_RE = lazy(r"(?<![0-9A-Za-z_.:-])([0-9a-fA-F]{32,})(?![0-9A-Za-z_])")
+_B64_RE = lazy(r"(?<![A-Za-z0-9+_-])([A-Za-z0-9+_-]{32,}={0,2})(?![A-Za-z0-9+_=-])")
 # Words just before a long hex run that say it is a version, commit or digest, not a key.
 # The same words as a whole key (or a part of it) of a structure holding a bare hex string.
-_HEX_KEY = re.compile(r"(?i)(?:^|[_.\s-])(?:sha\d*|commit|git|rev(?:ision)?|digest|hash|checksum|"
+_HEX_KEY = lazy(r"(?i)(?:^|[_.\s-])(?:sha\d*|commit|git|rev(?:ision)?|digest|hash|checksum|"
                       r"md5|uuid|build)(?:$|[_.\s-])")
-_BARE_HEX = re.compile(r"[0-9a-fA-F]{32,64}")
-_HEX_CONTEXT = re.compile(r"(?i)(sha\d*|commit|git|rev(ision)?|version|digest|hash|build|"
+_BARE_HEX = lazy(r"[0-9a-fA-F]{32,64}")
+_HEX_CONTEXT = lazy(r"(?i)(sha\d*|commit|git|rev(ision)?|version|digest|hash|build|"
                           r"checksum|md5|uuid|id|\+g)[\s:=@'\"(]*$")
 
 
 # A UUID has no shape of its own that says "secret" (Heroku, New Relic and many license keys are
 # UUIDs; so are GPU, run and request ids): the name it is given to decides. Under a name that says
 # it identifies hardware, a run or a request it stays; under any other name it is masked.
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_UUID_ASSIGN = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]{0,80})([\"']?\s*(?:=|:)\s*[\"']?)"
+_UUID = lazy(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_UUID_ASSIGN = lazy(r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]{0,80})([\"']?\s*(?:=|:)\s*[\"']?)"
                           r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
                           r"(?![0-9A-Za-z-])")
-_ID_NAME = re.compile(r"(?i)uuid|gpu|device|mig|run|job|trace|request|correlation|boot|machine|host|node|"
+_ID_NAME = lazy(r"(?i)uuid|gpu|device|mig|run|job|trace|request|correlation|boot|machine|host|node|"
                       r"span|build|commit|session|uid|instance|container|pod|disk|volume|partition|fs|cuda|nccl")
 
 

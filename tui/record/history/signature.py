@@ -6,20 +6,22 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
+from distdoctor.knowledge.lazyre import lazy
+
 # Applied in order: prefixes that only say who and when, then the parts of a line that differ
 # from one run of the same failure to the next (addresses, paths, hosts, ports, ranks, numbers).
 _PREFIXES = [
-    re.compile(r"^\s*\[?[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)?(?:\s+\d+)?\s+\S+:\d+\]\s*"),  # glog
-    re.compile(r"^\s*\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*"),
-    re.compile(r"^\s*[\w.-]+:\d+:\d+\s+\[\d+\]\s*"),  # NCCL's host:pid:tid [device]
-    re.compile(r"^\s*(?:\[(?:default|rank)\d+\]:\s*)+"),  # torchrun and torch prefixes
-    re.compile(r"^\s*\d+:\s+"),  # srun --label
+    lazy(r"^\s*\[?[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)?(?:\s+\d+)?\s+\S+:\d+\]\s*"),  # glog
+    lazy(r"^\s*\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*"),
+    lazy(r"^\s*[\w.-]+:\d+:\d+\s+\[\d+\]\s*"),  # NCCL's host:pid:tid [device]
+    lazy(r"^\s*(?:\[(?:default|rank)\d+\]:\s*)+"),  # torchrun and torch prefixes
+    lazy(r"^\s*\d+:\s+"),  # srun --label
 ]
 def _basename(path: str) -> str:
     return re.split(r"[\\/]", path.rstrip("\\/"))[-1] or "<path>"
 
 
-_SOURCE = re.compile(r"\.(?:cc|cpp|cxx|c|h|hpp|cu|cuh|py|pyx|rs|go|java)$")
+_SOURCE = lazy(r"\.(?:cc|cpp|cxx|c|h|hpp|cu|cuh|py|pyx|rs|go|java)$")
 
 
 def _host_port(name: str) -> str:
@@ -28,25 +30,25 @@ def _host_port(name: str) -> str:
 
 
 _RULES: list[tuple[re.Pattern[str], Any]] = [
-    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
-    (re.compile(r"\b[0-9a-fA-F]{12,}\b"), "<hex>"),  # pointers, ids, hashes without 0x
-    (re.compile(r"\[?\b(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}\b\]?(?::\d+)?"), "<ip>"),  # IPv6
-    (re.compile(r"\[?\b\d{1,3}(?:\.\d{1,3}){3}\b\]?(?::\d+)?"), "<ip>"),
+    (lazy(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
+    (lazy(r"\b[0-9a-fA-F]{12,}\b"), "<hex>"),  # pointers, ids, hashes without 0x
+    (lazy(r"\[?\b(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}\b\]?(?::\d+)?"), "<ip>"),  # IPv6
+    (lazy(r"\[?\b\d{1,3}(?:\.\d{1,3}){3}\b\]?(?::\d+)?"), "<ip>"),
     # a path starts at a root (/x, ./x, ../x, ~/x, C:\\x) or has two slashes (torch/csrc/x.cpp);
     # NET/IB is a word. Only the file's name stays: /data/a/shard-7.bin and shard-7.bin agree
-    (re.compile(r"(?:(?<![\w.~])(?:\.{1,2}|~)?/|\b[A-Za-z]:[\\/])[\w.+\\/-]*|"
+    (lazy(r"(?:(?<![\w.~])(?:\.{1,2}|~)?/|\b[A-Za-z]:[\\/])[\w.+\\/-]*|"
                 r"\b[\w.+-]+/[\w.+-]+/[\w.+/-]*"), lambda m: _basename(m.group(0))),
     # FQDNs: lowercase labels, the first with a digit or a hyphen (node-17.cluster.local), so a
     # Python name (torch.distributed.DistNetworkError) is not taken for one
-    (re.compile(r"\b[a-z0-9]*[0-9-][a-z0-9-]*(?:\.[a-z][a-z0-9-]*){2,}(?::\d+)?\b"), "<host>"),
-    (re.compile(r"\b([A-Za-z][\w.-]*):\d{2,5}\b"), lambda m: _host_port(m.group(1))),
-    (re.compile(r"\b(?:local_)?rank\s*[:=]?\s*\d+", re.I), "rank <n>"),
-    (re.compile(r"\d+(?:\.\d+)*"), "<n>"),
-    (re.compile(r"\s+"), " "),
+    (lazy(r"\b[a-z0-9]*[0-9-][a-z0-9-]*(?:\.[a-z][a-z0-9-]*){2,}(?::\d+)?\b"), "<host>"),
+    (lazy(r"\b([A-Za-z][\w.-]*):\d{2,5}\b"), lambda m: _host_port(m.group(1))),
+    (lazy(r"\b(?:local_)?rank\s*[:=]?\s*\d+", re.I), "rank <n>"),
+    (lazy(r"\d+(?:\.\d+)*"), "<n>"),
+    (lazy(r"\s+"), " "),
 ]
 # Launcher lines that say only "a rank failed": the same for every cause. Their signature
 # carries the top cause too, or every torchrun incident would share one.
-_GENERIC = re.compile(r"failed \(exitcode|Root Cause \(first observed failure\)|exitcode\s*:|"
+_GENERIC = lazy(r"failed \(exitcode|Root Cause \(first observed failure\)|exitcode\s*:|"
                       r"ProcessExitedException|terminated with (?:exit code|signal)|"
                       r"process \d+ terminated with", re.I)
 MAX_TEXT = 300
