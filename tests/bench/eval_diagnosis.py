@@ -47,6 +47,8 @@ SETS = {
     # a third recorded batch for issue 21 (tests/fixtures/record_fresh3.py), measured before any rule used it: held out
     "fresh3-recorded": HERE / "fixtures" / "fresh3" / "recorded",
     "fresh3-healthy": HERE / "fixtures" / "fresh3" / "healthy",
+    # a fourth batch from public threads for issue 21, measured before any rule used it: held out
+    "public4": HERE / "fixtures" / "public4",
 }
 
 
