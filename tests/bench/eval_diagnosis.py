@@ -49,6 +49,9 @@ SETS = {
     "fresh3-healthy": HERE / "fixtures" / "fresh3" / "healthy",
     # a fourth batch from public threads for issue 21, measured before any rule used it: held out
     "public4": HERE / "fixtures" / "public4",
+    # a fourth recorded batch for issue 21 (tests/fixtures/record_fresh4.py), measured before any rule used it: held out
+    "fresh4-recorded": HERE / "fixtures" / "fresh4" / "recorded",
+    "fresh4-healthy": HERE / "fixtures" / "fresh4" / "healthy",
 }
 
 
