@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from importlib import resources
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
-from distdoctor.knowledge import tomlload
+from distdoctor.knowledge import cache
 from distdoctor.knowledge.i18n import t
 
 FR_DIR = "/tmp/fr_dumps"
@@ -43,6 +43,8 @@ KINDS = ("env", "command")
 def parse_knobs(text: str, where: str = "knobs.toml") -> tuple[Knob, ...]:
     """The [[knob]] entries of a knobs.toml text; a ValueError naming the entry when one is
     malformed (an unknown key, source or kind, a bound that is not a version, a missing field)."""
+    from distdoctor.knowledge import tomlload  # tomllib: ~9 ms to import, only on a cache miss
+
     names = {f.name for f in fields(Knob)}
     out: list[Knob] = []
     for n, entry in enumerate(tomlload.loads(text).get("knob", []), 1):
@@ -78,8 +80,25 @@ def vtuple(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(x) for x in match.group(1).split(".")) if match else None
 
 
-KNOBS: tuple[Knob, ...] = parse_knobs(
-    resources.files(__package__).joinpath("knobs.toml").read_text(encoding="utf-8"))
+def _load_knobs() -> tuple[Knob, ...]:
+    """knobs.toml's knobs, from the start-up cache (knowledge/cache.py, keyed on the file and this
+    module) when it holds them: parsing the TOML costs ~6 ms of every `distdoctor logs`. The file
+    is read next to this module, as the knowledge files are: importlib.resources would first
+    import its readers and zipfile (~8 ms)."""
+    text = Path(__file__).with_name("knobs.toml").read_text(encoding="utf-8")
+    key = cache.digest([text, *cache.source_parts(__file__)])
+    hit = cache.load("knobs", key)
+    if isinstance(hit, list):
+        try:
+            return tuple(Knob(**entry) for entry in hit)
+        except TypeError:  # a file of another shape: parse again
+            pass
+    knobs = parse_knobs(text)
+    cache.store("knobs", key, [asdict(k) for k in knobs])
+    return knobs
+
+
+KNOBS: tuple[Knob, ...] = _load_knobs()
 
 
 def log_switches(log_dir: str = "/tmp") -> tuple[tuple[str, str], ...]:
