@@ -1,0 +1,26 @@
+"""Mechanisms taught after the third measured batch (issue 21), each with a firing example and a
+silent twin written from the message formats (UCX's signal handler, vLLM's and the CUDA driver
+API's error texts, NCCL's bare version line, torchrun's agent), never copied from a case."""
+from __future__ import annotations
+
+from distdoctor.knowledge import load_knowledge
+from distdoctor.knowledge.logs import analyse_text
+
+KB = load_knowledge(use_env=False)
+
+
+def evidence(text: str, symptom: str | None = "error") -> list[str]:
+    """The causes the lines are evidence for, best first."""
+    return [c.id for c in analyse_text(text, KB, symptom=symptom).causes if c.basis == "evidence"]
+
+
+# --- out of memory in the CUDA driver API's words ---------------------------------------------------
+
+def test_driver_api_out_of_memory_is_cuda_oom() -> None:
+    assert evidence("RuntimeError: CUDA Error: out of memory at /opt/src/csrc/allocator.cpp:80\n")[:1] == ["cuda-oom"]
+    assert evidence("CudaAPIError: [2] Call to cuMemCreate results in CUDA_ERROR_OUT_OF_MEMORY\n")[:1] == ["cuda-oom"]
+
+
+def test_another_driver_api_error_is_not() -> None:
+    assert "cuda-oom" not in evidence("RuntimeError: CUDA Error: invalid argument at /opt/src/csrc/allocator.cpp:80\n")
+    assert "cuda-oom" not in evidence("CudaAPIError: [1] Call to cuMemCreate results in CUDA_ERROR_INVALID_VALUE\n")
