@@ -14,6 +14,21 @@ def evidence(text: str, symptom: str | None = "error") -> list[str]:
     return [c.id for c in analyse_text(text, KB, symptom=symptom).causes if c.basis == "evidence"]
 
 
+# --- a bus error caught by UCX's handler inside NCCL's threads: /dev/shm behind a mapping ----------
+
+UCX_SIGNAL = "[node01:40211:0:40290] Caught signal {n} ({name})\n==== backtrace (tid:  40290) ====\n" \
+             " 0 0x0000000000059e97 ncclGroupEnd()  ???:0\n"
+
+
+def test_a_bus_error_caught_by_ucx_is_shm_evidence() -> None:
+    assert evidence(UCX_SIGNAL.format(n=7, name="Bus error: nonexistent physical address"))[:1] == \
+        ["shm-insufficient"]
+
+
+def test_a_segfault_caught_by_the_same_handler_is_not() -> None:
+    assert "shm-insufficient" not in evidence(UCX_SIGNAL.format(n=11, name="Segmentation fault: address not mapped"))
+
+
 # --- out of memory in the CUDA driver API's words ---------------------------------------------------
 
 def test_driver_api_out_of_memory_is_cuda_oom() -> None:
