@@ -20,6 +20,9 @@ from .errors import UsageError
 # modules are imported only to build the parser, and none of them imports textual or torch.
 COMMANDS = ("check", "logs", "stacks", "fr", "ras", "knobs", "lint", "topo", "repro", "drill", "collect", "fleet",
             "report", "sessions", "history", "knowledge", "run", "watch")
+# commands registered by another command's module: the name typed -> the module
+REGISTERED_BY = {"bisect": "repro"}
+GLOBAL_VALUES = frozenset({"--resume", "--knowledge", "--drill", "--lang"})  # global options taking a value
 
 EPILOG = """\
 The method: classify the symptom -> logs -> environment check -> minimal repro ->
@@ -178,21 +181,41 @@ def build_parser(with_commands: bool = True, only: str | None = None) -> Parser:
         parser.set_defaults(command=None)
         return parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    only = REGISTERED_BY.get(only or "", only)
     for name in (only,) if only in COMMANDS else COMMANDS:
         importlib.import_module(f"distdoctor.tui.commands.{name}").register(sub)
     return parser
 
 
+def _first_word(argv: Sequence[str]) -> tuple[int, str] | None:
+    """(index, word) of the first word of `argv` that is not an option or a global option's
+    value (`--knowledge DIR logs ...` -> logs): the command (or a typo of one), or -h/--help
+    when that comes first."""
+    for i, arg in enumerate(argv):
+        if arg in ("-h", "--help"):
+            return i, arg
+        if not arg.startswith("-") and (i == 0 or argv[i - 1] not in GLOBAL_VALUES):
+            return i, arg
+    return None
+
+
 def _wants_command(argv: Sequence[str]) -> bool:
     """Whether the full parser (every command module) is needed; the app's start skips it.
     Any word that is not the value of --resume/--knowledge is a command (or a typo of one)."""
-    takes_value = {"--resume", "--knowledge", "--drill", "--lang"}
-    for i, arg in enumerate(argv):
-        if arg in ("-h", "--help"):
-            return True
-        if not arg.startswith("-") and (i == 0 or argv[i - 1] not in takes_value):
-            return True
-    return False
+    return _first_word(argv) is not None
+
+
+def _only_command(argv: Sequence[str]) -> str | None:
+    """The command `argv` runs, when it names one, after the global options or without them:
+    only its module is imported and only its parser built (every command's imports cost ~100 ms;
+    `distdoctor stacks` during an incident aims at the speed of a bare py-spy loop). None
+    (every command) for no command, a typo of one or -h/--help before it: the top help lists
+    them all."""
+    found = _first_word(argv)
+    if found is None:
+        return None
+    word = found[1]
+    return word if word in COMMANDS or word in REGISTERED_BY else None
 
 
 def _lang_in(argv: Sequence[str]) -> str | None:
@@ -222,11 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     i18n.set_lang(_lang_in(argv))  # every command and the app read it through i18n.resolve()
-    # Building every command's parser costs ~60 ms; the app's first screen should not pay it.
-    # `distdoctor stacks ...` during an incident: build only the named command's parser, not
-    # every command's (their imports cost ~100 ms; stacks aims at the speed of a bare py-spy loop)
-    only = argv[0] if argv and argv[0] in COMMANDS else None
-    parser = build_parser(with_commands=_wants_command(argv), only=only)
+    # Building every command's parser costs ~60 ms; the app's first screen should not pay it,
+    # nor a run of one command (_only_command)
+    parser = build_parser(with_commands=_wants_command(argv), only=_only_command(argv))
     args = parser.parse_args(argv)
     i18n.set_lang(getattr(args, "lang", None))  # what argparse made of it (a command's own --lang)
     if args.version:
