@@ -36,9 +36,11 @@ def default_path() -> Path:
     env = os.environ.get("DISTDOCTOR_DB")
     if env:
         return Path(env).expanduser()
-    from ..session import state_dir
+    # knowledge/statedir.py, not the session module (which imports socket and queue, ~10 ms of
+    # every `distdoctor logs` that recalls past incidents and saves no session)
+    from distdoctor.knowledge.statedir import state_dir
 
-    return state_dir().parent / DB_NAME
+    return state_dir(DB_NAME)
 
 
 def _why(exc: BaseException) -> str:
