@@ -22,6 +22,7 @@ Collector = Any
 
 TRACEBACK_SPAN = 400  # an exception line this close after a traceback header (or a store frame) ends it
 MAX_HITS = 40  # lines kept per signature or kind (the count is kept in full)
+VERSION_SPAN = 12  # a bare `NCCL version` line this close after a process's fact line is that process's
 EVENT, FACT = "event", "fact"
 
 
@@ -144,9 +145,26 @@ def _work_status(col: Collector, line: int, text: str, who: x.Who, key: str) -> 
 def _nccl_version(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
     m = x.NCCL_VERSION.search(text)
     if m:
+        if key == "?":  # NCCL's bare VERSION line: the process whose INFO lines just led to it
+            key, who = _printing_process(col, line) or (key, who)
         col.fact(key, "nccl_version", m.group("v"), line, text, who)
         if m.group("cuda"):
             col.fact(key, "nccl_cuda", m.group("cuda"), line, text, who)
+
+
+def _printing_process(col: Collector, line: int) -> tuple[str, x.Who] | None:
+    """The process of the closest fact line before `line` in this file, within VERSION_SPAN lines.
+
+    NCCL prints `NCCL version X` with no host:pid prefix at NCCL_DEBUG=VERSION or WARN, and some
+    releases at INFO too, right after that process's `Bootstrap : Using` and `cudaDriverVersion` INFO
+    lines: the prefixed line just before names who printed it. None when no such line is that close
+    (the version then stays unattributed and compares with nothing)."""
+    name = col.file.name
+    best = None
+    for (key, _fact), hit in col.fact_lines.items():
+        if hit.file == name and hit.proc and line - VERSION_SPAN <= hit.line < line and (best is None or hit.line > best[1].line):
+            best = (key, hit)
+    return None if best is None else (best[0], x.Who(best[1].rank, best[1].proc, None))
 
 
 def _gpu(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:

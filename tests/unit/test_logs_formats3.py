@@ -39,3 +39,24 @@ def test_driver_api_out_of_memory_is_cuda_oom() -> None:
 def test_another_driver_api_error_is_not() -> None:
     assert "cuda-oom" not in evidence("RuntimeError: CUDA Error: invalid argument at /opt/src/csrc/allocator.cpp:80\n")
     assert "cuda-oom" not in evidence("CudaAPIError: [1] Call to cuMemCreate results in CUDA_ERROR_INVALID_VALUE\n")
+
+
+# --- NCCL's bare version line belongs to the process whose INFO lines lead to it ----------------------
+
+def bare_versions(first: str, second: str, gap: int = 0) -> str:
+    filler = "".join(f"epoch 0 step {i} loss 2.31\n" for i in range(gap))
+    return (f"node01:4000:4000 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.1<0>\n"
+            f"node01:4000:4000 [0] NCCL INFO cudaDriverVersion 12040\n{filler}NCCL version {first}+cuda12.4\n"
+            f"node02:4100:4100 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.2<0>\n"
+            f"node02:4100:4100 [0] NCCL INFO cudaDriverVersion 12040\n{filler}NCCL version {second}+cuda12.4\n"
+            "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n")
+
+
+def test_bare_version_lines_of_two_processes_that_differ_are_a_version_mismatch() -> None:
+    assert evidence(bare_versions("2.18.1", "2.21.5"))[:1] == ["version-mismatch"]
+
+
+def test_the_same_version_or_a_line_far_from_its_process_names_none() -> None:
+    assert "version-mismatch" not in evidence(bare_versions("2.21.5", "2.21.5"))
+    assert "version-mismatch" not in evidence(bare_versions("2.18.1", "2.21.5", gap=20))
+
