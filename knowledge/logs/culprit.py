@@ -69,7 +69,10 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         others = [rl for rl in lines.values() if rl.end.kind in ("unknown", "exited", "stopped") and rl.rank not in seqs
                   and rl not in waiters]
         if others and all(rl.end.kind == "lost-peer" for rl in waiters):
-            # a closed or reset connection means the peer's process is gone; a hung one keeps it open
+            # a closed or reset connection means the peer's process is gone; a hung one keeps it open.
+            # A rank the launcher stopped (SIGTERM, SIGINT) was stopped because another had already
+            # failed: beside a rank that exited of its own accord it is a consequence, never the culprit
+            others = [rl for rl in others if rl.end.kind != "stopped"] or others
             return {"ranks": [rl.rank for rl in others], "role": "crashed", "rule": "DL905",
                     "why": tr("rank {waiters} lost its connection to rank {others}, whose own lines show no "
                              "error: it exited without a traceback (os._exit, a kill, a native crash)",

@@ -60,3 +60,41 @@ def test_the_same_version_or_a_line_far_from_its_process_names_none() -> None:
     assert "version-mismatch" not in evidence(bare_versions("2.21.5", "2.21.5"))
     assert "version-mismatch" not in evidence(bare_versions("2.18.1", "2.21.5", gap=20))
 
+
+# --- a rank the launcher stopped is a consequence of another's failure, never the culprit -----------
+
+def torchrun_lost_peer(code2: int) -> str:
+    """Rank 0's own lines lose their peer; torchrun's summary (elastic/multiprocessing/errors
+    format) gives rank 1's exit and rank 2's; only rank 0's lines are on the console."""
+    def failure(i: int, code: int) -> str:
+        sig = "  (SIGTERM)" if code == -15 else " "
+        return (f"[{i}]:\n  time      : 2026-12-01_10:00:05\n  host      : node01\n"
+                f"  rank      : {i} (local_rank: {i})\n  exitcode  : {code} (pid: 510{i}){sig}\n"
+                "  error_file: <N/A>\n  traceback : To enable traceback see: "
+                "https://pytorch.org/docs/stable/elastic/errors.html\n")
+    return ("[default0]:[rank0]: Traceback (most recent call last):\n"
+            '[default0]:[rank0]:   File "/home/user/run/train.py", line 40, in <module>\n'
+            "[default0]:[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+            "closed by peer [10.1.0.1]:29511\n"
+            "E1201 10:00:05.100000 5000 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+            "(exitcode: 1) local_rank: 1 (pid: 5101) of binary: /usr/bin/python3\n"
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+            "============================================================\ntrain.py FAILED\n"
+            "------------------------------------------------------------\nFailures:\n"
+            + failure(2, code2) + "------------------------------------------------------------\n"
+            "Root Cause (first observed failure):\n" + failure(1, 1)
+            + "============================================================\n")
+
+
+def culprit_ranks(text: str) -> list[str] | None:
+    found = analyse_text(text, KB, symptom="error").culprit
+    return None if found is None else found["ranks"]
+
+
+def test_the_rank_torchrun_stopped_is_not_blamed_beside_one_that_exited() -> None:
+    assert culprit_ranks(torchrun_lost_peer(-15)) == ["1"]
+
+
+def test_two_ranks_that_exited_of_their_own_accord_are_both_named() -> None:
+    assert culprit_ranks(torchrun_lost_peer(1)) == ["1", "2"]
+
