@@ -67,6 +67,8 @@ def parse_knobs(text: str, where: str = "knobs.toml") -> tuple[Knob, ...]:
 
 @dataclass(frozen=True)
 class KnobLine:
+    """One line to set, for the versions at hand, with the versions it applies to (`applies`)."""
+
     source: str
     line: str
     kind: str

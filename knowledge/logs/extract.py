@@ -103,6 +103,8 @@ WORK_STATUS = lazy(r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCC
 
 @dataclass
 class Timeout:
+    """A watchdog timeout: the collective's SeqNum and op, its process group, and the line it was read from."""
+
     seq: int | None
     op: str | None
     pg: str

@@ -25,6 +25,8 @@ def new_uid(now: float | None = None) -> str:
 
 @dataclass
 class Incident:
+    """One concluded diagnosis as the incident store keeps it."""
+
     time: float
     uid: str = ""
     session: str | None = None
