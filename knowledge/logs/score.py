@@ -18,7 +18,7 @@ from .setup_rules import (
     waiter_ops,
 )
 from .tally import BASES, Scores
-from .timeline import RankLine, exceptions_unranked, handled
+from .timeline import RankLine, exceptions_unranked, handled, restarted
 from .view import View
 
 REST = 0.25  # each further distinct signature of a cause adds this share of its weight
@@ -135,8 +135,9 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
     # reports "Process N terminated with the following error" for a timeout too); nor is an exit
     # code when every rank the logs show ended waiting: a waiter that gave up exits non-zero too
     waited = bool(lines) and all(rl.end.kind in ("timeout", "lost-peer") for rl in lines.values())
+    # nor is a crash of an attempt the launcher restarted and the run then finished
     crashes = sorted((h for h in view.crashes if not _ended_waiting(view, h, lines)
-                      and not (waited and h.sig.startswith("crash-exitcode"))),
+                      and not (waited and h.sig.startswith("crash-exitcode")) and not restarted(view, h)),
                      key=lambda h: (view.rank(h) is None, h.order))
     if not crashed and not crashes:
         lost = [rl for rl in lines.values() if rl.end.kind == "lost-peer"]

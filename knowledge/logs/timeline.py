@@ -142,7 +142,7 @@ def build(view: View) -> dict[str, RankLine]:
         if r in lines or r.isdigit():
             rl = line_of(r)
             rl.exitcode = code
-            if rl.end.kind == "unknown":
+            if rl.end.kind == "unknown" and not restarted(view, hit):
                 sig = SIGNAL_EXITS.get(code)
                 kind = "stopped" if code in STOP_SIGNALS else "killed" if sig else "exited"
                 rl.end = End(kind, tr("exit code {code}", code=code) + (f" ({sig})" if sig else ""), hit)
@@ -206,6 +206,19 @@ def recovered(view: View, rank: str, hit: Hit) -> bool:
     return view.col.last_step_line.get((rank, hit.file), 0) > hit.line
 
 
+def restarted(view: View, hit: Hit) -> bool:
+    """Whether a failure line ended an attempt the launcher restarted (torchrun --max-restarts) and
+    the run then finished: in the same file, every rank the line names (or, for a launcher's line
+    that names none, every rank the file shows) reached its finish after it. Progress alone is not
+    enough: a rank's buffered stdout may reach the console after its own exit record."""
+    r = view.rank(hit)
+    done = {view.rank(h) for h in view.hits_with("end") if h.file == hit.file and h.line > hit.line}
+    done |= {rank for rank, (ph, h) in view.col.phases.items()
+             if ph == "teardown" and h.file == hit.file and h.line > hit.line}
+    seen = {rank for (rank, name) in view.col.last_step_line if name == hit.file}
+    return r in done if r is not None else bool(seen) and seen <= done
+
+
 def _op_near(view: View, rank: str, hit: Hit) -> dict[str, Any] | None:
     """The collective named by the traceback frames just before a rank's exception."""
     best = None
@@ -244,4 +257,5 @@ def logged(view: View, hit: Hit) -> bool:
     return any(f.name == hit.file and a <= hit.line <= b for f in view.col.files for a, b in f.logged)
 
 
-__all__ = ["End", "RankLine", "build", "exceptions_unranked", "handled", "logged", "recovered", "short", "where"]
+__all__ = ["End", "RankLine", "build", "exceptions_unranked", "handled", "logged", "recovered", "restarted", "short",
+           "where"]

@@ -98,3 +98,31 @@ def test_the_rank_torchrun_stopped_is_not_blamed_beside_one_that_exited() -> Non
 def test_two_ranks_that_exited_of_their_own_accord_are_both_named() -> None:
     assert culprit_ranks(torchrun_lost_peer(1)) == ["1", "2"]
 
+
+# --- a restart that finished is recovery: the failure before it ended an attempt, not the run -------
+
+ATTEMPT_FAILS = (
+    "[default1]:[rank1]: Traceback (most recent call last):\n"
+    '[default1]:[rank1]:   File "/home/user/run/train.py", line 52, in <module>\n'
+    "[default1]:[rank1]: ConnectionRefusedError: [Errno 111] Connection refused\n"
+    "[default0]:[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+    "closed by peer [10.1.0.1]:29511\n"
+    "E1201 10:00:05.100000 5000 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+    "(exitcode: 1) local_rank: 1 (pid: 5101) of binary: /usr/bin/python3\n")
+# torchrun --max-restarts: the agent starts the group again and every rank trains to the end
+RESTARTED = "".join(f"[default{r}]:epoch 0 step {s} loss 2.31\n" for s in range(1, 6) for r in (0, 1))
+FINISHED = "[default0]:Training completed. Do not forget to share your model\n[default1]:Training completed.\n"
+
+
+def test_a_failed_attempt_the_restart_went_past_is_no_failure() -> None:
+    report = analyse_text(ATTEMPT_FAILS + RESTARTED + FINISHED, KB, symptom="error")
+    assert report.culprit is None
+    assert "rank-crash-deadlock" not in [c.id for c in report.causes if c.basis == "evidence"]
+
+
+def test_progress_after_the_exit_record_without_a_finish_is_no_restart() -> None:
+    # a rank's buffered stdout may reach the console after its exit record: that is no recovery
+    for text in (RESTARTED + ATTEMPT_FAILS, ATTEMPT_FAILS + RESTARTED):
+        report = analyse_text(text, KB, symptom="error")
+        assert report.culprit is not None and report.culprit["ranks"] == ["1"], text
+        assert "rank-crash-deadlock" in [c.id for c in report.causes if c.basis == "evidence"]
