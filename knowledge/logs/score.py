@@ -5,6 +5,7 @@ from collections import defaultdict
 
 from ..diagnosis import symptom_priors
 from ..i18n import t as tr
+from ..lazyre import lazy
 from ..model import KnowledgeBase
 from ..ranks import rank_key, span
 from . import extract as x
@@ -25,6 +26,10 @@ REST = 0.25  # each further distinct signature of a cause adds this share of its
 SHIFT = 1.0  # the symptom's strongest prior adds this much to a cause that has evidence
 MAX_EVIDENCE = 10
 PRIOR = 0.5  # a symptom prior alone is worth less than any line that shows the failure
+# a rank's own failure that says it ran out of memory: PyTorch's and the CUDA driver's OOM, c10's CPU
+# allocator ("DefaultCPUAllocator: can't allocate memory"), ENOMEM's strerror, Python's MemoryError
+OUT_OF_MEMORY = lazy(r"out of memory|OutOfMemoryError|can't allocate memory|Cannot allocate memory"
+                     r"|\bMemoryError\b|CUDA_ERROR_OUT_OF_MEMORY")
 
 
 def score(view: View, kb: KnowledgeBase, symptom: str | None,
@@ -174,8 +179,13 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
               rule="DL102")
         first = lines.get("0")
         if crashed and who["ranks"] == ["0"] and first is not None and first.phase in ("eval", "save", "load"):  # type: ignore[index]
-            s.add("rank0-overload", 2.5, tr("rank 0 crashed first, during {phase}", phase=tr(first.phase)), hits[:2],
-                  rule="DL201")
+            # GUIDE 4.2: rank 0 runs out of memory in the work it does alone. Then that work explains
+            # the crash and the OOM, and it ranks above both (a consequence never outranks its cause)
+            oom = first.end.kind == "crashed" and OUT_OF_MEMORY.search(first.end.detail) is not None
+            amount = max(s.score["rank-crash-deadlock"], s.score["cuda-oom"]) + 1.0 if oom else 2.5
+            s.add("rank0-overload", amount, tr("rank 0 ran out of memory first, during {phase}" if oom else
+                                               "rank 0 crashed first, during {phase}", phase=tr(first.phase)),
+                  hits[:2], rule="DL201")
     elif crashed:
         s.add("rank-crash-deadlock", 1.0 if kind == "hang" else 0.5,
               tr("rank {rank} crashed: the other ranks are left waiting for it", rank=who["ranks"][0]),  # type: ignore[index]

@@ -126,3 +126,27 @@ def test_progress_after_the_exit_record_without_a_finish_is_no_restart() -> None
         report = analyse_text(text, KB, symptom="error")
         assert report.culprit is not None and report.culprit["ranks"] == ["1"], text
         assert "rank-crash-deadlock" in [c.id for c in report.causes if c.basis == "evidence"]
+
+
+# --- rank 0 out of memory in the work it does alone: that work explains the crash (GUIDE 4.2) -------
+
+def rank0_fails_in_eval(error: str) -> str:
+    return ("[rank0]: step 40 loss 2.3100\n[rank1]: step 40 loss 2.3200\n"
+            "[rank0]: evaluating on the validation set\n[rank0]: Traceback (most recent call last):\n"
+            '[rank0]:   File "/home/user/run/train.py", line 88, in evaluate\n'
+            f"[rank0]: {error}\n"
+            "[rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by "
+            "peer [10.1.0.1]:29511\n")
+
+
+def test_rank0_out_of_memory_in_its_own_work_is_rank0_overload_first() -> None:
+    for error in ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] err == 0. DefaultCPUAllocator: can't allocate "
+                  "memory: you tried to allocate 80000000000 bytes. Error code 12 (Cannot allocate memory)",
+                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB."):
+        assert analyse_text(rank0_fails_in_eval(error), KB, symptom="error").causes[0].id == "rank0-overload", error
+
+
+def test_another_error_of_rank0_in_its_own_work_stays_a_crash() -> None:
+    causes = analyse_text(rank0_fails_in_eval("KeyError: 'val_loss'"), KB, symptom="error").causes
+    assert causes[0].id == "rank-crash-deadlock"
+    assert "rank0-overload" in [c.id for c in causes[1:]]
