@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from distdoctor.probes.topology.pasted import MAX_FILE, pasted_topology
+from distdoctor.probes.topology_paste import MAX_FILE, pasted_topology
 from distdoctor.tui.cli import main
 
 TIMEOUT = ("[rank0]:[E1202 10:00:00.000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             report = analyse(args.paths, kb, symptom=args.symptom)
     if report.nothing_readable():
         raise UsageError(report.nothing_readable())
-    from distdoctor.probes.topology.pasted import add_pasted_topology
+    from distdoctor.probes.topology_paste import add_pasted_topology
 
     found = report.to_dict()
     add_pasted_topology(found, args.paths, args.symptom)

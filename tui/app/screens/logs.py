@@ -191,7 +191,7 @@ class LogsScreen(StepScreen):
         fr = logs_sources.flight_recorder([p for p in paths if os.path.isdir(p)])
         if fr is not None:  # a folder of the job's logs that also holds Flight Recorder dumps
             data["flight_recorder"] = fr
-        from distdoctor.probes.topology.pasted import add_pasted_topology
+        from distdoctor.probes.topology_paste import add_pasted_topology
 
         add_pasted_topology(data, paths, self.dd.flow.symptom)
         self.post_message(LogsAnalysed(paths, data))

@@ -1,6 +1,7 @@
 """The GPU topology pasted with a log (issue 21: context pasted with the log is evidence):
 `nvidia-smi topo -m` / `topo -p2p` matrices, NCCL's graph and path lines, read from the log files
-themselves. Bounded: small regular files only, and only those that hold a topology mark."""
+themselves. Bounded: small regular files only, and only those that hold a topology mark. Outside
+the topology package, so that a log without one never pays for its parsers and drawings."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -44,7 +45,7 @@ def pasted_topology(paths: Iterable[str]) -> dict[str, Any] | None:
             continue
         if not any(m in text for m in MARKS):
             continue
-        from . import TopologyInputError, analyse
+        from .topology import TopologyInputError, analyse  # the parsers and networkx: only for a marked file
 
         try:
             facts = analyse(text, p.name)
