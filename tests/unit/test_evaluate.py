@@ -13,6 +13,8 @@ from distdoctor.knowledge.evaluate import Finding, evaluate, fill
 from distdoctor.knowledge.loader import OPS
 from distdoctor.knowledge.model import Check, KnowledgeBase
 from distdoctor.probes.base import ProbeResult, unavailable
+from distdoctor.probes.fleet.schema import PROBE_NAMES
+from distdoctor.probes.hardware import HARDWARE_PROBES
 from distdoctor.probes.registry import PROBES
 
 FACTS = {"n": 5, "name": "eth0", "flag": True, "off": False, "items": ["a", "b"], "none": None,
@@ -125,9 +127,11 @@ def test_topology_check_over_topo_facts() -> None:
 
 
 def test_the_probes_run_in_their_order() -> None:
-    # (the topology wrapper's "not in this build yet" branch is gone: the package always ships)
-    assert list(PROBES) == ["versions", "shm", "launch", "switches", "network", "topology",
-                            "kernel", "gpu_health", "pcie", "infiniband", "limits"]
+    """The method's own probes first, in its order (a snapshot requires them: fleet/schema.py), then
+    the others: the hardware ones and any probe added later (which needs no change here)."""
+    assert list(PROBES)[:len(PROBE_NAMES)] == list(PROBE_NAMES) == ["versions", "shm", "launch", "switches",
+                                                                    "network", "topology"]
+    assert set(HARDWARE_PROBES) <= set(PROBES)
 
 
 def test_packaged_fixes_start_with_the_command_to_paste() -> None:
