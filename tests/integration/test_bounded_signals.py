@@ -30,7 +30,9 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     block = "".join(f"node-17:4242:4242 [0] NCCL INFO Channel {i % 32:02d}/0 : 0[0] -> 1[1] via "
                     f"P2P/IPC step {i}\n" for i in range(4096)).encode()
     with open(path, "wb") as fh:
-        while fh.tell() < MIN_TOTAL + (8 << 20):
+        # 256 MiB past the parallel threshold: the scan of repeated lines runs at some 200 MiB/s,
+        # and with only 8 MiB it could end before a signal sent once the workers are busy arrived
+        while fh.tell() < MIN_TOTAL + (256 << 20):
             fh.write(block)
         fh.write(b"[rank1]: RuntimeError: NCCL error: unhandled system error\n")
     return path
