@@ -48,10 +48,34 @@ class Who:
     tag: bool = False  # the rank came from a key=value tag in the text (`rank=3`): a file of one rank wins
 
 
+# What loggers put before a line's own text: moreutils' `ts` ("Dec 02 11:02:24.238283 "), an ISO
+# date ("2026-12-02 11:02:27,475 ", "[2026-12-02T11:02:27Z] "), and glog's header, which torch's
+# C++ logging and torchrun's agent print ("E1202 12:00:01.123456 1234 torch/path.py:123] ", older
+# releases "[E ProcessGroupNCCL.cpp:828] "). The line's own text follows, launcher prefixes included.
+_LEAD = lazy(
+    r"^(?:\s*(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,9})?"
+    r"|\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?"
+    r"|\[?[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d{1,9})? +\d+ [^\]\s]{1,300}:\d+\]"
+    r"|\[[IWEF] [\w.]{1,100}:\d+\])(?: |$))+")
+_LEAD_START = frozenset("ADFIJMNOSWE[0123456789 ")  # month names, years, glog severities, brackets
+
+
+def strip_lead(text: str) -> str:
+    """The line without the timestamps and glog headers in front of it (unchanged when none)."""
+    if text[:1] not in _LEAD_START:
+        return text
+    m = _LEAD.match(text)
+    return text[m.end():] if m else text
+
+
 def who(text: str) -> Who:
     rank = proc = host = None
     tag = False
     m = _PREFIX.match(text)
+    if m is None:
+        lead = strip_lead(text)
+        if lead is not text:
+            m = _PREFIX.match(lead)
     if m:
         rank = m.group("a") or m.group("b") or m.group("c") or m.group("d")
     h = _NCCL_HOST.search(text, 0, 200)
@@ -283,7 +307,9 @@ LAUNCHER_EXC = frozenset({"ChildFailedError", "SignalException", "ProcessRaisedE
 
 def exception(text: str) -> tuple[str, str] | None:
     """(type, message) when the line is the last line of a traceback, else None."""
-    body = _PREFIXES.sub("", text, count=1).strip() if text[:1] in "[0123456789 " else text.strip()
+    text = strip_lead(text)
+    body = _PREFIXES.sub("", text, count=1) if text[:1] in "[0123456789 " else text
+    body = strip_lead(body).strip()  # a glog header after the launcher's prefix
     if len(body) > 2000 or ": " not in body and not body.endswith(":") and not body[-1:].isalpha():
         return None
     m = EXCEPTION.match(body)

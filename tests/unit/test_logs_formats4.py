@@ -1,0 +1,48 @@
+"""Mechanisms taught after the fourth measured batch (issue 21), each with a firing example and a
+silent twin written from the message formats (moreutils' `ts`, glog's header that torch's C++
+logging and torchrun's agent print, Python's KeyboardInterrupt, torchrun's exit summary), never
+copied from a case."""
+from __future__ import annotations
+
+from distdoctor.knowledge import load_knowledge
+from distdoctor.knowledge.logs import analyse_text
+from distdoctor.knowledge.logs import extract as x
+
+KB = load_knowledge(use_env=False)
+
+
+def report(text: str, symptom: str | None = "error"):
+    return analyse_text(text, KB, symptom=symptom)
+
+
+# --- timestamps and glog headers in front of a line hide neither its rank nor its exception ----------
+
+def test_a_timestamp_or_glog_header_before_the_last_line_of_a_traceback_is_stripped() -> None:
+    assert x.exception("Mar 04 09:15:02.118270 [rank3]: ValueError: bad shard") == ("ValueError", "bad shard")
+    assert x.exception("2026-03-04 09:15:02,118 [rank3]: ValueError: bad shard") == ("ValueError", "bad shard")
+    assert x.exception("E0304 09:15:02.118000 4412 torch/distributed/run.py:77] ValueError: bad shard") == \
+        ("ValueError", "bad shard")
+    assert x.exception("[rank2]:[W0304 09:15:02.118000 4412 torch/x.py:9] KeyError: 'step'") == ("KeyError", "'step'")
+    assert x.who("Mar 04 09:15:02.118270 [rank3]: ValueError: bad shard").rank == "3"
+
+
+def test_a_line_that_only_mentions_an_error_after_the_header_is_no_exception() -> None:
+    assert x.exception("E0304 09:15:02.118000 4412 torch/x.py:9] failed with ValueError: bad shard") is None
+    assert x.exception("Mar 04 09:15:02.118270 step 5 done, no Error: none") is None
+    assert x.strip_lead("Mary: ValueError: x") == "Mary: ValueError: x"
+
+
+TS_CRASH = ("Mar 04 09:15:01.000100 [rank0]: step 4 loss 0.51\n"
+            "Mar 04 09:15:01.000200 [rank1]: step 4 loss 0.50\n"
+            "Mar 04 09:15:02.118200 [rank1]: Traceback (most recent call last):\n"
+            "Mar 04 09:15:02.118230 [rank1]:   File \"/srv/job/train.py\", line 88, in step\n"
+            "Mar 04 09:15:02.118270 [rank1]: ValueError: bad shard 17\n"
+            "Mar 04 09:15:03.902000 [rank0]: Traceback (most recent call last):\n"
+            "Mar 04 09:15:03.902100 [rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+            "Connection closed by peer [10.0.0.2]:41023\n")
+
+
+def test_a_ts_prefixed_console_names_the_rank_that_raised() -> None:
+    r = report(TS_CRASH)
+    assert r.culprit is not None and r.culprit["ranks"] == ["1"] and r.culprit["role"] == "crashed"
+    assert r.timeline["1"]["end"]["type"] == "ValueError"
