@@ -6,7 +6,6 @@ leave a whole file); a read-only or full state folder only costs the time saved.
 pickle: a cache file is read, never run."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -77,22 +76,13 @@ def store(name: str, key: str, value: Any) -> None:
     """Write `value` under `name` for `key`, atomically; every failure is silent (a cache)."""
     if os.environ.get(OFF_ENV):
         return
-    import tempfile
+    from .atomicfile import write_atomic
 
-    target = path_for(name)
-    tmp = ""
     try:
         text = json.dumps({"key": key, "value": value}, separators=(",", ":"), ensure_ascii=False,
                           allow_nan=False)
+        target = path_for(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-        tmp = ""
+        write_atomic(target, text, errors="surrogatepass")
     except (OSError, ValueError, TypeError, RecursionError, UnicodeError):
         pass
-    finally:
-        if tmp:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)

@@ -6,12 +6,12 @@ the score itself lives in the session and its report)."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge.atomicfile import write_atomic
 from distdoctor.knowledge.statedir import state_dir
 
 
@@ -48,6 +48,4 @@ def save_attempt(name: str, score: int, passed_it: bool, session: str = "") -> N
                   "session": session}
     target = path()
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, target)
+    write_atomic(target, json.dumps(data, indent=1))

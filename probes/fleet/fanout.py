@@ -3,10 +3,8 @@ results and failures per host."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -14,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge.atomicfile import write_atomic
 from distdoctor.knowledge.i18n import t
 
 from ..runner import CommandResult, Runner, SubprocessRunner
@@ -278,16 +277,7 @@ def write_results(results: Sequence[HostResult], out_dir: Path) -> None:
             name = f"{stem}-{n}"
         used.add(name)
         path = out_dir / f"{name}.json"
-        _write_atomic(path, json.dumps(result.doc, indent=1) + "\n")
+        write_atomic(path, json.dumps(result.doc, indent=1) + "\n")
         result.file = str(path)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

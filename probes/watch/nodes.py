@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge.atomicfile import write_atomic
 from distdoctor.knowledge.i18n import t
 
 from .launch import option_value
@@ -42,17 +43,11 @@ VERDICT = "verdict.json"
 def write_json(path: Path, data: Any) -> bool:
     """Write `data` as JSON atomically (a reader sees the old file or the new, never half);
     False when the folder is gone or not writable."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-        os.replace(tmp, path)
-        return True
+        write_atomic(path, json.dumps(data, indent=1, default=str), mode=0o644)
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass  # never written, or the folder is gone
         return False
+    return True
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

@@ -4,11 +4,11 @@ collector never reads half a file and a cluster's monitoring can alert on them."
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from distdoctor.knowledge import atomicfile
 from distdoctor.knowledge.i18n import t
 
 from ..errors import UsageError
@@ -82,24 +82,9 @@ def write_atomic(path: str, text: str) -> None:
     """Replace FILE with `text` in one rename: node_exporter reads either the old or the new
     file, never a partial one. The temporary file does not end in .prom, so it is never read."""
     check_target(path)
-    folder = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".distdoctor-", suffix=".tmp")
+        atomicfile.write_atomic(path, text, mode=0o644, durable=True)
     except OSError as exc:
-        raise UsageError(t("--prometheus {path}: cannot write there ({why})", path=path,
-                           why=exc.strerror or exc)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass  # already gone: nothing left behind
         raise UsageError(t("--prometheus {path}: cannot write there ({why})", path=path,
                            why=exc.strerror or exc)) from None
 

@@ -7,9 +7,9 @@ import os
 import shutil
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
+from distdoctor.knowledge.atomicfile import write_atomic
 from distdoctor.knowledge.i18n import t
 
 from ..errors import UsageError
@@ -128,14 +128,6 @@ def write(path: Path, text: str) -> None:
     # through a symlink, the file it points to is replaced, not the link
     path = Path(os.path.realpath(path))
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
-                                   prefix=f".{path.name}.", suffix=".tmp")
+        write_atomic(path, text)
     except OSError as exc:
         raise UsageError(t("-o {path}: cannot write there ({why})", path=path, why=exc.strerror or exc)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise UsageError(t("-o {path}: cannot write ({why})", path=path, why=exc.strerror or exc)) from None

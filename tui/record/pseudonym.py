@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge.atomicfile import write_atomic
 from distdoctor.knowledge.printable import plain_text
 
 from .redact import MAX_DEPTH, walk
@@ -157,17 +156,7 @@ class Pseudonymizer:
 
     def _save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:  # mkstemp made it 0600
-                json.dump(self.mapping, fh, indent=1, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        os.chmod(path, 0o600)
+        write_atomic(path, json.dumps(self.mapping, indent=1, sort_keys=True), mode=0o600, durable=True)
 
     def token(self, kind: str, real: str, same_as: str | None = None) -> str:
         """The token for `real`, made on first sight; `same_as` names another spelling of the

@@ -8,14 +8,13 @@ import os
 import queue
 import re
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from distdoctor.knowledge import statedir
+from distdoctor.knowledge import atomicfile, statedir
 from distdoctor.knowledge.i18n import t
 
 try:
@@ -44,33 +43,9 @@ def new_id() -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over `path`."""
+    """A session or report file: 0600 from the start, fsynced, renamed over `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename itself durable (a power cut after rename must not lose the new file)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # some filesystems do not allow opening a directory; the rename is still atomic
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # fsync on a directory is unsupported on some filesystems; durability is best effort
-    finally:
-        os.close(fd)
+    atomicfile.write_atomic(path, text, durable=True)
 
 
 class SessionStore:
