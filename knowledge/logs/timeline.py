@@ -19,6 +19,7 @@ from .view import View
 SIGNAL_EXITS = {-9: "SIGKILL", -11: "SIGSEGV", -6: "SIGABRT", -7: "SIGBUS", -15: "SIGTERM", -2: "SIGINT",
                 -1: "SIGHUP"}
 STOP_SIGNALS = {-15, -2, -1}  # what a launcher sends the other ranks once one has failed
+INTERRUPTED = "SIGINT: KeyboardInterrupt"  # the end of a rank whose own traceback ends in KeyboardInterrupt
 _ATTEMPT = lazy(r"attempt_\d+[/\\](\d+[/\\][^/\\]+)$")
 
 
@@ -156,7 +157,14 @@ def build(view: View) -> dict[str, RankLine]:
                 rl.end = End("crashed", h.text[:160], h)
     for exc in col.exceptions:
         r = view.rank(exc.hit)
-        if r is None or not r.isdigit() or exc.launcher or recovered(view, r, exc.hit):
+        if r is None or not r.isdigit() or recovered(view, r, exc.hit):
+            continue
+        if exc.launcher:
+            # a rank's own KeyboardInterrupt traceback: SIGINT reached that rank (Ctrl-C, kill -INT),
+            # a stop from outside that ends it; the launcher's own exceptions name no rank
+            if exc.type == "KeyboardInterrupt" and exc.traceback and lines.get(r, RankLine(r)).end.kind in (
+                    "unknown", "exited", "stopped"):
+                line_of(r).end = End("killed", INTERRUPTED, exc.hit)
             continue
         rl = line_of(r)
         if exc.peer_loss:
