@@ -21,7 +21,7 @@ from ..i18n import t as tr
 from ..lazyre import lazy
 from . import extract as x
 from .setup_rules import odd_resume
-from .timeline import RankLine, exceptions_unranked, short, when, where
+from .timeline import INTERRUPTED, RankLine, exceptions_unranked, short, when, where
 from .view import View
 
 WAITING = ("timeout", "lost-peer")
@@ -35,6 +35,12 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     rule that named it; the engine takes it out of the dict), or None."""
     crashed = [rl for rl in lines.values() if rl.end.kind in ("crashed", "killed")]
     waiters = [rl for rl in lines.values() if rl.end.kind in WAITING]
+    interrupted = [rl for rl in crashed if rl.end.detail == INTERRUPTED]
+    if interrupted and len(interrupted) == len(crashed):
+        if not waiters and len(interrupted) > 1:
+            return None  # every rank got the SIGINT: the job was stopped from outside, by no rank
+        if waiters and all(rl.end.kind == "timeout" for rl in waiters):
+            return _interrupted_stuck(interrupted, waiters)
     uneven = _uneven(view, waiters)
     if uneven and all(rl.exitcode == ABORT and rl.end.exc is None for rl in crashed):
         # an abort with no error of the rank's own is how a process is torn down (the watchdog,
@@ -112,6 +118,18 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                 "why": tr("rank {rank} exited with code {code}, the first failure the launcher saw",
                          rank=first.rank, code=first.exitcode)}
     return None
+
+
+def _interrupted_stuck(interrupted: list[RankLine], waiters: list[RankLine]) -> dict[str, Any]:
+    """A rank stopped by SIGINT (its own KeyboardInterrupt) while the others timed out waiting: a
+    timeout, not a closed connection, means its process was still there while they waited, so it
+    was stuck before the interrupt (people press Ctrl-C on a hung rank); the interrupt is how it
+    ended, not why the others waited. Silent when a waiter lost its peer instead (the connection
+    closed: the interrupt came first, DL901) or when another rank failed on its own."""
+    return {"ranks": [rl.rank for rl in interrupted], "role": "stuck", "rule": "DL914",
+            "why": tr("rank {waiters} timed out waiting while rank {ranks} was still running, until it was "
+                      "interrupted (SIGINT): it never reached the collective", waiters=_names(waiters),
+                      ranks=_names(interrupted))}
 
 
 def _named_late(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
@@ -355,6 +373,9 @@ def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) 
             parts.append(tr("rank {ranks} had finished", ranks=_names(done)))
     elif who:
         parts.append(who["why"])
+    elif len(stopped := [rl for rl in lines.values() if rl.end.detail == INTERRUPTED]) > 1 and len(stopped) == len(lines):
+        parts.append(tr("every rank was interrupted (SIGINT) together: the job was stopped from outside (Ctrl-C to "
+                        "the launcher), not by a failure of one rank"))
     else:
         unranked = exceptions_unranked(view)
         if unranked:

@@ -46,3 +46,41 @@ def test_a_ts_prefixed_console_names_the_rank_that_raised() -> None:
     r = report(TS_CRASH)
     assert r.culprit is not None and r.culprit["ranks"] == ["1"] and r.culprit["role"] == "crashed"
     assert r.timeline["1"]["end"]["type"] == "ValueError"
+
+
+# --- SIGINT to one rank: its KeyboardInterrupt is its own end, a stop from outside ----------------------
+
+INTERRUPT = ("[rank1]: Traceback (most recent call last):\n"
+             "[rank1]:   File \"/srv/job/train.py\", line 40, in wait_for_shard\n"
+             "[rank1]: KeyboardInterrupt\n")
+CLOSED = ("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+          "[10.0.0.2]:41023\n")
+TIMED = ("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:84] Timed out waiting "
+         "30000ms for recv operation to complete\n")
+STEP = "[rank0]: step 9 loss 0.31\n[rank1]: step 9 loss 0.30\n"
+
+
+def test_the_interrupted_rank_is_the_one_whose_peer_lost_it() -> None:
+    r = report(STEP + INTERRUPT + CLOSED)
+    assert r.culprit is not None and r.culprit["ranks"] == ["1"]
+    assert r.timeline["1"]["end"]["kind"] == "killed" and "SIGINT" in r.timeline["1"]["end"]["detail"]
+    assert r.causes[0].id == "rank-crash-deadlock"
+
+
+def test_an_interrupted_rank_whose_peer_timed_out_was_stuck_before() -> None:
+    r = report(STEP + TIMED + INTERRUPT, symptom="hang")
+    assert r.culprit is not None and r.culprit["ranks"] == ["1"] and r.culprit["role"] == "stuck"
+    assert r.causes[0].id == "collective-timeout"
+
+
+def test_every_rank_interrupted_together_names_no_rank() -> None:
+    both = STEP + INTERRUPT + INTERRUPT.replace("rank1", "rank0")
+    r = report(both)
+    assert r.culprit is None
+    assert not [c for c in r.causes if c.basis == "evidence"]
+
+
+def test_the_launchers_own_interrupt_names_no_rank() -> None:
+    r = report(STEP + "Traceback (most recent call last):\n  File \"/usr/bin/torchrun\", line 8, in <module>\n"
+               "KeyboardInterrupt\n")
+    assert r.culprit is None and all(row["end"]["kind"] != "killed" for row in r.timeline.values())
