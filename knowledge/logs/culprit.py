@@ -217,13 +217,17 @@ def _store_named(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | Non
 
 # the store server's own wait for its clients (TCPStore.cpp waitForWorkers): how many joined
 _JOINED = lazy(r"(?P<n>\d{1,7})/(?P<m>\d{1,7}) clients joined")
+# the store-based barrier's count (distributed_c10d.py _store_based_barrier), in its signatures' lines
+BARRIER_SIGS = ("store-barrier-count", "store-barrier-waiting")
+_BARRIER = lazy(r"world_size=(?P<m>\d{1,7}), (?:worker_count|num_workers_joined)=(?P<n>\d{1,7})")
 
 
 def store_collect(view: View, who: dict[str, Any] | None) -> list[str]:
     """What to collect when store waits gave up and no rank could be named: the keys waited for
     and every rank's log (the rank that never wrote its key is late or never started); for the
-    store server's wait for its clients ("1/4 clients joined"), every rank's log too (which ranks
-    reached the store the count does not say)."""
+    store-based barrier's count ("world_size=8, worker_count=7") and the store server's wait for
+    its clients ("1/4 clients joined"), every rank's log too (which ranks arrived the count does
+    not say)."""
     if who is not None:
         return []
     out = []
@@ -232,6 +236,12 @@ def store_collect(view: View, who: dict[str, Any] | None) -> list[str]:
         out.append(tr("the logs of every rank: a rank waited in the store for {keys}; the rank that never "
                       "wrote its key is the late one (or was never started)",
                       keys=", ".join(keys[:4]) + (tr(" and {n} more", n=len(keys) - 4) if len(keys) > 4 else "")))
+    barrier = next((m for sid in BARRIER_SIGS for h in view.col.hits.get(sid, ())
+                    for m in [_BARRIER.search(h.text)] if m), None)
+    if barrier:
+        out.append(tr("the logs of every rank, or a stack of each (distdoctor stacks, py-spy dump): only {n} of "
+                      "{m} ranks reached the store-based barrier; the rank missing from it is late or gone, and "
+                      "its own lines say which and why", n=barrier.group("n"), m=barrier.group("m")))
     joined = next((m for h in view.hits_with("store-server") for m in [_JOINED.search(h.text)] if m), None)
     if joined:
         out.append(tr("the logs of every rank: only {n} of {m} processes reached the store; the others never "

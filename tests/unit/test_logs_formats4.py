@@ -84,3 +84,26 @@ def test_the_launchers_own_interrupt_names_no_rank() -> None:
     r = report(STEP + "Traceback (most recent call last):\n  File \"/usr/bin/torchrun\", line 8, in <module>\n"
                "KeyboardInterrupt\n")
     assert r.culprit is None and all(row["end"]["kind"] != "killed" for row in r.timeline.values())
+
+
+# --- the store-based barrier's count is a rank late to the barrier, not a rank never started ----------
+
+BARRIER = ("I0304 09:20:11.500000 {pid} torch/distributed/distributed_c10d.py:400] Waiting in store based barrier "
+           "to initialize process group for rank: {r}, key: store_based_barrier_key:3 (world_size=4, "
+           "num_workers_joined=3, timeout=0:30:00 error=None)\n")
+
+
+def test_ranks_waiting_in_the_store_barrier_are_a_wait_not_a_missing_rank() -> None:
+    r = report(BARRIER.format(pid=4100, r=0) + BARRIER.format(pid=4101, r=2), symptom="hang")
+    assert not [c.id for c in r.causes if c.basis == "evidence"]  # where it waits, not why
+    assert r.causes[0].id == "collective-timeout" and r.causes[0].basis == "facts"
+    assert any("3 of 4 ranks reached the store-based barrier" in line for line in r.collect)
+
+
+def test_the_barrier_that_gave_up_is_a_timeout_and_a_completed_one_is_nothing() -> None:
+    gave_up = ("[rank2]: torch.distributed.DistStoreError: Timed out initializing process group in store based "
+               "barrier on rank 2, for key: store_based_barrier_key:3 (world_size=4, num_workers_joined=3, "
+               "timeout=0:30:00 error=None)\n")
+    assert [c.id for c in report(gave_up, "hang").causes if c.basis == "evidence"][:1] == ["collective-timeout"]
+    done = "[rank2]: Rank 2: Completed store-based barrier for key:store_based_barrier_key:3 with 4 nodes.\n"
+    assert not [c for c in report(done, "hang").causes if c.basis != "prior"]
