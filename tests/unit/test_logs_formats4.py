@@ -107,3 +107,17 @@ def test_the_barrier_that_gave_up_is_a_timeout_and_a_completed_one_is_nothing() 
     assert [c.id for c in report(gave_up, "hang").causes if c.basis == "evidence"][:1] == ["collective-timeout"]
     done = "[rank2]: Rank 2: Completed store-based barrier for key:store_based_barrier_key:3 with 4 nodes.\n"
     assert not [c for c in report(done, "hang").causes if c.basis != "prior"]
+
+
+# --- two sources of the rank layout disagree on the number of processes --------------------------------
+
+def test_a_launchers_world_size_against_torchs_is_a_rank_variable_mismatch() -> None:
+    line = "[rank3]: AssertionError: MPI world size 32 does not match torch world size 16\n"
+    assert [c.id for c in report(line).causes if c.basis == "evidence"][:1] == ["rank-env-mismatch"]
+    assert [c.id for c in report("RuntimeError: world_size mismatch: store says 4, env says 2\n").causes
+            if c.basis == "evidence"][:1] == ["rank-env-mismatch"]
+
+
+def test_a_world_size_that_is_only_announced_is_not() -> None:
+    line = "[rank3]: MPI world size 32 matches torch world size 32, local rank 3\n"
+    assert "rank-env-mismatch" not in [c.id for c in report(line).causes if c.basis == "evidence"]
