@@ -1,16 +1,19 @@
-"""Frozen dataclasses for everything the knowledge base holds."""
+"""Frozen dataclasses for everything the knowledge base holds (knowledge/frozen.py: defined at no
+cost, since every command that reads the knowledge base imports them)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any
+
+from .frozen import Frozen, frozen
 
 STATUSES = ("ok", "warn", "fail", "unavailable", "error")
 
 
-@dataclass(frozen=True)
-class Fix:
+@frozen
+class Fix(Frozen):
     """One copy-pasteable remedy: an env line, a shell command or a code snippet."""
 
     kind: str  # "env" | "command" | "code"
@@ -24,8 +27,8 @@ class Fix:
         return note + [indent + line for line in self.text.splitlines()]
 
 
-@dataclass(frozen=True)
-class Cause:
+@frozen
+class Cause(Frozen):
     """A root cause with a stable id from GUIDE.md section 2."""
 
     id: str
@@ -61,8 +64,8 @@ class Cause:
     repro_pass: str = ""
 
 
-@dataclass(frozen=True)
-class Symptom:
+@frozen
+class Symptom(Frozen):
     """A classification answer (hang/error or a sub-symptom) and how it shifts suspicion."""
 
     id: str
@@ -73,8 +76,8 @@ class Symptom:
     causes: Mapping[str, float]  # cause id -> prior weight, higher is more likely
 
 
-@dataclass(frozen=True)
-class Check:
+@frozen
+class Check(Frozen):
     """Judges one probe fact: when `op value` holds, the finding has `status`."""
 
     id: str
@@ -96,8 +99,8 @@ class Check:
     unless: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Switch:
+@frozen
+class Switch(Frozen):
     """A one-at-a-time bisection switch, in the guide's order."""
 
     id: str
@@ -110,8 +113,8 @@ class Switch:
     permanent_fix: str
 
 
-@dataclass(frozen=True)
-class Signature:
+@frozen
+class Signature(Frozen):
     """A log line pattern that is evidence for a cause."""
 
     id: str
@@ -122,8 +125,8 @@ class Signature:
     tags: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Harmless:
+@frozen
+class Harmless(Frozen):
     """A log line pattern that must never count as evidence."""
 
     id: str
@@ -131,8 +134,8 @@ class Harmless:
     description: str = ""
 
 
-@dataclass(frozen=True)
-class Rule:
+@frozen
+class Rule(Frozen):
     """A structural rule of the log analysis (knowledge/logs), documented like a linter rule: the
     code that applies it passes its stable id (DL101...) with every score it adds."""
 
@@ -153,8 +156,8 @@ class Rule:
         return self.name
 
 
-@dataclass(frozen=True)
-class Step:
+@frozen
+class Step(Frozen):
     """A node of the method's decision tree."""
 
     id: str
@@ -166,8 +169,8 @@ class Step:
     terms: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
-@dataclass(frozen=True)
-class KnowledgeBase:
+@frozen
+class KnowledgeBase(Frozen):
     """The whole validated knowledge base, with any site overlay already applied."""
 
     version: str
