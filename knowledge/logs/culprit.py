@@ -86,8 +86,11 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         if others:
             # several silent ranks: the waiters cannot say which of them they waited for (a
             # launcher shows one failure and stops the rest), so the naming is an inference
+            # the naming rests on a missing failure line; only lines that show the rank alive while
+            # the others waited make it more than an inference (people paste excerpts)
+            shown = len(others) == 1 and _seen_alive(others[0], waiters)
             return {"ranks": [rl.rank for rl in others], "role": "stuck", "rule": "DL906",
-                    **({"inferred": True} if len(others) > 1 else _rank0_unshown(others)),
+                    **({"inferred": True} if not shown else _rank0_unshown(others)),
                     "why": tr("rank {waiters} timed out or lost its peer while rank {others} never reported "
                              "a failure: it never reached the collective" if len(others) == 1 else
                              "rank {waiters} timed out or lost its peer while rank {others} never reported "
@@ -118,6 +121,28 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                 "why": tr("rank {rank} exited with code {code}, the first failure the launcher saw",
                          rank=first.rank, code=first.exitcode)}
     return None
+
+
+# Gloo's own wait on a pair's socket: the peer's process kept its connection open all along (a
+# process that exits closes it, and the waiter reads "Connection closed by peer" instead)
+_SOCKET_WAIT = lazy(r"Timed out waiting \d+ ?ms for (?:recv|send) operation")
+
+
+def _seen_alive(rl: RankLine, waiters: list[RankLine]) -> bool:
+    """Whether lines present show a silent rank alive while the others waited, not dead: the
+    launcher stopped it after their failure (SIGTERM, SIGINT), its own last timestamped line comes
+    after a waiter's failure, or a waiter's Gloo socket wait timed out rather than losing its peer.
+    The absence of a failure line alone shows none of this."""
+    if rl.end.kind == "stopped":
+        return True
+    for w in waiters:
+        h = w.end.hit
+        at = h.ts if h is not None and h.ts is not None else w.last_ts
+        if rl.last_ts is not None and at is not None and rl.last_ts[0] == at[0] and rl.last_ts[1] > at[1]:
+            return True
+        if w.end.kind == "timeout" and (_SOCKET_WAIT.search(w.end.detail) or h is not None and _SOCKET_WAIT.search(h.text)):
+            return True
+    return False
 
 
 def _interrupted_stuck(interrupted: list[RankLine], waiters: list[RankLine]) -> dict[str, Any]:

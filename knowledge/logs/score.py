@@ -42,7 +42,7 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
         _timeout_rules(view, s, lines, who)
     fact_rules(view, s)
     hang = None if symptom is None else _kind(kb, symptom) == "hang"
-    path_rules(view, s, hang, lines)
+    path_rules(view, s, hang, lines, who)
     hardware_rules(view, s, hang)
     launch_rules(view, s)
     _shift(kb, refine(kb, view, symptom), s, stage(view))

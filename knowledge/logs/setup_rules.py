@@ -83,9 +83,15 @@ def waiter_ops(view: View, lines: dict[str, RankLine]) -> dict[str, list[Hit]]:
     return {op: hs for op, hs in ops.items() if hs}
 
 
-def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLine]) -> None:
-    """hang: True when the symptom is a hang, False for another symptom, None when none was given."""
+def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLine],
+               who: dict | None = None) -> None:
+    """hang: True when the symptom is a hang, False for another symptom, None when none was given.
+    who: the culprit; a rank that died stops printing steps, so its being behind is no evidence
+    that the ranks ran different numbers of steps (DL406 stays silent on it)."""
     col = view.col
+    died = {r for r, rl in lines.items() if rl.end.kind in ("crashed", "killed")}
+    if who and who.get("role") == "crashed":
+        died |= {str(r) for r in who.get("ranks") or []}
     ops = waiter_ops(view, lines)
     if len(ops) > 1:
         hits = [hs[0] for hs in ops.values()]
@@ -100,7 +106,7 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
             lo = min(last.items(), key=lambda kv: kv[1][0])
             hi = max(last.items(), key=lambda kv: kv[1][0])
             waited = view.timeouts or view.unranked or view.hits_with("wait")
-            if hi[1][0] > lo[1][0] and (waited or hang):
+            if hi[1][0] > lo[1][0] and (waited or hang) and lo[0] not in died:
                 s.add("asymmetric-collective", 2.5, tr("the log ends with rank {lo} at {kind} {lo_n} and rank {hi} "
                       "at {kind} {hi_n}: ranks ran different numbers of steps", lo=lo[0], kind=kind,
                       lo_n=lo[1][0], hi=hi[0], hi_n=hi[1][0]),

@@ -121,3 +121,23 @@ def test_a_launchers_world_size_against_torchs_is_a_rank_variable_mismatch() -> 
 def test_a_world_size_that_is_only_announced_is_not() -> None:
     line = "[rank3]: MPI world size 32 matches torch world size 32, local rank 3\n"
     assert "rank-env-mismatch" not in [c.id for c in report(line).causes if c.basis == "evidence"]
+
+
+# --- DL906 names a silent rank from a missing line: only lines present make it more than an inference --
+
+WATCHDOG = ("[rank0]:[E0304 09:40:00.001000000 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 0] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=4096, "
+            "NumelOut=4096, Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n")
+QUIET = "[rank0]: step 30 loss 1.20\n[rank1]: step 30 loss 1.21\n[rank1]: prefetching shard 31\n"
+STOPPED = ("  rank      : 1 (local_rank: 1)\n  exitcode  : -15 (pid: 5102)\n"
+           "  traceback : Signal 15 (SIGTERM) received by PID 5102\n")
+
+
+def test_a_silent_rank_named_only_by_a_missing_failure_line_is_an_inference() -> None:
+    r = report(QUIET + WATCHDOG, symptom="hang")
+    assert r.culprit_rule == "DL906" and r.culprit["ranks"] == ["1"] and r.culprit.get("inferred")
+
+
+def test_a_silent_rank_the_launcher_stopped_after_the_timeout_was_alive() -> None:
+    r = report(QUIET + WATCHDOG + STOPPED, symptom="hang")
+    assert r.culprit_rule == "DL906" and r.culprit["ranks"] == ["1"] and not r.culprit.get("inferred")
