@@ -27,9 +27,30 @@ LAUNCH_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
 CHECK_MIN_S = 20.0
 CHECK_MAX_S = 60.0
 
-# Asked of the target interpreter in a subprocess: distdoctor never imports torch itself.
+# Asked of the target interpreter in a subprocess (its argument: the requested backend):
+# distdoctor never imports torch itself. The interpreter imports torch (seconds on a cold cache)
+# only when the answer depends on CUDA: for nccl, or auto with a CUDA or ROCm build of torch.
+# Otherwise torch's presence is found without importing it and its version read from its own
+# version.py; Gloo is taken as built in (every Linux and macOS build has it), and a torch that
+# is there but does not import is reported by the run itself, which imports it.
 _PROBE_CODE = (
-    "import json, torch, torch.distributed as d\n"
+    "import importlib.util, json, os, sys\n"
+    "spec = importlib.util.find_spec('torch')\n"
+    "if spec is None:\n"
+    "    raise ModuleNotFoundError(\"No module named 'torch'\")\n"
+    "about = {}\n"
+    "try:\n"
+    "    path = os.path.join(list(spec.submodule_search_locations)[0], 'version.py')\n"
+    "    with open(path, encoding='utf-8') as fh:\n"
+    "        exec(compile(fh.read(), path, 'exec'), about)\n"
+    "    version = str(about['__version__'])\n"
+    "except Exception:\n"
+    "    version = ''\n"
+    "gpu_build = bool(about.get('cuda') or about.get('hip'))\n"
+    "if version and not (sys.argv[1] == 'nccl' or (sys.argv[1] == 'auto' and gpu_build)):\n"
+    "    print(json.dumps({'torch': version, 'cuda': False, 'gpus': 0, 'nccl': False, 'gloo': True}))\n"
+    "    sys.exit()\n"
+    "import torch, torch.distributed as d\n"
     "cuda = bool(torch.cuda.is_available())\n"
     "print(json.dumps({'torch': torch.__version__, 'cuda': cuda,"
     " 'gpus': torch.cuda.device_count() if cuda else 0,"
@@ -65,7 +86,8 @@ class ReproOptions:
 
 @dataclass(frozen=True)
 class PythonInfo:
-    """What the target interpreter's torch offers."""
+    """What the target interpreter's torch offers. `cuda`, `gpus` and `nccl` are asked of torch
+    only when the backend depends on them (_PROBE_CODE); otherwise they are False and 0."""
 
     python: str
     torch: str
@@ -145,7 +167,7 @@ def check_python(opts: ReproOptions, *, runner: Runner | None = None,
     validate(opts)
     python = resolve_python(opts.target_python())
     timeout = check_timeout(opts) if timeout is None else timeout
-    result = (runner or SubprocessRunner())([python, "-c", _PROBE_CODE], timeout=timeout)
+    result = (runner or SubprocessRunner())([python, "-c", _PROBE_CODE, opts.backend], timeout=timeout)
     if result.error:
         if result.returncode is None and "timed out after" in result.error:
             raise ReproInputError(t("--python {python}: did not answer within {timeout}s (not a Python interpreter that answers?)",
