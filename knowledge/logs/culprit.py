@@ -130,11 +130,12 @@ _SOCKET_WAIT = lazy(r"Timed out waiting \d+ ?ms for (?:recv|send) operation")
 
 def _seen_alive(rl: RankLine, waiters: list[RankLine]) -> bool:
     """Whether lines present show a silent rank alive while the others waited, not dead: the
-    launcher stopped it after their failure (SIGTERM, SIGINT), its own last timestamped line comes
+    launcher stopped it after their failure (SIGTERM, SIGINT), its own last lines show it in work
+    the others do not wait in (eval, saving, loading, data), its own last timestamped line comes
     after a waiter's failure, or a waiter's Gloo socket wait timed out rather than losing its peer.
     The absence of a failure line alone shows none of this."""
-    if rl.end.kind == "stopped":
-        return True
+    if rl.end.kind == "stopped" or rl.phase in RANK0_WORK:
+        return True  # stopped by the launcher after the others failed; or its own last lines show work
     for w in waiters:
         h = w.end.hit
         at = h.ts if h is not None and h.ts is not None else w.last_ts
