@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
@@ -97,6 +96,8 @@ def die_with_parent(parent: int) -> None:
     ~150 MB behind; the resource tracker then sees its pipe close and leaves too. A worker
     whose parent is already gone exits at once."""
     if sys.platform.startswith("linux"):
+        import ctypes  # here, in the worker: ~1 ms of every `distdoctor logs` start otherwise
+
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         except (OSError, AttributeError):
