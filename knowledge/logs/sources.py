@@ -7,7 +7,6 @@ the damage; invalid UTF-8 in a text log is read as U+FFFD (only binary files are
 from __future__ import annotations
 
 import bz2
-import gzip
 import io
 import lzma
 import os
@@ -77,6 +76,8 @@ class Source:
             return self.raw
         assert self.path is not None
         if self.kind == "gzip":
+            import gzip  # on first use: ~0.5 ms of every start otherwise (bz2 and lzma come with argparse)
+
             return streams.Compressed(self.path, lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"))
         if self.kind == "bz2":
             return streams.Compressed(self.path, lambda raw: bz2.BZ2File(raw, "rb"))
