@@ -153,7 +153,9 @@ def build(view: View) -> dict[str, RankLine]:
         # timed out exits non-zero too (see the exits above)
         if r is not None and r.isdigit() and not h.sig.startswith("crash-exitcode") and not recovered(view, r, h):
             rl = line_of(r)
-            if rl.end.kind in ("unknown", "exited", "killed", "stopped") and not _stop_line(h.text):
+            # a line that only reports the kill its exit record already gave keeps the rank killed
+            same_kill = rl.end.kind == "killed" and _signal_line(h.text, {rl.exitcode or 0})
+            if rl.end.kind in ("unknown", "exited", "killed", "stopped") and not _stop_line(h.text) and not same_kill:
                 rl.end = End("crashed", h.text[:160], h)
     for exc in col.exceptions:
         r = view.rank(exc.hit)
@@ -195,7 +197,13 @@ def build(view: View) -> dict[str, RankLine]:
 
 
 def _stop_line(text: str) -> bool:
-    return any(f"exitcode : {c}" in " ".join(text.split()) or SIGNAL_EXITS[c] in text for c in STOP_SIGNALS)
+    return _signal_line(text, STOP_SIGNALS)
+
+
+def _signal_line(text: str, codes: set[int]) -> bool:
+    """Whether the line reports an exit by one of these signals (`exitcode : -9`, `SIGKILL`)."""
+    flat = " ".join(text.split()).replace("exitcode:", "exitcode :")
+    return any(c in SIGNAL_EXITS and (f"exitcode : {c}" in flat or SIGNAL_EXITS[c] in text) for c in codes)
 
 
 def _rank(view: View, key: str) -> str | None:
