@@ -141,3 +141,27 @@ def test_a_silent_rank_named_only_by_a_missing_failure_line_is_an_inference() ->
 def test_a_silent_rank_the_launcher_stopped_after_the_timeout_was_alive() -> None:
     r = report(QUIET + WATCHDOG + STOPPED, symptom="hang")
     assert r.culprit_rule == "DL906" and r.culprit["ranks"] == ["1"] and not r.culprit.get("inferred")
+
+
+# --- a bare SIGKILL is a kill, not a guessed out-of-memory -------------------------------------------------
+
+KILLED = ("[rank0]: step 5 loss 0.31 memory: rss 300 MiB\n[rank1]: step 5 loss 0.30 memory: rss 2900 MiB\n"
+          "[rank1]: step 6 loss 0.29 memory: rss 3900 MiB\n" + CLOSED +
+          "E0304 09:15:09.000000 4400 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
+          "local_rank: 1 (pid: 4402) of binary: /usr/bin/python3\n"
+          "  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 4402)\n"
+          "  traceback : Signal 9 (SIGKILL) received by PID 4402\n")
+
+
+def test_a_sigkilled_rank_with_growing_memory_lines_is_a_kill_not_an_oom() -> None:
+    r = report(KILLED)
+    assert r.culprit is not None and r.culprit["ranks"] == ["1"]
+    assert r.timeline["1"]["end"]["kind"] == "killed" and "SIGKILL" in r.timeline["1"]["end"]["detail"]
+    ev = [c.id for c in r.causes if c.basis == "evidence"]
+    assert ev[:1] == ["rank-crash-deadlock"] and "cuda-oom" not in ev and "other" not in ev
+
+
+def test_the_kernels_own_oom_line_names_host_memory() -> None:
+    ev = [c.id for c in report(KILLED + "[Tue Mar  4 09:15:08 2026] Out of memory: Killed process 4402 (python3) "
+                               "total-vm:81234567kB\n").causes if c.basis == "evidence"]
+    assert "other" in ev
