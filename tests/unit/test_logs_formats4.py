@@ -165,3 +165,27 @@ def test_the_kernels_own_oom_line_names_host_memory() -> None:
     ev = [c.id for c in report(KILLED + "[Tue Mar  4 09:15:08 2026] Out of memory: Killed process 4402 (python3) "
                                "total-vm:81234567kB\n").causes if c.basis == "evidence"]
     assert "other" in ev
+
+
+# --- a barrier entered by one rank after the others finished ------------------------------------------------
+
+def _finish(rank: int, t: str) -> str:
+    return f"Mar 04 10:00:{t} [rank{rank}]: step 12 loss 0.20\nMar 04 10:00:{t} [rank{rank}]: training done\n"
+
+
+def test_the_rank_left_in_a_barrier_after_the_others_finished_is_named_with_them() -> None:
+    stuck = ("Mar 04 10:00:05.000000 [rank2]: uploading the final checkpoint\n"
+             "Mar 04 10:00:45.000000 [rank2]: Traceback (most recent call last):\n"
+             "Mar 04 10:00:45.000100 [rank2]:   File \"/srv/job/train.py\", line 120, in publish\n"
+             "Mar 04 10:00:45.000200 [rank2]:     dist.barrier()\n"
+             "Mar 04 10:00:45.000300 [rank2]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:84] "
+             "Timed out waiting 30000ms for recv operation to complete\n")
+    r = report(_finish(0, "01.000000") + _finish(1, "01.000100") + _finish(2, "01.000200") + stuck, symptom="hang")
+    assert r.culprit is not None and r.culprit["ranks"] == ["2"] and r.culprit["role"] == "stuck"
+    assert "rank 0, 1 had finished" in r.summary
+    assert r.causes[0].id == "asymmetric-collective"
+
+
+def test_every_rank_finished_after_the_barrier_names_nobody() -> None:
+    r = report(_finish(0, "01.000000") + _finish(1, "01.000100") + _finish(2, "01.000200"), symptom="hang")
+    assert r.culprit is None and not [c for c in r.causes if c.basis == "evidence"]
