@@ -1,11 +1,17 @@
 """Accumulates what the candidate lines say: signature hits, timeouts, crashes, facts per rank."""
 from __future__ import annotations
 
+import functools
+import re
+from bisect import bisect_right
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from itertools import accumulate
 
 from . import extract as x
 from .compiled import Compiled, Sig
 from .extractors import MAX_HITS, TABLE, TRACEBACK_SPAN
+from .prefilter import literal_alternatives
 from .records import Exc, FileState, Hit, StoreWait
 from .sources import TAIL
 
@@ -65,22 +71,28 @@ class Collector:
         """Tail analysis: where the file stops (tail signatures) and per-rank progress."""
         f = self.file
         assert f is not None
-        text = tail.decode("utf-8", "replace")
-        lines = text.split("\n")
+        lines = tail.decode("utf-8", "replace").split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         first = total_lines - len(lines) + 1
         if len(tail) >= TAIL and lines:  # the first line is probably cut
             lines, first = lines[1:], first + 1
-        numbered = [(first + i, x.QUOTE.sub("", ln.rstrip("\r"))) for i, ln in enumerate(lines)]
-        nonblank = [(n, t) for n, t in numbered if t.strip()]
-        for n, t in nonblank[-TAIL_LINES:]:
+        texts = [ln.rstrip("\r") for ln in lines]
+        if tail[:1] == b">" or b"\n>" in tail:  # a quoted paste: QUOTE strips a leading ">" only
+            texts = [x.QUOTE.sub("", t) if t[:1] == ">" else t for t in texts]
+        last: list[tuple[int, str]] = []
+        for i in range(len(texts) - 1, -1, -1):
+            if len(last) == TAIL_LINES:
+                break
+            if texts[i].strip():
+                last.append((first + i, texts[i]))
+        for n, t in reversed(last):
             if self.comp.harmless is not None and self.comp.harmless.search(t):
                 continue
             for sig in self.comp.tail_sigs:
                 if sig.match(t):
                     self._record(sig, n, t, self._who(n, t))
-        self._progress_tail(numbered)
+        self._progress_tail(texts, first)
 
     # ---------------------------------------------------------------- per candidate line
     def feed(self, line: int, text: str) -> None:
@@ -257,40 +269,44 @@ class Collector:
         file_rank = self.file.rank if self.file else None
         return file_rank if w.tag and file_rank is not None else w.rank or file_rank
 
-    def _progress_tail(self, numbered: list[tuple[int, str]]) -> None:
-        """Each rank's last step/iteration/batch counter (and losses) in the file's last lines.
+    def _progress_tail(self, texts: list[str], first: int) -> None:
+        """Each rank's last step/iteration/batch counter (and losses), last timestamp and last
+        phase in the file's last lines (texts[i] is line first + i).
 
         Walks backwards and stops once a stretch of lines brings nothing new, so a file of one
-        rank costs a few dozen lines, an interleaved file of many ranks more.
+        rank costs a few dozen lines, an interleaved file of many ranks more. The lines that can
+        hold a counter, a timestamp or a phase are found for the whole stretch at once
+        (TailGates): the per-line extractors run on those only.
         """
+        gates = TailGates(texts)
+        whos: dict[int, x.Who] = {}
+
+        def who(i: int) -> x.Who:
+            w = whos.get(i)
+            if w is None:
+                w = whos[i] = x.who(texts[i])
+            return w
+
         found: dict[tuple[str, str], tuple[int, int, str, x.Who]] = {}
-        seen_phase: set[str] = set()
         quiet = 0
-        for n, t in reversed(numbered):
-            if quiet > 64 and found:
+        start = len(texts)
+        name = self.file.name if self.file else ""
+        for i in gates.progress():
+            # the walk: every line from the end counts towards `quiet`; only a counter resets it
+            while start > i:
+                if quiet > 64 and found:
+                    break
+                quiet += 1
+                start -= 1
+            if start > i:
                 break
-            quiet += 1
-            ts = x.timestamp(t)
-            if ts is not None:
-                rank = self._line_rank(x.who(t))
-                if rank is not None and (rank not in self.last_ts or self.last_ts[rank] < ts):
-                    self.last_ts[rank] = ts
-            ph = x.phase(t)
-            if ph is not None:
-                w = x.who(t)
-                rank = self._line_rank(w)
-                if rank is not None and rank not in seen_phase:
-                    seen_phase.add(rank)
-                    self.phases.setdefault(rank, (ph, self.hit("x-phase", n, t, x.Who(rank, w.proc, w.host))))
-            low = t.lower()
-            if "step" not in low and "iter" not in low and "batch" not in low:
-                continue
+            t, n = texts[i], first + i
             m = x.PROGRESS.search(t)
             if not m or ("Error" in t or "Exception" in t) and x.exception(t) is not None:
                 continue  # an exception's message ("bad batch at step 5") is not progress
             if self.file is not None:
-                self.file_progress.setdefault(self.file.name, n)
-            w = x.who(t)
+                self.file_progress.setdefault(name, n)
+            w = who(i)
             rank = self._line_rank(w)
             if rank is None:
                 continue
@@ -300,13 +316,114 @@ class Collector:
             loss = x.LOSS.search(t)
             if loss:
                 self.losses[(kind, num)].setdefault(rank, loss.group("v"))
-            self.last_step_line.setdefault((rank, self.file.name if self.file else ""), n)
+            self.last_step_line.setdefault((rank, name), n)
             if (rank, kind) not in found:
                 found[(rank, kind)] = (num, n, t, x.Who(rank, w.proc, w.host))
                 quiet = 0
-        for (rank, kind), (num, n, t, who) in found.items():
+        while start > 0 and not (quiet > 64 and found):
+            quiet += 1
+            start -= 1
+        seen_phase: set[str] = set()
+        for i, clock, worded in gates.stamped(start):
+            t = texts[i]
+            if clock:
+                ts = x.timestamp(t)
+                if ts is not None:
+                    rank = self._line_rank(who(i))
+                    if rank is not None and (rank not in self.last_ts or self.last_ts[rank] < ts):
+                        self.last_ts[rank] = ts
+            ph = x.phase(t) if worded else None
+            if ph is not None:
+                w = who(i)
+                rank = self._line_rank(w)
+                if rank is not None and rank not in seen_phase:
+                    seen_phase.add(rank)
+                    self.phases.setdefault(rank, (ph, self.hit("x-phase", first + i, t,
+                                                               x.Who(rank, w.proc, w.host))))
+        for (rank, kind), (num, n, t, who_) in found.items():
             if kind not in self.progress[rank]:
-                self.progress[rank][kind] = (num, self.hit("x-progress", n, t, who))
+                self.progress[rank][kind] = (num, self.hit("x-progress", n, t, who_))
+
+
+# Every timestamp extract.timestamp reads (ISO dates, glog headers) holds a clock time hh:mm:ss.
+_CLOCK = re.compile(r":\d\d:")
+PROGRESS_WORDS = ("step", "iter", "batch")  # a progress counter's line holds one (lower-cased)
+
+
+@functools.lru_cache(maxsize=1)
+def phase_needles() -> tuple[str, ...] | None:
+    """Lower-cased words one of which every ASCII line a phase pattern (extract.PHASES) matches
+    holds, none inside another; None when some pattern has no such word."""
+    out: set[str] = set()
+    for _name, rx in x.PHASES:
+        alts = literal_alternatives(rx.pattern)
+        if alts is None or rx.flags & ~(re.IGNORECASE | re.UNICODE):
+            return None
+        for runs in alts:
+            word = max(runs, key=len)
+            if not word.isascii():  # re.I folds some non-ASCII letters to ASCII ones (K, ſ)
+                return None
+            out.add(word.lower())
+    return tuple(sorted(n for n in out if not any(o != n and o in n for o in out)))
+
+
+class TailGates:
+    """Which of a file's last lines can hold a progress counter, a timestamp or a phase word,
+    found for the whole stretch at once with str.find and one regex (a handful of C calls
+    instead of several Python-level searches per line). A superset: the extractors decide.
+    Text that is not ASCII gets every line (lower() may change its length)."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.block = "\n".join(texts)
+        self.starts = list(accumulate((len(t) + 1 for t in texts), initial=0))
+        self.low = self.block.lower() if self.block.isascii() else None
+
+    def _found(self, hay: str, word: str, pos: int, out: set[int]) -> None:
+        """Indexes of the lines from offset `pos` on that hold `word`."""
+        starts = self.starts
+        pos = hay.find(word, pos)
+        while pos >= 0:
+            i = bisect_right(starts, pos) - 1
+            out.add(i)
+            pos = hay.find(word, starts[i + 1])
+
+    def progress(self) -> Iterator[int]:
+        """Lines whose lower-cased text holds a progress word, last first (found backwards, as
+        the walk needs them: it stops after a few dozen lines)."""
+        texts = self.texts
+        if self.low is None:
+            yield from (i for i in range(len(texts) - 1, -1, -1)
+                        if any(w in texts[i].lower() for w in PROGRESS_WORDS))
+            return
+        low, starts = self.low, self.starts
+        last = [low.rfind(w) for w in PROGRESS_WORDS]
+        while True:
+            pos = max(last)
+            if pos < 0:
+                return
+            i = bisect_right(starts, pos) - 1
+            yield i
+            cut = starts[i]
+            last = [p if p < cut else low.rfind(w, 0, cut) for w, p in zip(PROGRESS_WORDS, last)]
+
+    def stamped(self, start: int) -> Iterator[tuple[int, bool, bool]]:
+        """(line, may hold a timestamp, may hold a phase) from `start` on, last first, for the
+        lines where either may."""
+        pos = self.starts[start]
+        clock: set[int] = set()
+        starts = self.starts
+        for m in _CLOCK.finditer(self.block, pos):
+            clock.add(bisect_right(starts, m.start()) - 1)
+        needles = phase_needles()
+        if self.low is None or needles is None:
+            worded = set(range(start, len(self.texts)))
+        else:
+            worded = set()
+            for word in needles:
+                self._found(self.low, word, pos, worded)
+        for i in sorted(clock | worded, reverse=True):
+            yield i, i in clock, i in worded
 
 
 def _int(s: str | None) -> int | None:
