@@ -28,6 +28,9 @@ MAX_EVIDENCE = 10
 PRIOR = 0.5  # a symptom prior alone is worth less than any line that shows the failure
 # a rank's own failure that says it ran out of memory: PyTorch's and the CUDA driver's OOM, c10's CPU
 # allocator ("DefaultCPUAllocator: can't allocate memory"), ENOMEM's strerror, Python's MemoryError
+# checks across ranks whose failure says the ranks differ (signatures.toml): the crash is the check
+# catching the divergence, so the deadlock it leaves is no answer of its own
+CROSS_RANK_CHECKS = ("ddp-params-differ-across-ranks",)
 OUT_OF_MEMORY = lazy(r"out of memory|OutOfMemoryError|can't allocate memory|Cannot allocate memory"
                      r"|\bMemoryError\b|CUDA_ERROR_OUT_OF_MEMORY")
 
@@ -168,8 +171,12 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
     waits = [t for per in view.timeouts.values() for t in per.values()] + view.unranked
     mismatch = [h for sid, hs in view.col.hits.items() if view.sigs[sid].cause == "asymmetric-collective"
                 and "failure" in view.sigs[sid].tags for h in hs]
+    differ = [h for sid in CROSS_RANK_CHECKS for h in view.col.hits.get(sid, ())]
     if mismatch:
         s.against["rank-crash-deadlock"].append(tr("the crash is a collective mismatch detected at run time"))
+    elif differ:
+        s.against["rank-crash-deadlock"].append(tr("the crash is a check across ranks that found them configured "
+                                                   "differently"))
     elif waiters or waits or view.hits_with("wait"):
         named = tr("rank {rank}", rank=who["ranks"][0]) if crashed else tr("a process")  # type: ignore[index]
         n = len(waiters) or len(waits)

@@ -189,3 +189,24 @@ def test_the_rank_left_in_a_barrier_after_the_others_finished_is_named_with_them
 def test_every_rank_finished_after_the_barrier_names_nobody() -> None:
     r = report(_finish(0, "01.000000") + _finish(1, "01.000100") + _finish(2, "01.000200"), symptom="hang")
     assert r.culprit is None and not [c for c in r.causes if c.basis == "evidence"]
+
+
+# --- DDP's check that every rank built the same model: a divergence, not a crash of one rank --------------
+
+def _ddp_fails(message: str) -> str:
+    return ("[rank0]: step 0 building model\n[rank1]: step 0 building model\n"
+            "[rank1]: Traceback (most recent call last):\n"
+            "[rank1]:   File \"/srv/job/train.py\", line 51, in main\n"
+            f"[rank1]: RuntimeError: {message}\n" + CLOSED)
+
+
+def test_ranks_that_built_different_models_are_not_a_crash_of_one_rank() -> None:
+    r = report(_ddp_fails("[1]: params[3] in this process with sizes [64, 48] appears not to match sizes of the "
+                          "same param in process 0."))
+    assert r.causes[0].id == "other" and r.culprit["ranks"] == ["1"]
+    assert any("configured differently" in a for c in r.causes if c.id == "rank-crash-deadlock" for a in c.against)
+
+
+def test_another_error_at_the_same_place_stays_a_crash() -> None:
+    r = report(_ddp_fails("shape '[64, 48]' is invalid for input of size 1000"))
+    assert r.causes[0].id == "rank-crash-deadlock"
