@@ -276,6 +276,21 @@ def store_collect(view: View, who: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def output_missing(lines: dict[str, RankLine]) -> list[str]:
+    """What to collect when ranks are known only from the launcher's record of their exit (torchrun's
+    summary, mp.spawn's exit line) and no line of their own: their own output, which the launcher
+    kept elsewhere (torchrun --log-dir/--redirects writes it per rank) or the paste left out. An exit
+    code says that a rank ended, not why: a waiter that timed out exits 1 too."""
+    bare = [r for r, rl in lines.items() if rl.exitcode is not None and rl.end.kind in ("exited", "stopped", "killed")
+            and rl.end.hit is not None and rl.end.hit.sig == "x-exit" and rl.step is None and rl.phase is None
+            and rl.last_collective is None and rl.last_ts is None]
+    if not bare:
+        return []
+    return [tr("the own output of rank {ranks}: these logs hold only the launcher's record of how it exited (torchrun "
+               "--log-dir with --redirects or --tee keeps each rank's stdout and stderr under <log-dir>/<run id>/"
+               "attempt_<n>/<rank>/); an exit code says that a rank ended, not why", ranks=", ".join(bare[:8]))]
+
+
 def _earliest_exit(exited: list[RankLine]) -> RankLine:
     return min(exited, key=lambda rl: rl.end.hit.order if rl.end.hit else (1 << 30, 0))
 

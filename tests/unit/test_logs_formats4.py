@@ -210,3 +210,23 @@ def test_ranks_that_built_different_models_are_not_a_crash_of_one_rank() -> None
 def test_another_error_at_the_same_place_stays_a_crash() -> None:
     r = report(_ddp_fails("shape '[64, 48]' is invalid for input of size 1000"))
     assert r.causes[0].id == "rank-crash-deadlock"
+
+
+# --- ranks known only from the launcher's exit record: their own output is what to collect -------------
+
+SUMMARY = ("Failures:\n[1]:\n  time      : 2026-03-04_10:05:42\n  host      : node01\n  rank      : 1 (local_rank: 1)\n"
+           "  exitcode  : -15 (pid: 7339)\n  error_file: <N/A>\n  traceback : Signal 15 (SIGTERM) received by PID 7339\n"
+           "Root Cause (first observed failure):\n[0]:\n  time      : 2026-03-04_10:05:42\n  host      : node01\n"
+           "  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 7338)\n  error_file: <N/A>\n")
+
+
+def test_a_console_with_only_the_launchers_summary_asks_for_the_ranks_own_output() -> None:
+    r = report(SUMMARY, symptom="hang")
+    assert any(line.startswith("the own output of rank 0, 1") for line in r.collect)
+
+
+def test_a_rank_whose_own_lines_are_given_is_not_asked_for() -> None:
+    own = "[rank0]: step 3 loss 0.40\n[rank0]: RuntimeError: Timed out waiting 8000ms for recv operation to complete\n"
+    r = report(own + SUMMARY, symptom="hang")
+    asked = [line for line in r.collect if line.startswith("the own output of rank")]
+    assert asked and asked[0].startswith("the own output of rank 1:")
