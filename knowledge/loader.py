@@ -5,13 +5,14 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from . import i18n, kbcache
 from .errors import KnowledgeError
+from .frozen import Frozen, frozen
 from .model import (
     STATUSES,
     Cause,
@@ -50,9 +51,10 @@ MAX_DEPTH = 8
 
 
 
-@dataclass
-class _Raw:
-    """Entries gathered from files before validation; later files override by id."""
+@frozen
+class _Raw(Frozen):
+    """Entries gathered from files before validation; later files override by id (the three
+    containers fill up; the fields are never set again)."""
 
     tables: dict[str, dict[str, tuple[str, dict[str, Any]]]]
     meta: dict[str, Any]
