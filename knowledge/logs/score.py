@@ -236,12 +236,14 @@ def _main_work_rule(view: View, s: Scores, lines: dict[str, RankLine]) -> bool:
         return False
     waited = [rl for rl in lines.values() if rl.rank != "0" and rl.end.kind in ("timeout", "lost-peer", "exited")]
     timed = [e for e in view.col.exceptions if e.peer_loss and not e.launcher]
-    if not waited and not timed and not view.timeouts and not view.unranked:
+    # or a wait line of another rank's own (a store wait past its timeout)
+    timed_hits = [e.hit for e in timed] + [h for h in view.hits_with("wait") if view.rank(h) not in (None, "0")]
+    if not waited and not timed_hits and not view.timeouts and not view.unranked:
         return False
     who = tr("rank {ranks}", ranks=span([rl.rank for rl in waited])) if waited else tr("another rank")
     s.add("rank0-overload", 6.0, tr("{who} ended waiting while the main process did work only it does ({line})",
                                    who=who, line=main_work[0].text.strip()[:60]), main_work[:2] + [rl.end.hit for rl in waited[:1] if rl.end.hit]
-          + [e.hit for e in timed[:1]], rule="DL202")
+          + timed_hits[:1], rule="DL202")
     return True
 
 

@@ -230,3 +230,21 @@ def test_a_rank_whose_own_lines_are_given_is_not_asked_for() -> None:
     r = report(own + SUMMARY, symptom="hang")
     asked = [line for line in r.collect if line.startswith("the own output of rank")]
     assert asked and asked[0].startswith("the own output of rank 1:")
+
+
+# --- the main process tokenising while another rank's store wait runs out ---------------------------------
+
+TOKENIZING = "Tokenizing train split (num_proc=32):  97%|#########7| 97011/100000 [31:02<00:55, 52.10 examples/s]\n"
+STORE_WAIT = ("[rank2]:[W0304 11:02:10.000000000 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=41, "
+              "addr=[node01]:52110, remote=[node01]:29500) timed out after 1800000ms\n")
+
+
+def test_the_main_process_tokenising_while_a_rank_waits_in_the_store_is_rank0_overload() -> None:
+    r = report(TOKENIZING + STORE_WAIT)
+    assert r.causes[0].id == "rank0-overload" and "network-unreachable" not in [
+        c.id for c in r.causes if c.basis == "evidence"]
+
+
+def test_tokenising_with_no_rank_waiting_is_no_evidence() -> None:
+    assert not [c for c in report(TOKENIZING).causes if c.basis == "evidence"]
+    assert not [c for c in report(STORE_WAIT).causes if c.basis == "evidence"]  # a wait says no why
