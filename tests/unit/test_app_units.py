@@ -71,7 +71,7 @@ def test_flow_replays_events_from_the_app_and_from_commands(kb) -> None:
     assert (flow.kind, flow.symptom, flow.log_paths) == ("error", "error-oom", ["/var/log/job"])
     order = method_order(kb)
     assert [s for s in order if flow.done(s)] == ["classify", "logs", "environment"]
-    assert flow.first_undone(order) == "repro"
+    assert flow.first_undone(order) == order[order.index("environment") + 1]  # what the tree places next
     ranked = rank_session(kb, flow)
     assert ranked[0].id == "cuda-oom"  # prior 3 + 1.5 and the log evidence
     # a different answer to the first question clears the sub-symptom chosen under the old one

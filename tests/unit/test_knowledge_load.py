@@ -24,8 +24,13 @@ def test_all_guide_causes_present() -> None:
 
 
 def test_tree_is_the_method_in_order() -> None:
+    """The guide's layered method, in its order, from the first step to the last; a step added
+    between two of them (a site's own, a new one) keeps the method, so it does not fail this."""
     kb = load_knowledge(use_env=False)
-    assert main_path(kb) == ["classify", "logs", "environment", "repro", "bisect", "conclusion"]
+    path = main_path(kb)
+    method = ["classify", "logs", "environment", "repro", "bisect", "conclusion"]
+    assert [s for s in path if s in method] == method
+    assert (path[0], path[-1]) == ("classify", "conclusion")
     assert build_graph(kb).number_of_nodes() == len(kb.steps)
 
 
