@@ -18,6 +18,9 @@ from .sources import TAIL
 TEXT_CAP = 500  # characters of a line kept for display
 TAIL_LINES = 3  # "tail" signatures count among this many last non-blank lines of a file
 ELASTIC_SPAN = 8  # lines after `rank : N (local_rank: M)` that belong to that rank
+# Candidate lines fed before the needles are matched with one regex (Compiled.matcher): building
+# it costs what testing each needle in ~400 lines does, and a small run feeds fewer.
+MATCHER_AFTER = 400
 
 
 class Collector:
@@ -58,6 +61,7 @@ class Collector:
         self.files: list[FileState] = []
         self.file: FileState | None = None
         self._channel_memo: set[tuple[str, str]] = set()
+        self._fed = 0
 
     # ---------------------------------------------------------------- per file
     def begin(self, name: str) -> FileState:
@@ -104,6 +108,19 @@ class Collector:
 
     def _line(self, line: int, text: str) -> None:
         comp = self.comp
+        self._fed += 1
+        if self._fed > MATCHER_AFTER:
+            idx, harmless = comp.matcher.scan(text)
+            if harmless and comp.harmless is not None and comp.harmless.search(text):
+                return
+            who = self._who(line, text)
+            sigs = comp.sigs
+            for i in idx:
+                sig = sigs[i]
+                if sig.rx.search(text) is not None:
+                    self._record(sig, line, text, who)
+            self._extract(line, text, who)
+            return
         if comp.harmless is not None and comp.harmless.search(text):
             return
         who = self._who(line, text)
