@@ -21,6 +21,7 @@ ELASTIC_SPAN = 8  # lines after `rank : N (local_rank: M)` that belong to that r
 # Candidate lines fed before the needles are matched with one regex (Compiled.matcher): building
 # it costs what testing each needle in ~400 lines does, and a small run feeds fewer.
 MATCHER_AFTER = 400
+_fed = [0]  # candidate lines fed in this process (the same answer either way: only the cost differs)
 
 
 class Collector:
@@ -61,7 +62,6 @@ class Collector:
         self.files: list[FileState] = []
         self.file: FileState | None = None
         self._channel_memo: set[tuple[str, str]] = set()
-        self._fed = 0
 
     # ---------------------------------------------------------------- per file
     def begin(self, name: str) -> FileState:
@@ -108,8 +108,8 @@ class Collector:
 
     def _line(self, line: int, text: str) -> None:
         comp = self.comp
-        self._fed += 1
-        if self._fed > MATCHER_AFTER:
+        _fed[0] += 1
+        if _fed[0] > MATCHER_AFTER:
             idx, harmless = comp.matcher.scan(text)
             if harmless and comp.harmless is not None and comp.harmless.search(text):
                 return

@@ -53,6 +53,7 @@ def test_the_collector_records_the_same_either_way(monkeypatch) -> None:
     results = []
     for limit in (0, 10 ** 9):  # the matcher from the first line; never
         monkeypatch.setattr(collect, "MATCHER_AFTER", limit)
+        monkeypatch.setattr(collect, "_fed", [0])
         col = Collector(COMP)
         col.begin("/logs/rank0.log")
         for n, t in enumerate(lines, 1):
