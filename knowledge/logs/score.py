@@ -39,7 +39,7 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
           lines: dict[str, RankLine] | None = None, who: dict | None = None) -> list[CauseScore]:
     s = Scores()
     lines = lines or {}
-    _signatures(view, s, _late_to_store(view, lines, who))
+    _signatures(view, s, _late_to_store(view, lines, who), _finished_at(view, lines))
     _crash_rules(view, s, _kind(kb, symptom), lines, who)
     if not _main_work_rule(view, s, lines):
         _timeout_rules(view, s, lines, who)
@@ -93,7 +93,22 @@ def _late_to_store(view: View, lines: dict[str, RankLine], who: dict | None) -> 
     return ranks if ranks and set(ranks) <= named and alive else []
 
 
-def _signatures(view: View, s: Scores, late: list[str] | None = None) -> None:
+def _finished_at(view: View, lines: dict[str, RankLine]) -> dict[str, int]:
+    """When every rank the logs show reached its finish: per file, the line of the last finish in
+    it (a finish line or teardown), else {}. What a process no rank owns prints after that in the
+    same file is the launcher's own teardown (torchrun's exit barrier on a node whose store host
+    left first), not a failure of the job."""
+    if not lines or any(rl.end.kind != "finished" for rl in lines.values()):
+        return {}
+    out: dict[str, int] = {}
+    hits = [h for h in view.hits_with("end") if view.rank(h) in lines]
+    hits += [h for r, (ph, h) in view.col.phases.items() if ph == "teardown" and r in lines]
+    for h in hits:
+        out[h.file] = max(out.get(h.file, 0), h.line)
+    return out
+
+
+def _signatures(view: View, s: Scores, late: list[str] | None = None, finished: dict[str, int] | None = None) -> None:
     """Every signature's weight to its cause. A line read as a store wait that gave up is a wait
     (the store answered): a signature that reads it as anything else (a socket timeout as a network
     fault) does not count; and when its keys name a `late` rank seen running, a wait signature's
@@ -101,8 +116,8 @@ def _signatures(view: View, s: Scores, late: list[str] | None = None) -> None:
     per_cause: dict[str, list[tuple[float, str]]] = defaultdict(list)
     failing: set[str] = set()
     waits = {(w.hit.file, w.hit.line) for w in view.col.store_waits}
-    kept = {sid: [h for h in hits if (h.file, h.line) not in waits
-                  or "wait" in view.sigs[sid].tags and not late]
+    kept = {sid: [h for h in hits if ((h.file, h.line) not in waits or "wait" in view.sigs[sid].tags and not late)
+                  and not _teardown(view, h, finished)]
             for sid, hits in view.col.hits.items()}
     if late and any(len(kept[sid]) < len(hs) for sid, hs in view.col.hits.items() if hs):
         s.against["rank-env-mismatch"].append(tr("rank {ranks} wrote lines of its own: it started with its "
@@ -129,6 +144,11 @@ def _signatures(view: View, s: Scores, late: list[str] | None = None) -> None:
         for _, sid in ws:
             hits.extend(h for h in kept[sid][2:5] if h not in hits)
         s.add(cause, total, tr("signatures: {names}", names=names), hits, "evidence" if cause in failing else "facts")
+
+
+def _teardown(view: View, h: Hit, finished: dict[str, int] | None) -> bool:
+    """A line no rank owns, after every rank's finish in its file (see _finished_at)."""
+    return bool(finished) and view.rank(h) is None and h.line > (finished or {}).get(h.file, 1 << 62)
 
 
 def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankLine],

@@ -248,3 +248,22 @@ def test_the_main_process_tokenising_while_a_rank_waits_in_the_store_is_rank0_ov
 def test_tokenising_with_no_rank_waiting_is_no_evidence() -> None:
     assert not [c for c in report(TOKENIZING).causes if c.basis == "evidence"]
     assert not [c for c in report(STORE_WAIT).causes if c.basis == "evidence"]  # a wait says no why
+
+
+# --- the launcher's own teardown after every rank finished is no failure of the job ------------------------
+
+EXIT_BARRIER = ("E0304 12:00:09.019000 552 torch/distributed/elastic/agent/server/api.py:1008] Error waiting on exit "
+                "barrier. Elapsed: 0.04 seconds\n"
+                "E0304 12:00:09.019000 552 torch/distributed/elastic/agent/server/api.py:1008] "
+                "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. "
+                "Did the remote server shutdown or crash?\n")
+DONE = "[rank0]: step 8 loss 0.14\n[rank1]: step 8 loss 0.15\n[rank0]: training done\n[rank1]: training done\n"
+
+
+def test_an_exit_barrier_error_after_every_rank_finished_is_no_evidence() -> None:
+    assert not [c for c in report(DONE + EXIT_BARRIER).causes if c.basis != "prior"]
+
+
+def test_the_same_error_before_a_rank_finished_still_counts() -> None:
+    early = "[rank0]: step 8 loss 0.14\n[rank1]: step 8 loss 0.15\n[rank0]: training done\n" + EXIT_BARRIER
+    assert [c for c in report(early).causes if c.basis == "evidence"]
