@@ -39,7 +39,7 @@ def score(view: View, kb: KnowledgeBase, symptom: str | None,
           lines: dict[str, RankLine] | None = None, who: dict | None = None) -> list[CauseScore]:
     s = Scores()
     lines = lines or {}
-    _signatures(view, s, _late_to_store(view, lines, who), _finished_at(view, lines))
+    _signatures(view, s, _late_to_store(view, lines, who), _finished_at(view, lines), _all_waited(lines))
     _crash_rules(view, s, _kind(kb, symptom), lines, who)
     if not _main_work_rule(view, s, lines):
         _timeout_rules(view, s, lines, who)
@@ -108,7 +108,8 @@ def _finished_at(view: View, lines: dict[str, RankLine]) -> dict[str, int]:
     return out
 
 
-def _signatures(view: View, s: Scores, late: list[str] | None = None, finished: dict[str, int] | None = None) -> None:
+def _signatures(view: View, s: Scores, late: list[str] | None = None, finished: dict[str, int] | None = None,
+                waited: bool = False) -> None:
     """Every signature's weight to its cause. A line read as a store wait that gave up is a wait
     (the store answered): a signature that reads it as anything else (a socket timeout as a network
     fault) does not count; and when its keys name a `late` rank seen running, a wait signature's
@@ -130,7 +131,9 @@ def _signatures(view: View, s: Scores, late: list[str] | None = None, finished: 
             if "multi-node" in sig.tags and view.one_host:
                 continue  # NCCL sends nothing between GPUs of one host over this interface
             per_cause[sig.cause].append((sig.weight, sid))
-            if "context" not in sig.tags and not all(handled(view, h) for h in hits):
+            # the launcher's record of an exit when every rank ended waiting: the waiters' own exits
+            exits = waited and _exit_record(view, sid)
+            if "context" not in sig.tags and not exits and not all(handled(view, h) for h in hits):
                 failing.add(sig.cause)
                 s.decisive[sig.cause] = max(s.decisive.get(sig.cause, 0.0), sig.weight)
     for cause, ws in per_cause.items():
@@ -159,14 +162,7 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
     crashed = who is not None and who["role"] == "crashed"
     if who is not None and who["role"] in ("stuck", "slow"):
         return  # the exit lines are the launcher stopping the ranks that waited for the stuck one
-    # a line that announced a rank's exit is no crash when the rank's own end was a wait (mp.spawn
-    # reports "Process N terminated with the following error" for a timeout too); nor is an exit
-    # code when every rank the logs show ended waiting: a waiter that gave up exits non-zero too
-    waited = bool(lines) and all(rl.end.kind in ("timeout", "lost-peer") for rl in lines.values())
-    # nor is a crash of an attempt the launcher restarted and the run then finished
-    crashes = sorted((h for h in view.crashes if not _ended_waiting(view, h, lines)
-                      and not (waited and h.sig.startswith("crash-exitcode")) and not restarted(view, h)),
-                     key=lambda h: (view.rank(h) is None, h.order))
+    crashes = _root_crashes(view, lines)
     if not crashed and not crashes:
         lost = [rl for rl in lines.values() if rl.end.kind == "lost-peer"]
         unranked = [e for e in exceptions_unranked(view) if not _signed(view, e.hit)]
@@ -222,6 +218,28 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
               rule="DL104")
 
 
+def _all_waited(lines: dict[str, RankLine]) -> bool:
+    """Every rank the logs show ended waiting (a timeout or a lost peer)."""
+    return bool(lines) and all(rl.end.kind in ("timeout", "lost-peer") for rl in lines.values())
+
+
+def _exit_record(view: View, sid: str) -> bool:
+    """A signature that reads only the launcher's record of an exit (an exit code, its summary)."""
+    return sid.startswith("crash-exitcode") or "consequence" in view.sigs[sid].tags
+
+
+def _root_crashes(view: View, lines: dict[str, RankLine]) -> list[Hit]:
+    """The crash lines that are failures of their own, first-ranked first. A line that announced a
+    rank's exit is no crash when the rank's own end was a wait (mp.spawn reports "Process N
+    terminated with the following error" for a timeout too); nor is an exit code when every rank
+    the logs show ended waiting: a waiter that gave up exits non-zero too; nor is a crash of an
+    attempt the launcher restarted and the run then finished."""
+    waited = _all_waited(lines)
+    return sorted((h for h in view.crashes if not _ended_waiting(view, h, lines)
+                   and not (waited and _exit_record(view, h.sig)) and not restarted(view, h)),
+                  key=lambda h: (view.rank(h) is None, h.order))
+
+
 def _ended_waiting(view: View, hit: Hit, lines: dict[str, RankLine]) -> bool:
     """Whether the rank a crash line names (its writer, or the process mp.spawn names) ended in a
     wait of its own: a timeout or a lost peer."""
@@ -275,7 +293,9 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
     # a culprit known only from the launcher's exit code explains nothing: a waiter exits too
     own = bool(who and who["role"] == "crashed" and lines.get(who["ranks"][0]) is not None
                and lines[who["ranks"][0]].end.kind != "exited")
-    explained = own or bool(view.crashes) and not (who and who["role"] in ("stuck", "slow")) \
+    waited = _all_waited(lines)  # then the exit records are the waiters' own exits
+    crashed = any(not (waited and _exit_record(view, h.sig)) for h in view.crashes)
+    explained = own or crashed and not (who and who["role"] in ("stuck", "slow")) \
         or len(waiter_ops(view, lines)) > 1
     for pg, per in view.timeouts.items():
         seqs = {r: t.seq for r, t in per.items() if t.seq is not None}
@@ -351,7 +371,7 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
         elif not only_lost:
             s.add("collective-timeout", 1.0, tr("collectives timed out with no crashed rank in sight"), hits,
                   rule="DL302")
-    elif view.crashes or (who and who["role"] == "crashed"):
+    elif crashed or (who and who["role"] == "crashed"):
         s.against["collective-timeout"].append(tr("a rank crashed first: the timeouts are its consequence"))
 
 

@@ -267,3 +267,29 @@ def test_an_exit_barrier_error_after_every_rank_finished_is_no_evidence() -> Non
 def test_the_same_error_before_a_rank_finished_still_counts() -> None:
     early = "[rank0]: step 8 loss 0.14\n[rank1]: step 8 loss 0.15\n[rank0]: training done\n" + EXIT_BARRIER
     assert [c for c in report(early).causes if c.basis == "evidence"]
+
+
+# --- the launcher's exit records when every rank ended waiting are the waiters' own exits ------------------
+
+def _timed(rank: int) -> str:
+    return (f"[rank{rank}]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:84] Timed out "
+            "waiting 30000ms for recv operation to complete\n")
+
+
+EXITS = ("E0304 13:00:00.100000 900 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+         "local_rank: 0 (pid: 901) of binary: /usr/bin/python3\n"
+         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+         "  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 901)\n")
+
+
+def test_exit_records_of_ranks_that_all_timed_out_are_no_crash() -> None:
+    r = report(_timed(0) + _timed(1) + EXITS, symptom="hang")
+    assert "rank-crash-deadlock" not in [c.id for c in r.causes if c.basis == "evidence"]
+    timeout = next(c for c in r.causes if c.id == "collective-timeout")
+    assert not any("crashed first" in a for a in timeout.against)
+
+
+def test_a_rank_that_failed_on_its_own_still_makes_them_a_crash() -> None:
+    own = "[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: bad shard 4\n"
+    r = report(_timed(0) + own + EXITS, symptom="hang")
+    assert "rank-crash-deadlock" in [c.id for c in r.causes if c.basis == "evidence"]
