@@ -293,3 +293,20 @@ def test_a_rank_that_failed_on_its_own_still_makes_them_a_crash() -> None:
     own = "[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: bad shard 4\n"
     r = report(_timed(0) + own + EXITS, symptom="hang")
     assert "rank-crash-deadlock" in [c.id for c in r.causes if c.basis == "evidence"]
+
+
+# --- a connection that was up and then reset: the peer went away, not the network ---------------------------
+
+def test_a_reset_store_connection_is_a_lost_peer_not_a_network_fault() -> None:
+    line = ("[rank2]: torch.distributed.DistBackendError: [2] is setting up NCCL communicator and retrieving "
+            "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Connection "
+            "reset by peer\n")
+    ev = [c.id for c in report(line).causes if c.basis == "evidence"]
+    assert ev[:1] == ["rank-crash-deadlock"] and "network-unreachable" not in ev
+
+
+def test_a_refused_connection_is_still_the_network_or_the_address() -> None:
+    line = ("[rank2]: torch.distributed.DistNetworkError: The client socket has failed to connect to [node01]:29500 "
+            "(errno: 111 - Connection refused).\n")
+    ev = [c.id for c in report(line).causes if c.basis == "evidence"]
+    assert ev and ev[0] in ("network-unreachable", "master-addr-port") and "rank-crash-deadlock" not in ev[:1]
