@@ -3,8 +3,9 @@ eval, backward, or plain Python at file:line. Pure functions over frame dicts (i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from distdoctor.knowledge.frozen import Frozen, frozen
 
 from .frames import python_frames
 
@@ -24,8 +25,8 @@ _EVAL_NAME = re.compile(r"^(evaluate|evaluation|eval|validate|validation|run_eva
 _LIBRARY = re.compile(r"(site|dist)-packages/|/lib/python\d[\d.]*/|^<frozen |^torch/")
 
 
-@dataclass(frozen=True)
-class Place:
+@frozen
+class Place(Frozen):
     """Where one rank is: `kind`, the operation (`all_reduce`, `save_checkpoint`...), the call site
     (`train.py:88`) and, for a rank inside user code under the operation, that inner frame."""
 
