@@ -74,6 +74,11 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                 if rl.last_collective and rl.last_collective.get("seq") is not None}
         others = [rl for rl in lines.values() if rl.end.kind in ("unknown", "exited", "stopped") and rl.rank not in seqs
                   and rl not in waiters]
+        if others and all(rl.end.kind == "lost-peer" for rl in waiters) and _finished_first(view, waiters):
+            # a closed connection says the peer's process is gone, and a process that finished
+            # closes it too: with a finish line no rank owns before the loss, crash and early
+            # finish (ranks that ran different numbers of steps) fit alike
+            return None
         if others and all(rl.end.kind == "lost-peer" for rl in waiters):
             # a closed or reset connection means the peer's process is gone; a hung one keeps it open.
             # A rank the launcher stopped (SIGTERM, SIGINT) was stopped because another had already
@@ -126,6 +131,14 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
 # Gloo's own wait on a pair's socket: the peer's process kept its connection open all along (a
 # process that exits closes it, and the waiter reads "Connection closed by peer" instead)
 _SOCKET_WAIT = lazy(r"Timed out waiting \d+ ?ms for (?:recv|send) operation")
+
+
+def _finished_first(view: View, waiters: list[RankLine]) -> bool:
+    """A finish line that no waiter wrote (no rank, or another rank) sits before a waiter's lost
+    peer in the same file (Lightning's "`Trainer.fit` stopped" prints on rank 0 alone)."""
+    ends = [h for h in view.hits_with("end") if view.rank(h) not in {rl.rank for rl in waiters}]
+    return any(h.file == rl.end.hit.file and h.line < rl.end.hit.line
+               for rl in waiters if rl.end.hit is not None for h in ends)
 
 
 def _seen_alive(rl: RankLine, waiters: list[RankLine]) -> bool:

@@ -310,3 +310,17 @@ def test_a_refused_connection_is_still_the_network_or_the_address() -> None:
             "(errno: 111 - Connection refused).\n")
     ev = [c.id for c in report(line).causes if c.basis == "evidence"]
     assert ev and ev[0] in ("network-unreachable", "master-addr-port") and "rank-crash-deadlock" not in ev[:1]
+
+
+# --- a lost peer after a finish line nobody waiting wrote: a crash and an early finish fit alike ---------
+
+def test_a_peer_lost_after_another_ranks_finish_line_is_not_named_crashed() -> None:
+    text = ("[rank0]: step 3 loss 0.20\n[rank1]: step 3 loss 0.21\n`Trainer.fit` stopped: `max_epochs=3` reached.\n"
+            + CLOSED.replace("rank0", "rank1"))
+    r = report(text)
+    assert r.culprit is None
+
+
+def test_without_the_finish_line_the_silent_peer_is_the_one_that_exited() -> None:
+    r = report("[rank0]: step 3 loss 0.20\n[rank1]: step 3 loss 0.21\n" + CLOSED.replace("rank0", "rank1"))
+    assert r.culprit is not None and r.culprit["ranks"] == ["0"] and r.culprit_rule == "DL905"
