@@ -100,6 +100,15 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
             "tracebacks stop in different collectives: {ops} (ranks waiting in different collectives never meet)"
             if ranked else "tracebacks stop in different collectives: {ops}", ops=", ".join(sorted(ops))), hits,
             rule="DL405")
+    unused = {view.rank(h) for h in col.hits.get("ddp-unfinished-reduction", ())}
+    others = [r for r in lines if r not in unused]
+    if unused and None not in unused and others:
+        # GUIDE 4.1, a per-rank comparison: DDP's check of unused parameters runs on each rank alone;
+        # failing on some ranks and not on others, their forward took another path than the others'
+        raised = sorted((r for r in unused if r is not None), key=rank_key)
+        s.add("asymmetric-collective", 4.0, tr("rank {ranks} had parameters unused in its backward while rank {others} "
+              "did not: its forward took another path, so its gradient all-reduces differ", ranks=span(raised),
+              others=span(sorted(others, key=rank_key))), col.hits["ddp-unfinished-reduction"][:2], rule="DL408")
     for kind in ("step", "iteration", "batch"):
         last = {r: p[kind] for r, p in col.progress.items() if kind in p}
         if len(last) > 1:
