@@ -162,6 +162,7 @@ def _read(src: Source, col: Collector, comp) -> bool:
         col.files.pop()
         return False
     col.end(src.tail, src.lines)
+    src.tail = b""  # read: 32 KiB a file kept to the end was 128 MiB over 4096 rank files
     return True
 
 
