@@ -16,6 +16,8 @@ ALIKE = 0.75
 ALONE = 0.5
 # signatures.toml's weight for "strong" (4 is "decisive on its own")
 STRONG = 3.0
+# below this, a signature is "a weak hint" (signatures.toml's weight 1)
+WEAK_ONLY = 1.5
 # what a cause's premise says about the culprit (causes.toml `premise`); the roles that contradict it
 CONTRADICTS: Mapping[str, tuple[str, ...]] = {"crash": ("stuck", "slow"), "no-crash": ("crashed",)}
 WAITED = ("lost-peer", "timeout")  # how a waiter's own lines end
@@ -137,6 +139,10 @@ def how_sure(kb: Any, ranked: list[Ranked], who: Mapping[str, Any] | None, logs:
     # several causes (a reset connection, a catch-all NCCL code)
     if not (who or {}).get("ranks") and not _other_source(top) and _weight(top, logs) < STRONG:
         return "unknown"
+    # a named culprit says who failed, not why: a cause resting on one weak hint alone (weight 1,
+    # no structural rule of this incident) fits several causes as well
+    if not _other_source(top) and not _rules(top, logs) and 0 < _weight(top, logs) < WEAK_ONLY:
+        return "unknown"
     return "likely"
 
 
@@ -155,6 +161,12 @@ def _weight(top: Ranked, logs: Mapping[str, Any] | None) -> float:
         return float(cause.get("weight") or 0.0)
     except (TypeError, ValueError):
         return 0.0
+
+
+def _rules(top: Ranked, logs: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The structural rules (rules.toml ids) the logs' analysis fired for the top cause."""
+    cause = next((c for c in (logs or {}).get("causes") or [] if isinstance(c, Mapping) and c.get("id") == top.id), {})
+    return tuple(str(r) for r in cause.get("rules") or ())
 
 
 def _other_source(top: Ranked) -> bool:

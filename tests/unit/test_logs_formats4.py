@@ -5,6 +5,7 @@ copied from a case."""
 from __future__ import annotations
 
 from distdoctor.knowledge import load_knowledge
+from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose
 from distdoctor.knowledge.logs import analyse_text
 from distdoctor.knowledge.logs import extract as x
 
@@ -324,3 +325,21 @@ def test_a_peer_lost_after_another_ranks_finish_line_is_not_named_crashed() -> N
 def test_without_the_finish_line_the_silent_peer_is_the_one_that_exited() -> None:
     r = report("[rank0]: step 3 loss 0.20\n[rank1]: step 3 loss 0.21\n" + CLOSED.replace("rank0", "rank1"))
     assert r.culprit is not None and r.culprit["ranks"] == ["0"] and r.culprit_rule == "DL905"
+
+
+# --- a named culprit says who failed, not why: one weak hint alone is no answer ---------------------------
+
+def _diagnosis(text: str, symptom: str = "error"):
+    return diagnose(KB, IncidentEvidence(symptom=symptom, logs=report(text, symptom).to_dict()))
+
+
+def test_a_rank_failing_on_a_weak_hint_alone_is_unknown() -> None:
+    d = _diagnosis("[rank0]: step 2 loss 0.50\n[rank0]: Traceback (most recent call last):\n"
+                   "[rank0]: RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)\n")
+    assert d.culprit["ranks"] == ["0"] and d.confidence == "unknown"
+
+
+def test_a_strong_line_of_the_named_rank_still_answers() -> None:
+    d = _diagnosis("[rank0]: step 2 loss 0.50\n[rank0]: Traceback (most recent call last):\n"
+                   "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    assert d.causes[0].id == "cuda-oom" and d.confidence in ("likely", "confirmed")
