@@ -115,6 +115,13 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
             lo = min(last.items(), key=lambda kv: kv[1][0])
             hi = max(last.items(), key=lambda kv: kv[1][0])
             waited = view.timeouts or view.unranked or view.hits_with("wait")
+            if kind == "step" and _gap_is_resume(col, lo, hi):
+                s.add("checkpoint-state-divergence", 5.0, tr(
+                    "rank {hi} resumed at step {at} and ends at step {hi_n}, rank {lo} ends at step {lo_n}: the same "
+                    "steps from different starting points (rank {lo} did not restore that checkpoint)", hi=hi[0],
+                    at=col.resume[hi[0]][0][1], hi_n=hi[1][0], lo=lo[0], lo_n=lo[1][0]),
+                    [col.resume[hi[0]][1], hi[1][1], lo[1][1]], rule="DL604")
+                break  # the steps apart are explained: no DL406
             if hi[1][0] > lo[1][0] and (waited or hang) and lo[0] not in died:
                 s.add("asymmetric-collective", 2.5, tr("the log ends with rank {lo} at {kind} {lo_n} and rank {hi} "
                       "at {kind} {hi_n}: ranks ran different numbers of steps", lo=lo[0], kind=kind,
@@ -154,6 +161,16 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
               tr("ranks resumed from different points: {steps}; rank {odd} is the odd one", steps=said, odd=span(odd))
               if odd else tr("ranks resumed from different steps: {steps}", steps=said),
               [col.resume[r][1] for r in odd[:2]] + [v[1] for v in col.resume.values()][:3], rule="DL603")
+
+
+def _gap_is_resume(col: Collector, lo: tuple, hi: tuple) -> bool:
+    """Whether the ranks' last steps differ by exactly the step the one ahead said it resumed at,
+    while the one behind announced no resume at that step: both ran the same steps, from different
+    starting points (GUIDE 4.4). lo, hi: (rank, (step, hit))."""
+    said = col.resume.get(hi[0])
+    at = said[0][1] if said else None
+    other = col.resume.get(lo[0])
+    return bool(at) and hi[1][0] - lo[1][0] == at and (other is None or other[0][1] != at)
 
 
 def _disagree(points: list[tuple[int | None, int | None]]) -> bool:
