@@ -6,7 +6,7 @@ Two measurements, alternating the two apps in the same run so machine load hits 
   cold        a new process under a pseudo-terminal (80x24) until its first screen's text is on
               the terminal: the `distdoctor` entry point (parser, knowledge base, app) against
               `python -c <hello world>`.
-Prints medians and the ratio; the goal is a ratio within 1.5.
+Prints medians and the ratio; the goal is a ratio within 1.3 (issue 25 item 18).
 
     python tests/bench/bench_app_start.py [--rounds N]
 """
@@ -40,6 +40,7 @@ Hello().run()
 DISTDOCTOR = [sys.executable, "-c", "import sys; from distdoctor.tui.cli import main; sys.exit(main())"]
 APP_MARKER = "What do you see?"
 HELLO_MARKER = "Hello, world"
+GOAL = 1.3  # issue 25 item 18: the cold first screen within 1.3x a bare Textual app
 
 
 async def _ready(make) -> float:
@@ -110,7 +111,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     ratios = [report("in-process", *in_process(args.rounds)), report("cold", *cold(args.rounds))]
-    print(f"goal: ratio within 1.5 -> {'met' if max(ratios) <= 1.5 else 'NOT met'}")
+    print(f"goal: ratio within {GOAL} -> {'met' if max(ratios) <= GOAL else 'NOT met'}")
     return 0
 
 
