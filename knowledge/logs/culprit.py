@@ -61,10 +61,13 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     named = _named_late(view, lines) or _store_named(view, lines)
     if named:
         return named
-    late = _late(waiters)
+    late, by_socket = _late(waiters)
     if late:
         timed = [rl for rl in waiters if rl.end.kind == "timeout"]
-        return {"ranks": [rl.rank for rl in late], "role": "stuck", "rule": "DL904", **_rank0_unshown(late),
+        # ordered only by what the transport says (no clock, no common file): the world may hold
+        # another rank these logs lack, which the late one could have lost instead
+        inferred = {"inferred": True} if by_socket else _rank0_unshown(late)
+        return {"ranks": [rl.rank for rl in late], "role": "stuck", "rule": "DL904", **inferred,
                 "why": tr("rank {late} lost its peer only after rank {timed} had timed out waiting: it was "
                          "the late one" if len(late) == 1 else "rank {late} lost its peer only after rank "
                          "{timed} had timed out waiting: they were the late one",
@@ -322,13 +325,19 @@ def _uneven(view: View, waiters: list[RankLine]) -> dict[str, Any] | None:
                      "after the others ran out of data", ranks=", ".join(ranks), most=most, others=others)}
 
 
-def _late(waiters: list[RankLine]) -> list[RankLine]:
+def _late(waiters: list[RankLine]) -> tuple[list[RankLine], bool]:
     """Ranks that lost their peer after another rank timed out: the waiter gave up and exited, so
     the connection of the rank it waited for closed. Order by clock when both lines have one of
-    the same kind, else by reading order within one file."""
+    the same kind, else by reading order within one file, else by the late rank's last timestamp
+    past the waiter's timeout; else, when every waiter's own failure is Gloo's socket wait that
+    timed out (its peers' processes kept their connections open all along, so none of them had
+    died), the closed connection the other rank lost came from a waiter that gave up. The flag
+    says whether that last reading named any rank."""
     timed = [rl for rl in waiters if rl.end.kind == "timeout" and rl.end.hit is not None]
     lost = [rl for rl in waiters if rl.end.kind == "lost-peer" and rl.end.hit is not None]
-    out = []
+    sockets = bool(timed) and all(_SOCKET_WAIT.search(t.end.detail) or _SOCKET_WAIT.search(t.end.hit.text)  # type: ignore[union-attr]
+                                  for t in timed)
+    out, by_socket = [], False
     for rl in lost:
         h = rl.end.hit
         for t in timed:
@@ -339,10 +348,12 @@ def _late(waiters: list[RankLine]) -> list[RankLine]:
                 after = h.line > th.line  # type: ignore[union-attr]
             else:
                 after = _arrived_after_timeout(rl, t)
+                if not after and sockets:
+                    after = by_socket = True
             if after:
                 out.append(rl)
                 break
-    return out
+    return out, by_socket
 
 
 def _arrived_after_timeout(late: RankLine, waiter: RankLine) -> bool:

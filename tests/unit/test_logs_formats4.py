@@ -343,3 +343,30 @@ def test_a_strong_line_of_the_named_rank_still_answers() -> None:
     d = _diagnosis("[rank0]: step 2 loss 0.50\n[rank0]: Traceback (most recent call last):\n"
                    "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
     assert d.causes[0].id == "cuda-oom" and d.confidence in ("likely", "confirmed")
+
+
+# --- per-rank files with no clock: Gloo's socket timeouts order the lost peer after them ----------------------
+
+def _files(tmp_path, texts: dict[str, str]) -> list[str]:
+    out = []
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text)
+        out.append(str(tmp_path / name))
+    return out
+
+
+def test_a_rank_that_lost_its_peers_after_their_socket_timeouts_is_the_late_one(tmp_path) -> None:
+    from distdoctor.knowledge.logs import analyse
+    r = analyse(_files(tmp_path, {"rank0.log": "[rank0]: step 4 loss 0.3\n" + _timed(0),
+                                  "rank1.log": "[rank1]: step 4 loss 0.3\n" + _timed(1),
+                                  "rank2.log": "[rank2]: step 4 loss 0.3\n" + CLOSED.replace("rank0", "rank2")}),
+                KB, symptom="hang")
+    assert r.culprit_rule == "DL904" and r.culprit["ranks"] == ["2"] and r.culprit.get("inferred")
+
+
+def test_a_watchdog_timeout_says_nothing_of_the_peers_connection(tmp_path) -> None:
+    from distdoctor.knowledge.logs import analyse
+    r = analyse(_files(tmp_path, {"rank0.log": "[rank0]: step 4 loss 0.3\n" + WATCHDOG,
+                                  "rank2.log": "[rank2]: step 4 loss 0.3\n" + CLOSED.replace("rank0", "rank2")}),
+                KB, symptom="hang")
+    assert r.culprit_rule != "DL904"
