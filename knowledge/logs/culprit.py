@@ -329,8 +329,8 @@ def _late(waiters: list[RankLine]) -> tuple[list[RankLine], bool]:
     """Ranks that lost their peer after another rank timed out: the waiter gave up and exited, so
     the connection of the rank it waited for closed. Order by clock when both lines have one of
     the same kind, else by reading order within one file, else by the late rank's last timestamp
-    past the waiter's timeout; else, when every waiter's own failure is Gloo's socket wait that
-    timed out (its peers' processes kept their connections open all along, so none of them had
+    past the waiter's timeout; else, when no clock saw it after them and every waiter's own failure
+    is Gloo's socket wait that timed out (its peers' processes kept their connections open all along, so none of them had
     died), the closed connection the other rank lost came from a waiter that gave up. The flag
     says whether that last reading named any rank."""
     timed = [rl for rl in waiters if rl.end.kind == "timeout" and rl.end.hit is not None]
@@ -348,12 +348,19 @@ def _late(waiters: list[RankLine]) -> tuple[list[RankLine], bool]:
                 after = h.line > th.line  # type: ignore[union-attr]
             else:
                 after = _arrived_after_timeout(rl, t)
-                if not after and sockets:
+                if not after and sockets and not _seen_after(rl, t):  # a clock that saw it later decides
                     after = by_socket = True
             if after:
                 out.append(rl)
                 break
     return out, by_socket
+
+
+def _seen_after(a: RankLine, b: RankLine) -> bool:
+    """Whether rank a's last timestamped line comes after rank b's (the same kind of clock): then
+    the clock, not the transport, says whether a arrived within b's timeout."""
+    return a.last_ts is not None and b.last_ts is not None and a.last_ts[0] == b.last_ts[0] \
+        and a.last_ts[1] > b.last_ts[1]
 
 
 def _arrived_after_timeout(late: RankLine, waiter: RankLine) -> bool:
