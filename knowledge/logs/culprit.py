@@ -116,7 +116,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                     "why": tr("rank {ranks} timed out at SeqNum {lo}, behind the others (up to {hi}): the "
                              "lowest SeqNum is the first suspect", ranks=", ".join(behind), lo=lo,
                              hi=max(seqs.values()))}
-        absent = _absent_from_timeouts(view, lines, waiters)
+        absent = _absent_from_timeouts(view, lines, waiters) or _only_peer(view, lines, waiters)
         if absent:
             return absent
     odd = _odd_facts(view) or _odd_resume(view)
@@ -221,6 +221,27 @@ def _absent_from_timeouts(view: View, lines: dict[str, RankLine], waiters: list[
             "why": tr("rank {waiters} timed out and rank {rank}, the one rank of {world} not seen timing out, "
                       "has no line in these logs: it is the likely late rank (its own log would tell)",
                       waiters=", ".join(sorted(timed, key=int)), rank=missing[0], world=world)}
+
+
+def _only_peer(view: View, lines: dict[str, RankLine], waiters: list[RankLine]) -> dict[str, Any] | None:
+    """In a two-rank world (the logs say so), the one rank present timed out in Gloo's socket wait
+    and the other rank has no line in the input: the waiter's only peer is that rank, and the
+    socket wait says its process kept the connection open (alive, not dead): it is the likely
+    late rank, `inferred` (its own log would tell). Silent with a watchdog timeout (a dead peer
+    times out too), with a lost peer, or when the other rank has lines of its own."""
+    if view.col.world != 2 or len(lines) != 1 or len(waiters) != 1:
+        return None
+    w = waiters[0]
+    if w.end.kind != "timeout" or not (_SOCKET_WAIT.search(w.end.detail) or w.end.hit is not None
+                                       and _SOCKET_WAIT.search(w.end.hit.text)):
+        return None
+    other = {"0": "1", "1": "0"}.get(w.rank)
+    if other is None or other in view.col.last_ts:
+        return None
+    return {"ranks": [other], "role": "stuck", "rule": "DL915", "inferred": True,
+            "why": tr("rank {waiter} timed out waiting on its one peer in a world of 2, whose connection stayed open: "
+                      "rank {rank}, which has no line in these logs, is the likely late rank (its own log would tell)",
+                      waiter=w.rank, rank=other)}
 
 
 def _store_named(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:

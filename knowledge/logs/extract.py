@@ -185,6 +185,10 @@ ELASTIC_TIME = lazy(r"^\s*time\s*:\s*(?P<t>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)")
 ANNOUNCE = lazy(r"distributed init \(rank (?P<a>\d+)\)|GLOBAL_RANK: (?P<b>\d+), MEMBER: \d+/(?P<w>\d+)"
                       r"|to store for rank: (?P<c>\d+)")
 
+# How many ranks the job has, as scripts and launchers print it: "rank 1/4", "rank 1 of 4",
+# "world_size=4", "WORLD_SIZE=4", "world size: 4" (never "local_rank 1/4": a word before it)
+WORLD = lazy(r"(?<![\w.-])rank (?P<r>\d{1,6}) ?(?:/|of) ?(?P<w>\d{1,6})\b|\b(?:world[_ ]size|WORLD_SIZE)[=: ]{1,3}(?P<w2>\d{1,6})\b")
+
 # ------------------------------------------------------------------ collectives in tracebacks
 FRAME = lazy(r'distributed_c10d\.py", line \d+, in (?P<op>\w+)')
 CALL = lazy(r"(?:torch\.distributed|\bdist|default_pg|\bgroup|\bpg)\.(?P<op>\w+)\(")

@@ -254,6 +254,14 @@ def _announce(col: Collector, line: int, text: str, who: x.Who, key: str) -> Non
             col.world = max(col.world, int(m.group("w")))
 
 
+def _world(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.WORLD.search(text)
+    if m:
+        n = int(m.group("w") or m.group("w2"))
+        if m.group("r") is None or int(m.group("r")) < n:  # "rank 3/2" is no world size
+            col.world = max(col.world, n)
+
+
 def _backward(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
     # a traceback through autograd's engine waits in DDP's gradient all-reduce: a collective of
     # its own, which an explicit all_reduce on another rank cannot pair with
@@ -310,6 +318,8 @@ TABLE: tuple[Extractor, ...] = (
     Extractor("x-exit", ("exitcode",), EVENT, _elastic_exit),
     Extractor("x-announce", ("rank", "RANK"), EVENT, _announce,
               r"distributed init \(rank|GLOBAL_RANK: \d|to store for rank: \d", x.ANNOUNCE),
+    Extractor("x-world", ("rank ", "world_size", "world size", "WORLD_SIZE"), FACT, _world,
+              r"rank \d+ ?(?:/|of) ?\d|world[_ ]size[=: ]{1,3}\d|WORLD_SIZE[=: ]{1,3}\d"),
     # where each rank says it resumed (the resume signatures bring some phrasings; this one the rest)
     Extractor("x-resume", ("esum", "estor", "ed checkpoint", "ing checkpoint"), EVENT, _resume,
               r"[Rr]esum(?:ed|ing|e)\b.{0,160}\d|[Rr]estor(?:ed|ing)\b.{0,60}(?:checkpoint|state)"

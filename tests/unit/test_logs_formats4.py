@@ -370,3 +370,17 @@ def test_a_watchdog_timeout_says_nothing_of_the_peers_connection(tmp_path) -> No
                                   "rank2.log": "[rank2]: step 4 loss 0.3\n" + CLOSED.replace("rank0", "rank2")}),
                 KB, symptom="hang")
     assert r.culprit_rule != "DL904"
+
+
+# --- the world size as scripts print it ---------------------------------------------------------------------
+
+def test_the_world_size_is_read_from_the_common_phrasings() -> None:
+    for line, n in (("INFO rank=1 process group ready: rank 1/4 local_rank 1", 4), ("world_size=8, backend=nccl", 8),
+                    ("WORLD_SIZE=3 MASTER_PORT=29500", 3), ("rank 1 of 2 ready", 2)):
+        m = x.WORLD.search(line)
+        assert m and int(m.group("w") or m.group("w2")) == n, line
+
+
+def test_a_local_rank_count_or_an_epoch_is_no_world_size() -> None:
+    for line in ("local_rank 1/4 on node2", "epoch 1/10 rank=0", "frank 3/4"):
+        assert x.WORLD.search(line) is None, line

@@ -204,6 +204,7 @@ FACT_SAMPLES = {
     "x-comm-rank": "node0:900:900 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 busId 7000 - Init COMPLETE",
     "x-nnodes": "node0:900:900 [0] NCCL INFO comm 0x55d0 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0",
     "x-env": "node0:900:900 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
+    "x-world": "[rank1]: process group ready: rank 1/4, world_size=4",
 }
 
 
