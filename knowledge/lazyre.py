@@ -6,7 +6,8 @@ the log extractors, the redactor and the failure signatures hold about 125 of th
 `distdoctor logs` on a small hang's logs uses 46). `lazy(pattern, flags)` takes the
 place of `re.compile(pattern, flags)` at module level: the pattern is compiled by the first
 search, match, sub or other call, and from then on the compiled pattern's own bound methods
-are the object's attributes, so a hot loop pays no extra Python call.
+are the object's attributes, so a hot loop pays no extra Python call. The compile itself is
+knowledge/rxcache.py's: the engine's program kept from an earlier run when there is one.
 """
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ class _Lazy:
 
     def compiled(self) -> re.Pattern[str]:
         """The compiled pattern (compiling it the first time)."""
-        rx = re.compile(self.pattern, self._flags)
+        from . import rxcache  # on the first compile: a command that compiles none never reads it
+
+        rx = rxcache.compile(self.pattern, self._flags)
         vars(self).update({name: getattr(rx, name) for name in _METHODS})
         vars(self).update(compiled=lambda: rx, flags=rx.flags, groups=rx.groups, groupindex=rx.groupindex)
         return rx
