@@ -362,8 +362,15 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
         only_lost = bool(lost) and not view.timeouts and not view.unranked and all(
             rl.end.kind != "timeout" for rl in lines.values())
         if stuck and who["ranks"] == ["0"]:  # type: ignore[index]
-            s.add("rank0-overload", 4.0, tr("rank 0 is the one rank that never reached the collective: "
-                  "the rank that does extra work (eval, saving, logging)"), hits[:1], "facts", rule="DL206")
+            busy = zero is not None and zero.phase in ("eval", "save", "load", "dataloader")
+            if busy:
+                # GUIDE 4.2: the waiters name rank 0 and its own last lines show work only it does
+                s.add("rank0-overload", 6.0, tr("rank 0 is the one rank that never reached the collective, and its own "
+                      "last lines show it in {phase}", phase=tr(str(zero.phase))),  # type: ignore[union-attr]
+                      hits[:1] + ([view.col.phases["0"][1]] if "0" in view.col.phases else []), rule="DL206")
+            else:
+                s.add("rank0-overload", 4.0, tr("rank 0 is the one rank that never reached the collective: "
+                      "the rank that does extra work (eval, saving, logging)"), hits[:1], "facts", rule="DL206")
         if stuck:
             s.add("collective-timeout", 3.0, tr("rank {ranks} {role}: {why}", ranks=span(who["ranks"]),  # type: ignore[index]
                                                role=tr(who["role"]), why=who["why"]), hits,  # type: ignore[index]

@@ -384,3 +384,18 @@ def test_the_world_size_is_read_from_the_common_phrasings() -> None:
 def test_a_local_rank_count_or_an_epoch_is_no_world_size() -> None:
     for line in ("local_rank 1/4 on node2", "epoch 1/10 rank=0", "frank 3/4"):
         assert x.WORLD.search(line) is None, line
+
+
+# --- the waiters name rank 0 late, and its own last lines show work only it does ----------------------------
+
+def test_rank0_named_late_while_its_own_lines_show_eval_is_rank0_overload() -> None:
+    text = ("[rank0]: step 4 loss 0.40\n[rank1]: step 4 loss 0.41\n[rank0]: running evaluation on 2000 samples\n"
+            + _timed(1) + CLOSED)
+    r = report(text, symptom="hang")
+    assert r.culprit["ranks"] == ["0"] and r.causes[0].id == "rank0-overload"
+
+
+def test_rank0_named_late_with_no_such_line_stays_a_timeout() -> None:
+    text = "[rank0]: step 4 loss 0.40\n[rank1]: step 4 loss 0.41\n" + _timed(1) + CLOSED
+    r = report(text, symptom="hang")
+    assert r.culprit["ranks"] == ["0"] and r.causes[0].id == "collective-timeout"
