@@ -6,8 +6,11 @@ import os
 import signal
 import sys
 import threading
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
+from typing import Any
 
 from ..i18n import resolve
 from .compiled import _compile
@@ -15,6 +18,8 @@ from .scan import CHANNEL_BUDGET, candidates, lines_at
 from .sources import READ_ERRORS, Source, blocks, split_points
 
 RANGE = 32 << 20  # bytes per task
+BATCH_FILES = 64  # files per batch at most: each result holds a file's tail (32 KiB) and its lines
+AHEAD = 2  # batches submitted per worker before their results are taken (bounds what waits here)
 MIN_TOTAL = 64 << 20  # below this, starting workers costs more than it saves
 MAX_WORKERS = 4  # each holds a block buffer and a compiled knowledge base: ~35 MB
 WORKERS_ENV = "DISTDOCTOR_LOG_WORKERS"
@@ -219,41 +224,58 @@ def scan_all(key: tuple, sources: list[Source], tasks: list[tuple[int, int, int]
     batches: list[list[tuple[int, int, int]]] = [[]]
     size = 0
     for task in tasks:
-        if size >= RANGE:
+        if size >= RANGE or len(batches[-1]) >= BATCH_FILES:
             batches.append([])
             size = 0
         batches[-1].append(task)
         size += task[2] - task[1]
     ctx = multiprocessing.get_context("spawn")
+    todo = iter(batches)
     with _workers_die_with_us():
         with _quiet_spawn():
             _start_resource_tracker()
             pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=start_worker,
                                        initargs=(os.getpid(), resolve()))
             # the first submits start the workers (spawn starts them on demand)
-            futures = [(batch, pool.submit(scan_batch, key,
-                                           [(sources[i].path, a, b) for i, a, b in batch]))
-                       for batch in batches if batch]
+            pending = deque(_submit(pool, key, sources, batch) for batch in islice(todo, workers * AHEAD))
             _LIVE.update(getattr(pool, "_processes", {}).values())
-        yield from _results(pool, key, sources, futures)
+        yield from _results(pool, key, sources, pending, todo)
 
 
-def _results(pool, key: tuple, sources: list[Source], futures: list
+def _submit(pool, key: tuple, sources: list[Source], batch: list[tuple[int, int, int]]) -> tuple[list, Any]:
+    """(batch, its future), or (batch, None) when the pool can take no more (a worker died)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        return batch, pool.submit(scan_batch, key, [(sources[i].path, a, b) for i, a, b in batch])
+    except (BrokenProcessPool, RuntimeError):
+        return batch, None
+
+
+def _results(pool, key: tuple, sources: list[Source], pending: deque, todo: Iterator[list]
              ) -> Iterator[tuple[int, int, RangeResult | BaseException]]:
     """Each batch's results in order; a batch whose worker died (killed, out of memory: the
-    pool is broken) is scanned here instead, so no signal or lost worker ends in a traceback."""
+    pool is broken) is scanned here instead, so no signal or lost worker ends in a traceback.
+    A batch is submitted as one is taken, so only a few batches' results wait here (results
+    that pile up while this process feeds the collector were most of the peak memory)."""
     from concurrent.futures.process import BrokenProcessPool
 
     with pool:
         finished = False
         try:
-            for batch, fut in futures:
+            while pending:
+                batch, fut = pending.popleft()
                 try:
+                    if fut is None:
+                        raise BrokenProcessPool("the pool took no more work")
                     results: list = fut.result()
                 except READ_ERRORS as exc:
                     results = [exc] * len(batch)
                 except BrokenProcessPool:
                     results = scan_batch(key, [(sources[i].path, a, b) for i, a, b in batch])
+                nxt = next(todo, None)
+                if nxt is not None:
+                    pending.append(_submit(pool, key, sources, nxt))
                 for (i, a, _b), res in zip(batch, results):
                     yield i, a, res
             finished = True
