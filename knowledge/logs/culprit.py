@@ -94,9 +94,14 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         if others:
             # several silent ranks: the waiters cannot say which of them they waited for (a
             # launcher shows one failure and stops the rest), so the naming is an inference
+            # of several silent ranks, the one whose own lines show it alive or busy in work of its
+            # own is the lead (still an inference: the others' failures may just not be shown)
+            alive = [rl for rl in others if _own_lines_show_it(rl, waiters)] if len(others) > 1 else []
+            narrowed = len(alive) == 1
+            others = alive if narrowed else others
             # the naming rests on a missing failure line; only lines that show the rank alive while
             # the others waited make it more than an inference (people paste excerpts)
-            shown = len(others) == 1 and _seen_alive(others[0], waiters)
+            shown = len(others) == 1 and not narrowed and _seen_alive(others[0], waiters)
             return {"ranks": [rl.rank for rl in others], "role": "stuck", "rule": "DL906",
                     **({"inferred": True} if not shown else _rank0_unshown(others)),
                     "why": tr("rank {waiters} timed out or lost its peer while rank {others} never reported "
@@ -144,22 +149,26 @@ def _finished_first(view: View, waiters: list[RankLine]) -> bool:
                for rl in waiters if rl.end.hit is not None for h in ends)
 
 
+def _own_lines_show_it(rl: RankLine, waiters: list[RankLine]) -> bool:
+    """Whether a silent rank's own lines show it at work while the others waited: its last lines in
+    work the others do not wait in (eval, saving, loading, data), or its last timestamped line
+    after a waiter's failure."""
+    if rl.phase in RANK0_WORK:
+        return True
+    return any(rl.last_ts is not None and at is not None and rl.last_ts[0] == at[0] and rl.last_ts[1] > at[1]
+               for w in waiters for at in [w.end.hit.ts if w.end.hit is not None and w.end.hit.ts else w.last_ts])
+
+
 def _seen_alive(rl: RankLine, waiters: list[RankLine]) -> bool:
     """Whether lines present show a silent rank alive while the others waited, not dead: the
     launcher stopped it after their failure (SIGTERM, SIGINT), its own last lines show it in work
     the others do not wait in (eval, saving, loading, data), its own last timestamped line comes
     after a waiter's failure, or a waiter's Gloo socket wait timed out rather than losing its peer.
     The absence of a failure line alone shows none of this."""
-    if rl.end.kind == "stopped" or rl.phase in RANK0_WORK:
-        return True  # stopped by the launcher after the others failed; or its own last lines show work
-    for w in waiters:
-        h = w.end.hit
-        at = h.ts if h is not None and h.ts is not None else w.last_ts
-        if rl.last_ts is not None and at is not None and rl.last_ts[0] == at[0] and rl.last_ts[1] > at[1]:
-            return True
-        if w.end.kind == "timeout" and (_SOCKET_WAIT.search(w.end.detail) or h is not None and _SOCKET_WAIT.search(h.text)):
-            return True
-    return False
+    if rl.end.kind == "stopped" or _own_lines_show_it(rl, waiters):
+        return True  # stopped by the launcher after the others failed; or its own lines show it at work
+    return any(w.end.kind == "timeout" and (_SOCKET_WAIT.search(w.end.detail) or w.end.hit is not None
+                                            and _SOCKET_WAIT.search(w.end.hit.text)) for w in waiters)
 
 
 def _interrupted_stuck(interrupted: list[RankLine], waiters: list[RankLine]) -> dict[str, Any]:

@@ -325,7 +325,10 @@ def exception(text: str) -> tuple[str, str] | None:
 # What a rank was doing, from the words of its own lines (phase of the timeline).
 PHASES = (
     ("teardown", lazy(r"destroy_process_group|training (?:finished|complete|done)|Training completed", re.I)),
-    ("save", lazy(r"\bsav(?:e|ing)\b.*(?:checkpoint|model|state)|torch\.save|save_checkpoint", re.I)),
+    # saving, and writing a cache of prepared data (tokenised features, latents) to disk
+    ("save", lazy(r"\bsav(?:e|ing)\b.*(?:checkpoint|model|state)|torch\.save|save_checkpoint"
+                  r"|\bcache\b.{0,60}\b(?:written|writing|built|building|saved)\b"
+                  r"|\b(?:writing|building|saving)\b.{0,60}\bcache\b", re.I)),
     ("load", lazy(r"\bload(?:ing)?\b.*(?:checkpoint|state|shard)|resum(?:e|ing) from", re.I)),
     ("eval", lazy(r"\b(?:eval(?:uat\w*)?|validat\w+)\b", re.I)),
     ("dataloader", lazy(r"DataLoader|dataloader|_MultiProcessingDataLoaderIter|__getitem__")),
@@ -336,7 +339,7 @@ PHASES = (
 # Each phase's pattern needs one of its words (lower-cased for the re.I ones): most lines have
 # none, and six case-insensitive searches per line cost ~20 us.
 _PHASE_WORDS = {
-    "teardown": (("destroy_process_group", "training"), ()), "save": (("sav",), ()),
+    "teardown": (("destroy_process_group", "training"), ()), "save": (("sav", "cache"), ()),
     "load": (("load", "resum"), ()), "eval": (("eval", "validat"), ()),
     "dataloader": ((), ("DataLoader", "dataloader", "__getitem__")),
     "init": ((), ("init_process_group", "endezvous", "TCPStore", "NCCL INFO ")),

@@ -399,3 +399,21 @@ def test_rank0_named_late_with_no_such_line_stays_a_timeout() -> None:
     text = "[rank0]: step 4 loss 0.40\n[rank1]: step 4 loss 0.41\n" + _timed(1) + CLOSED
     r = report(text, symptom="hang")
     assert r.culprit["ranks"] == ["0"] and r.causes[0].id == "collective-timeout"
+
+
+# --- of several silent ranks, the one whose own lines show it at work --------------------------------------
+
+def _silent_world(rank0_last: str) -> str:
+    return ("[rank0]: step 3 loss 0.30\n[rank1]: step 3 loss 0.31\n[rank2]: step 3 loss 0.32\n"
+            f"[rank0]: {rank0_last}\n" + _timed(2).replace("recv", "send"))
+
+
+def test_of_several_silent_ranks_the_one_writing_a_cache_is_named() -> None:
+    r = report(_silent_world("feature cache: chunk 7/12 written"), symptom="hang")
+    assert r.culprit["ranks"] == ["0"] and r.culprit.get("inferred")
+    assert r.causes[0].id == "rank0-overload"
+
+
+def test_of_several_silent_ranks_none_busy_names_them_all() -> None:
+    r = report(_silent_world("feature cache refreshed"), symptom="hang")
+    assert r.culprit["ranks"] == ["0", "1"] and r.culprit.get("inferred")
