@@ -24,6 +24,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -342,16 +343,19 @@ def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb,
             fh.write("\n".join(to_ere(s.pattern) for s in kb.signatures.values()) + "\n")
         best: dict[str, float] = {}
         cpu: dict[str, float] = {}
+        ratios: dict[str, list[float]] = {}  # per round: CPU time over grep's CPU time in that round
         rss, tree, base_tree, report, matches = 0, 0, 0, {}, 0
         workers = {"analyser": {}, "analyser, 1 process": {"DISTDOCTOR_LOG_WORKERS": "1"}}
         if baseline:
             workers.update({"baseline": {"PYTHONPATH": baseline},
                             "baseline, 1 process": {"PYTHONPATH": baseline, "DISTDOCTOR_LOG_WORKERS": "1"}})
         for _ in range(rounds):
+            round_cpu: dict[str, float] = {}
             for label, env in workers.items():
                 wall, cpu_now, rss_now, tree_now, rep = run_analyser(root, env)
                 best[label] = min(best.get(label, 1e9), wall)
                 cpu[label] = min(cpu.get(label, 1e9), cpu_now)
+                round_cpu[label] = cpu_now
                 if label.startswith("baseline"):
                     base_tree = max(base_tree, tree_now)
                 else:
@@ -360,6 +364,9 @@ def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb,
                 g, g_cpu, matches = run_grep(files, pattern_file, env)
                 best[label] = min(best.get(label, 1e9), g)
                 cpu[label] = min(cpu.get(label, 1e9), g_cpu)
+                round_cpu[label] = g_cpu
+            for label in workers:
+                ratios.setdefault(label, []).append(round_cpu[label] / round_cpu["grep"])
         os.unlink(pattern_file)
     finally:
         if not keep:
@@ -382,12 +389,15 @@ def bench(mix: str, gib: float, ranks: int, rounds: int, keep: str | None, kb,
         print(f"  {name:28} {mb / best[label]:8.1f} MB/s   wall {best[label]:6.2f} s   cpu {cpu[label]:6.2f} s   "
               f"{best[label] / best['grep']:.2f}x grep's time, {best[label] / best['grep LC_ALL=C']:.2f}x "
               f"grep LC_ALL=C's; cpu {cpu[label] / cpu['grep']:.2f}x grep's")
+    print(f"  cpu over grep's, median of {rounds} round(s) (each against grep's in the same round): "
+          + ", ".join(f"{label} {statistics.median(r):.2f}x" for label, r in ratios.items()))
     print(f"  peak RSS: analyser process {rss / 2**20:.0f} MiB, with its workers {tree / 2**20:.0f} MiB"
           + (f"; baseline with its workers {base_tree / 2**20:.0f} MiB" if baseline else ""))
     return {"mix": mix, "mib": size / 2**20, "wall": best["analyser"], "grep": best["grep"],
             "times_grep": best["analyser"] / best["grep"], "tree_mib": tree / 2**20,
             "cpu": cpu["analyser"], "grep_cpu": cpu["grep"], "base_cpu": cpu.get("baseline"), "base_wall": best.get("baseline"),
-            "base_mib": base_tree / 2**20}
+            "base_mib": base_tree / 2**20, "cpu_ratio": statistics.median(ratios["analyser"]),
+            "base_cpu_ratio": statistics.median(ratios["baseline"]) if baseline else None}
 
 
 def bench_prefilter(mix: str, kb, rounds: int) -> dict:
@@ -536,7 +546,9 @@ def main() -> int:
             f"; baseline {r['base_wall']:.2f} s wall, cpu {r['base_cpu']:.2f} s against {r['cpu']:.2f} s, "
             f"peak {r['base_mib']:.0f} MiB")
         print(f"  {r['mix']:11} {r['mib']:6.0f} MiB  analyser {r['wall']:6.2f} s  grep {r['grep']:6.2f} s  "
-              f"{r['times_grep']:5.2f}x grep{verdict} (cpu {r['cpu'] / r['grep_cpu']:.2f}x); "
+              f"{r['times_grep']:5.2f}x grep{verdict} (cpu {r['cpu'] / r['grep_cpu']:.2f}x best, "
+              f"{r['cpu_ratio']:.2f}x median"
+              + ("" if r["base_cpu_ratio"] is None else f", baseline {r['base_cpu_ratio']:.2f}x") + "); "
               f"peak {r['tree_mib']:.0f} MiB {mem}{base}")
     return 0
 
