@@ -17,8 +17,10 @@ import pytest
 from distdoctor.tui.record.session import SessionStore
 
 DISTDOCTOR = Path(sys.executable).with_name("distdoctor")
-LOG = ("[rank1]: RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error, "
-       "NCCL version 2.21.5\n[rank0]: still waiting\n")
+# a failure the analysis answers (exit 1): NCCL's catch-all code alone is no answer, its last error is
+LOG = ("[rank1]: RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error, "
+       "NCCL version 2.21.5\n[rank1]: Last error:\n[rank1]: Error while creating shared memory segment "
+       "/dev/shm/nccl-Jd82Ks (size 9637888)\n[rank0]: still waiting\n")
 
 
 def run_cli(*args: str, state: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
