@@ -30,9 +30,18 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     # English output is what the tests compare, whatever the developer's locale (zh_CN would
     # switch it to Chinese: knowledge/i18n.py); tests/unit/test_i18n.py chooses its language itself
     monkeypatch.setenv("DISTDOCTOR_LANG", "en")
+    # the text commands wrap to $COLUMNS, else the terminal's width, else 120 for a pipe
+    # (tui/commands/logs_text.py): a width exported by the developer's shell, or the 80 that
+    # pytest-xdist's workers set, would rewrap what the tests compare; a test that wants a width sets it
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # the tests marked slow (real multi-rank jobs, most of them waiting out a stall or a timeout)
+    # go first, in their order: pytest-xdist hands tests out in this order, so the long ones start
+    # at once and the short ones fill the gaps, instead of one long test starting last
+    items.sort(key=lambda item: "slow" not in item.keywords)
     if os.environ.get("DISTDOCTOR_GPU_TESTS") == "1":
         return
     skip = pytest.mark.skip(reason="needs a GPU: set DISTDOCTOR_GPU_TESTS=1 on a GPU node")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import appkit
+import psutil
 import pytest
 from appkit import run_async, screen_text
 from snapkit import open_step, walk_to
@@ -309,8 +310,26 @@ async def test_browse_picks_a_folder_for_the_logs(tmp_path: Path) -> None:
         assert app.screen.query_one("#path").value == str(LOGS / "logs-hang")
 
 
+@pytest.fixture
+def own_jobs_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real host's job lookups (the job's python, the job to watch) see only jobs under this
+    test's process: a job another test runs on this machine at the same time (pytest -n) is not
+    this test's running job (found, its interpreter replaced the repro's python3 and no run started)."""
+    from distdoctor.probes import stacks
+    from distdoctor.probes.stacks import discover
+
+    real = discover.find_jobs
+
+    def own(ctx=None, scope=None):  # type: ignore[no-untyped-def]
+        mine = {p.pid for p in psutil.Process().children(recursive=True)}
+        return [job for job in real(ctx, scope) if {r.pid for r in job.ranks} <= mine]
+
+    monkeypatch.setattr(discover, "find_jobs", own)  # as probes/repro/interpreter.py imports it
+    monkeypatch.setattr(stacks, "find_jobs", own)  # as the screens call it
+
+
 @run_async
-async def test_environment_step_on_the_real_host(tmp_path: Path) -> None:
+async def test_environment_step_on_the_real_host(tmp_path: Path, own_jobs_only: None) -> None:
     """The registry's probes against this machine: whatever it has, every probe ends in a word."""
     from distdoctor.knowledge import load_knowledge
     from distdoctor.probes.base import ProbeContext
@@ -333,7 +352,8 @@ async def test_environment_step_on_the_real_host(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @run_async
-async def test_repro_step_runs_for_real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_repro_step_runs_for_real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        own_jobs_only: None) -> None:
     """A real two-rank Gloo job from the Repro step, live output into the Log, result recorded."""
     from distdoctor.knowledge import load_knowledge
     from distdoctor.probes.base import ProbeContext
