@@ -52,11 +52,11 @@ class Who:
 # date ("2026-12-02 11:02:27,475 ", "[2026-12-02T11:02:27Z] "), and glog's header, which torch's
 # C++ logging and torchrun's agent print ("E1202 12:00:01.123456 1234 torch/path.py:123] ", older
 # releases "[E ProcessGroupNCCL.cpp:828] "). The line's own text follows, launcher prefixes included.
-_LEAD = lazy(
-    r"^(?:\s*(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,9})?"
-    r"|\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?"
-    r"|\[?[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d{1,9})? +\d+ [^\]\s]{1,300}:\d+\]"
-    r"|\[[IWEF] [\w.]{1,100}:\d+\])(?: |$))+")
+LEAD = (r"(?:\s*(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,9})?"
+        r"|\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?"
+        r"|\[?[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d{1,9})? +\d+ [^\]\s]{1,300}:\d+\]"
+        r"|\[[IWEF] [\w.]{1,100}:\d+\])(?: |$))")
+_LEAD = lazy(r"^" + LEAD + "+")
 _LEAD_START = frozenset("ADFIJMNOSWE[0123456789 ")  # month names, years, glog severities, brackets
 
 
@@ -83,7 +83,7 @@ def who(text: str) -> Who:
         host = h.group("host")
         proc = f"{host}:{h.group('pid')}"
     elif rank is None:
-        b = _NCCL_BARE.match(text)
+        b = _NCCL_BARE.match(strip_lead(text))
         if b:
             rank = b.group("n")
     if rank is None:
@@ -178,10 +178,11 @@ def interfaces(rest: str) -> list[tuple[str, str]]:
 
 
 # ------------------------------------------------------------------ torchelastic and launch
-ELASTIC_RANK = lazy(r"^\s*rank\s*:\s*(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
+# the summary's lines may come after a timestamp or a glog header (LEAD) when a console is stamped
+ELASTIC_RANK = lazy(r"^" + LEAD + r"*\s*rank\s*:\s*(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
 ELASTIC_EXIT = lazy(r"exitcode\s*:\s*(?P<code>-?\d+)")
 ELASTIC_ONE_LINE = lazy(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)")
-ELASTIC_TIME = lazy(r"^\s*time\s*:\s*(?P<t>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)")
+ELASTIC_TIME = lazy(r"^" + LEAD + r"*\s*time\s*:\s*(?P<t>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)")
 ANNOUNCE = lazy(r"distributed init \(rank (?P<a>\d+)\)|GLOBAL_RANK: (?P<b>\d+), MEMBER: \d+/(?P<w>\d+)"
                       r"|to store for rank: (?P<c>\d+)")
 

@@ -417,3 +417,9 @@ def test_of_several_silent_ranks_the_one_writing_a_cache_is_named() -> None:
 def test_of_several_silent_ranks_none_busy_names_them_all() -> None:
     r = report(_silent_world("feature cache refreshed"), symptom="hang")
     assert r.culprit["ranks"] == ["0", "1"] and r.culprit.get("inferred")
+
+
+def test_a_stamped_torchrun_summary_still_names_its_rank() -> None:
+    stamped = "".join(f"Mar 04 10:05:42.{n:06d} {line}\n" for n, line in enumerate(SUMMARY.splitlines()))
+    r = report(stamped, symptom="hang")
+    assert r.timeline["1"]["exitcode"] == -15 and r.timeline["0"]["exitcode"] == 1
