@@ -34,7 +34,11 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     """The culprit as {"ranks", "role", "why", "rule"} (rule: the rules.toml id of the culprit
     rule that named it; the engine takes it out of the dict), or None."""
     crashed = [rl for rl in lines.values() if rl.end.kind in ("crashed", "killed")]
-    waiters = [rl for rl in lines.values() if rl.end.kind in WAITING]
+    # a rank interrupted while it waited in a collective was a waiter that someone stopped (people
+    # press Ctrl-C on a hung job): it reached the collective, so it is neither the culprit nor silent
+    stopped_waiting = [rl for rl in crashed if rl.end.detail == INTERRUPTED and _in_collective(view, rl)]
+    crashed = [rl for rl in crashed if rl not in stopped_waiting]
+    waiters = [rl for rl in lines.values() if rl.end.kind in WAITING] + stopped_waiting
     interrupted = [rl for rl in crashed if rl.end.detail == INTERRUPTED]
     if interrupted and len(interrupted) == len(crashed):
         if not waiters and len(interrupted) > 1:
@@ -169,6 +173,14 @@ def _seen_alive(rl: RankLine, waiters: list[RankLine]) -> bool:
         return True  # stopped by the launcher after the others failed; or its own lines show it at work
     return any(w.end.kind == "timeout" and (_SOCKET_WAIT.search(w.end.detail) or w.end.hit is not None
                                             and _SOCKET_WAIT.search(w.end.hit.text)) for w in waiters)
+
+
+def _in_collective(view: View, rl: RankLine) -> bool:
+    """Whether the traceback that ended a rank passes through a collective (a frame of c10d's
+    collectives or a call of one, at most 60 lines before its last line, in the same file)."""
+    h = rl.end.hit
+    return h is not None and any(view.rank(o) == rl.rank and o.file == h.file and 0 <= h.line - o.line <= 60
+                                 for ops in view.col.ops.values() for o in ops)
 
 
 def _interrupted_stuck(interrupted: list[RankLine], waiters: list[RankLine]) -> dict[str, Any]:

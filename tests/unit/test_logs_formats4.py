@@ -423,3 +423,26 @@ def test_a_stamped_torchrun_summary_still_names_its_rank() -> None:
     stamped = "".join(f"Mar 04 10:05:42.{n:06d} {line}\n" for n, line in enumerate(SUMMARY.splitlines()))
     r = report(stamped, symptom="hang")
     assert r.timeline["1"]["exitcode"] == -15 and r.timeline["0"]["exitcode"] == 1
+
+
+# --- a rank interrupted while it waited in a collective was a waiter someone stopped -----------------------
+
+IN_ALLREDUCE = ("[rank0]: Traceback (most recent call last):\n"
+                "[rank0]:   File \"/srv/job/train.py\", line 77, in sync_metrics\n"
+                "[rank0]:     dist.all_reduce(total)\n"
+                "[rank0]:   File \"/venv/site-packages/torch/distributed/distributed_c10d.py\", line 2501, in all_reduce\n"
+                "[rank0]:     work.wait()\n"
+                "[rank0]: KeyboardInterrupt\n")
+
+
+def test_a_rank_interrupted_inside_a_collective_is_a_waiter_not_the_culprit() -> None:
+    r = report("[rank0]: step 3 loss 0.3\n" + IN_ALLREDUCE, symptom="hang")
+    assert r.culprit is None and not [c for c in r.causes if c.basis == "evidence"]
+    two = report("[rank0]: step 3 loss 0.3\n[rank1]: step 3 loss 0.3\n[rank1]: loading shard 4\n" + IN_ALLREDUCE,
+                 symptom="hang")
+    assert two.culprit is not None and two.culprit["ranks"] == ["1"] and two.culprit["role"] == "stuck"
+
+
+def test_a_rank_interrupted_outside_any_collective_is_the_one_stopped() -> None:
+    r = report("[rank0]: step 3 loss 0.3\n" + INTERRUPT.replace("rank1", "rank0"))
+    assert r.culprit is not None and r.culprit["ranks"] == ["0"] and r.culprit["role"] == "crashed"
