@@ -13,6 +13,7 @@ from typing import Any
 from . import i18n, kbcache
 from .errors import KnowledgeError
 from .frozen import Frozen, frozen
+from .lazyre import lazy
 from .model import (
     STATUSES,
     Cause,
@@ -41,9 +42,9 @@ ANSWER_NEEDS = ("culprit", "waiters")
 SIGNATURE_TAGS = ("failure", "crash", "wait", "consequence", "context", "tail", "end", "resume",
                   "launcher", "spawn", "main-work", "catch-all", "multi-node", "store-server", "port-taken")
 MAX_WEIGHT = 100.0  # a signature weight or symptom prior; scores must stay finite numbers
-ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+ID_RE = lazy(r"^[a-z0-9][a-z0-9_.-]*$")  # lazy: only a load the cache did not hold checks ids
 # a log rule's id is a linter's: DL and three digits, never reused (knowledge/data/rules.toml)
-RULE_ID_RE = re.compile(r"^DL[1-9]\d\d$")
+RULE_ID_RE = lazy(r"^DL[1-9]\d\d$")
 # A knowledge file is a few dozen KiB and nests 5 deep ([[cause]] -> fixes -> fix table).
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 8
