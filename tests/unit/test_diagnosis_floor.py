@@ -23,8 +23,8 @@ FLOORS = {  # set: (top-1, top-3)
     "logs-batch2": (0.7, 0.9),
     "recorded": (0.8, 0.8),
     "own-recorded": (0.9, 0.9),
-    "fresh-recorded": (0.75, 0.85),  # held out at 0.53 / 0.80 before the rules its misses taught; 0.82 / 0.88 now
-    "fresh2-recorded": (0.8, 0.95),  # held out at 0.53 / 0.82 (issue 21), 0.71 / 0.88 after, 0.88 / 1.00 now
+    "fresh-recorded": (0.75, 0.9),  # held out at 0.53 / 0.80 before the rules its misses taught; 0.82 / 0.94 now
+    "fresh2-recorded": (0.9, 0.95),  # held out at 0.53 / 0.82 (issue 21), 0.71 / 0.88 after, 1.00 / 1.00 now
     "fresh3-recorded": (0.8, 0.9),  # held out at 0.74 / 0.84 (stop 29), 0.79 / 0.89 with that stop's rules, 0.89 / 0.95 now
     "fresh4-recorded": (0.8, 0.8),  # held out at 0.71 / 0.79 (stop 29, measured once); 0.86 / 0.86 with its misses' mechanisms
 }
@@ -33,13 +33,13 @@ FLOORS = {  # set: (top-1, top-3)
 # public4 11/12)
 PUBLIC = ("public-fresh", "public3", "public4")
 # confident answers (likely or confirmed) must be right this often over the failure sets together
-CONFIDENT_FLOOR = 0.95  # measured 0.91, then 121/122 (confirmed 34/34, likely 87/88) after batch 4's mechanisms
+CONFIDENT_FLOOR = 0.95  # measured 0.91, then 125/126 (confirmed 34/34, likely 91/92) after batch 4's mechanisms
 # public-fresh (issue 21): where the paste holds no evidence or the cause is outside the guide,
 # at most this share may be answered confidently wrong (held out at 8/14 before the engine)
 CONFIDENTLY_WRONG_CAP = 0.05  # 3/43 before batch 4's mechanisms, 0/43 now (public-fresh, public3, public4, fresh3, fresh4)
 CULPRIT_FLOOR = 0.75
 # held out: fresh3 at 0.47 (0.59 now), fresh4 at 0.38: naming the rank is the weakest figure
-CULPRIT_FLOORS = {"fresh2-recorded": 0.55, "fresh3-recorded": 0.5, "fresh4-recorded": 0.7}  # fresh4 0.77 now  # held out at 0.53; 0.60 now (uneven shards and key=value rank tags unread)
+CULPRIT_FLOORS = {"fresh2-recorded": 0.65, "fresh3-recorded": 0.6, "fresh4-recorded": 0.75}  # now 0.73, 0.71, 0.85  # held out at 0.53; 0.60 now (uneven shards and key=value rank tags unread)
 
 
 @pytest.fixture(scope="module")
