@@ -387,7 +387,10 @@ def _late(waiters: list[RankLine]) -> tuple[list[RankLine], bool]:
             if h.ts and th.ts and h.ts[0] == th.ts[0]:  # type: ignore[union-attr]
                 after = h.ts[1] > th.ts[1]  # type: ignore[union-attr]
             elif h.file == th.file:
+                # two ranks' streams in one console need not keep their order: the transport decides too
                 after = h.line > th.line  # type: ignore[union-attr]
+                if not after and sockets:
+                    after = by_socket = True
             else:
                 after = _arrived_after_timeout(rl, t)
                 if not after and sockets and not _seen_after(rl, t):  # a clock that saw it later decides
