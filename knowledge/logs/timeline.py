@@ -153,8 +153,9 @@ def build(view: View) -> dict[str, RankLine]:
         # timed out exits non-zero too (see the exits above)
         if r is not None and r.isdigit() and not h.sig.startswith("crash-exitcode") and not recovered(view, r, h):
             rl = line_of(r)
-            # a line that only reports the kill its exit record already gave keeps the rank killed
-            same_kill = rl.end.kind == "killed" and _signal_line(h.text, {rl.exitcode or 0})
+            # a line that only reports the SIGKILL its exit record already gave keeps the rank killed
+            # (SIGABRT, SIGSEGV, SIGBUS are the process's own faults: their lines make it crashed)
+            same_kill = rl.end.kind == "killed" and rl.exitcode == -9 and _signal_line(h.text, {-9})
             if rl.end.kind in ("unknown", "exited", "killed", "stopped") and not _stop_line(h.text) and not same_kill:
                 rl.end = End("crashed", h.text[:160], h)
     for exc in col.exceptions:
