@@ -395,6 +395,9 @@ def fix_for_backend(fixes: Sequence[Any], backend: str | None) -> Any:
     return fixes[0]
 
 
+OWN_FAULT_SIGNALS = (-6, -7, -11)  # SIGABRT, SIGBUS, SIGSEGV as launchers report them
+
+
 def _recurrence(kb: Any, top: Ranked | None, who: Mapping[str, Any] | None,
                 timeline: Mapping[str, Any]) -> str | None:
     """Should they restart? The cause's own kind (causes.toml `recurrence`), except that a crash
@@ -404,7 +407,8 @@ def _recurrence(kb: Any, top: Ranked | None, who: Mapping[str, Any] | None,
     value = getattr(kb.causes[top.id], "recurrence", "") or None
     if top.id == "rank-crash-deadlock" and who and who.get("role") == "crashed":
         row = timeline.get(str((who.get("ranks") or [""])[0])) or {}
-        if (row.get("end") or {}).get("kind") == "killed":
+        # a kill from outside (SIGKILL, an interrupt); SIGABRT, SIGBUS and SIGSEGV are the process's own
+        if (row.get("end") or {}).get("kind") == "killed" and row.get("exitcode") not in OWN_FAULT_SIGNALS:
             return "may-pass"
     return value
 

@@ -446,3 +446,9 @@ def test_a_rank_interrupted_inside_a_collective_is_a_waiter_not_the_culprit() ->
 def test_a_rank_interrupted_outside_any_collective_is_the_one_stopped() -> None:
     r = report("[rank0]: step 3 loss 0.3\n" + INTERRUPT.replace("rank1", "rank0"))
     assert r.culprit is not None and r.culprit["ranks"] == ["0"] and r.culprit["role"] == "crashed"
+
+
+def test_a_segfaulted_culprit_will_recur_and_a_killed_one_may_pass() -> None:
+    seg = KILLED.replace("-9", "-11").replace("Signal 9 (SIGKILL)", "Signal 11 (SIGSEGV)")
+    assert _diagnosis(KILLED).recurrence == "may-pass"
+    assert _diagnosis(seg).recurrence == "will-recur"
