@@ -81,7 +81,7 @@ class Collector:
         first = total_lines - len(lines) + 1
         if len(tail) >= TAIL and lines:  # the first line is probably cut
             lines, first = lines[1:], first + 1
-        texts = [ln.rstrip("\r") for ln in lines]
+        texts = [ln.rstrip("\r") for ln in lines] if b"\r" in tail else lines
         if tail[:1] == b">" or b"\n>" in tail:  # a quoted paste: QUOTE strips a leading ">" only
             texts = [x.QUOTE.sub("", t) if t[:1] == ">" else t for t in texts]
         last: list[tuple[int, str]] = []
