@@ -37,6 +37,14 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.delenv("LINES", raising=False)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # under pytest -n (README, CI), workers are handed tests one at a time in collection order
+    # (below: the slow ones first) instead of a first chunk of a quarter of their share each, which
+    # gave one worker most of the slow tests while the others ran out of work
+    if getattr(config.option, "maxschedchunk", "absent") is None:
+        config.option.maxschedchunk = 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # the tests marked slow (real multi-rank jobs, most of them waiting out a stall or a timeout)
     # go first, in their order: pytest-xdist hands tests out in this order, so the long ones start
