@@ -288,10 +288,10 @@ async def test_a_stopped_run_is_not_a_done_step(tmp_path: Path) -> None:
         assert app.current_step == "repro"  # --resume reopens the interrupted step
         text = screen(app)
         n = app.order.index("repro") + 1
-        assert f"> {n} Repro" in text and f"✓ {n - 1} Environment" in text
+        assert f"> {n} Repro" in text and f"✓ {app.order.index('environment') + 1} Environment" in text
         await open_step(pilot, "bisect")
         await pilot.pause()
-        assert "  4 Repro" in screen(app) and "✓ 4 Repro" not in screen(app)
+        assert f"  {n} Repro" in screen(app) and f"✓ {n} Repro" not in screen(app)
         await open_step(pilot, "repro")
         await pilot.pause()
         text = screen(app)
