@@ -110,7 +110,7 @@ class Collector:
         comp = self.comp
         _fed[0] += 1
         if _fed[0] > MATCHER_AFTER:
-            idx, harmless = comp.matcher.scan(text)
+            idx, harmless, ext = comp.matcher.scan(text)
             if harmless and comp.harmless is not None and comp.harmless.search(text):
                 return
             who = self._who(line, text)
@@ -119,7 +119,9 @@ class Collector:
                 sig = sigs[i]
                 if sig.rx.search(text) is not None:
                     self._record(sig, line, text, who)
-            self._extract(line, text, who)
+            key = who.rank or who.proc or "?"
+            for i in ext:  # as _extract does, from the words the matcher saw
+                TABLE[i].handle(self, line, text, who, key)
             return
         if comp.harmless is not None and comp.harmless.search(text):
             return

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..model import KnowledgeBase
 from . import plancache
-from .extractors import TRIGGERS as TRIGGER_PATTERNS
+from .extractors import TABLE, TRIGGERS as TRIGGER_PATTERNS
 from .prefilter import Plan, build_items, literal_alternatives, plan, trie_regex
 
 # Lines the extractors need even though no signature matches them: each extractor declares its
@@ -73,47 +73,55 @@ def _rooted(ch: str, tails: tuple[str, ...], rare: bool) -> Rooted:
 
 @dataclass(frozen=True)
 class Matcher:
-    """Which signatures a line can match, and whether a harmless pattern can, from one regex
-    over the needles of them all (a trie): a handful of C-level searches per line instead of a
-    Python `in` test for each of ~240 needles. The same answer as testing every needle."""
+    """Which signatures a line can match, whether a harmless pattern can, and which extractors
+    (extractors.TABLE) hold a word in it, from one regex over all their needles and words (a
+    trie): a handful of C-level searches per line instead of a Python `in` test for each of ~290
+    strings. The same answer as testing every one."""
 
     rx: re.Pattern[str] | None
-    # the needle found at a position (the longest there) -> the signatures (indexes into
-    # Compiled.sigs) of it and of every needle that is a prefix of it, and whether one of those
-    # belongs to a harmless pattern
-    found: dict[str, tuple[tuple[int, ...], bool]]
+    # the needle found at a position (the longest there) -> what it and every needle that is a
+    # prefix of it stand for: signatures (indexes into Compiled.sigs), whether one belongs to a
+    # harmless pattern, extractors (indexes into extractors.TABLE)
+    found: dict[str, tuple[frozenset[int], bool, frozenset[int]]]
     always: tuple[int, ...]  # signatures without needles: searched on every line
     harmless_always: bool  # a harmless pattern without needles
 
-    def scan(self, text: str) -> tuple[list[int], bool]:
-        """The indexes of the signatures that hold a needle in `text` (in order), and whether
-        a harmless pattern's needle is there too."""
+    def scan(self, text: str) -> tuple[list[int], bool, list[int]]:
+        """The indexes of the signatures that hold a needle in `text` (in order), whether a
+        harmless pattern's needle is there too, and the extractors whose word is there."""
         rx, found = self.rx, self.found
         m = rx.search(text) if rx is not None else None
         if m is None:  # most lines
-            return list(self.always), self.harmless_always
-        idx, harmless = set(self.always), self.harmless_always
+            return list(self.always), self.harmless_always, []
+        idx, harmless, ext = set(self.always), self.harmless_always, set()
         while m is not None:  # overlapping: from the next character, not the match's end
-            sigs, h = found[m.group()]
-            idx.update(sigs)
+            sigs, h, e = found[m.group()]
+            idx |= sigs
+            ext |= e
             harmless = harmless or h
             m = rx.search(text, m.start() + 1)
-        return sorted(idx), harmless
+        return sorted(idx), harmless, sorted(ext)
 
 
-def _matcher(sigs: tuple[Sig, ...], harmless: tuple[str, ...] | None) -> Matcher:
+def _matcher(sigs: tuple[Sig, ...], harmless: tuple[str, ...] | None,
+             words: tuple[tuple[str, ...], ...] = ()) -> Matcher:
     by_needle: dict[str, list[int]] = {}
     for i, sig in enumerate(sigs):
         for n in sig.needles:
             by_needle.setdefault(n, []).append(i)
+    by_word: dict[str, list[int]] = {}
+    for i, ws in enumerate(words):
+        for w in ws:
+            by_word.setdefault(w, []).append(i)
     kinder = set(harmless or ())
-    every = set(by_needle) | kinder
+    every = set(by_needle) | kinder | set(by_word)
     found = {}
     for n in every:
         # the trie finds the longest needle at a position: the shorter ones there are its prefixes
         prefixes = [n[:k] for k in range(1, len(n) + 1) if n[:k] in every]
-        found[n] = (tuple(sorted({i for p in prefixes for i in by_needle.get(p, ())})),
-                    any(p in kinder for p in prefixes))
+        found[n] = (frozenset(i for p in prefixes for i in by_needle.get(p, ())),
+                    any(p in kinder for p in prefixes),
+                    frozenset(i for p in prefixes for i in by_word.get(p, ())))
     rx = re.compile(trie_regex(sorted(every))) if every else None
     return Matcher(rx, found, tuple(i for i, s in enumerate(sigs) if not s.needles), harmless is None)
 
@@ -134,7 +142,8 @@ class Compiled:
 
     @functools.cached_property
     def matcher(self) -> Matcher:
-        """The needles of every signature and harmless pattern as one regex (built on first use:
+        """The needles of every signature and harmless pattern, and the extractors' words, as one
+        regex (built on first use:
         ~6 ms, worth it past a few hundred candidate lines; Collector decides)."""
         needles: list[str] | None = []
         for p in self.harmless_patterns:
@@ -143,7 +152,7 @@ class Compiled:
                 needles = None
                 break
             needles.extend(words)  # type: ignore[union-attr]
-        return _matcher(self.sigs, None if needles is None else tuple(needles))
+        return _matcher(self.sigs, None if needles is None else tuple(needles), tuple(e.words for e in TABLE))
 
     @functools.cached_property
     def harmless(self) -> re.Pattern[str] | None:
