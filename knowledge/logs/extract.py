@@ -310,8 +310,16 @@ LAUNCHER_EXC = frozenset({"ChildFailedError", "SignalException", "ProcessRaisedE
                           "ProcessExitedException", "KeyboardInterrupt", "SystemExit"})
 
 
+# glog's header of torchrun's own agent (torch/distributed/elastic/...): what it logs is the
+# launcher's record (an exit barrier it gave up, a rendezvous it retried), never a rank's failure
+AGENT_HEADER = lazy(r"^\s*\[?[IWEF]\d{4} [\d:.]+ +\d+ [^\]\s]*torch/distributed/(?:elastic|run\.py)[^\]\s]*\]")
+
+
 def exception(text: str) -> tuple[str, str] | None:
-    """(type, message) when the line is the last line of a traceback, else None."""
+    """(type, message) when the line is the last line of a traceback, else None (also for a
+    traceback torchrun's agent logged under its glog header: the launcher's own record)."""
+    if text[:1] in "IWEF[ " and AGENT_HEADER.match(text):
+        return None
     text = strip_lead(text)
     body = _PREFIXES.sub("", text, count=1) if text[:1] in "[0123456789 " else text
     body = strip_lead(body).strip()  # a glog header after the launcher's prefix

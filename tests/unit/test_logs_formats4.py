@@ -21,7 +21,7 @@ def report(text: str, symptom: str | None = "error"):
 def test_a_timestamp_or_glog_header_before_the_last_line_of_a_traceback_is_stripped() -> None:
     assert x.exception("Mar 04 09:15:02.118270 [rank3]: ValueError: bad shard") == ("ValueError", "bad shard")
     assert x.exception("2026-03-04 09:15:02,118 [rank3]: ValueError: bad shard") == ("ValueError", "bad shard")
-    assert x.exception("E0304 09:15:02.118000 4412 torch/distributed/run.py:77] ValueError: bad shard") == \
+    assert x.exception("E0304 09:15:02.118000 4412 torch/utils/data/dataloader.py:77] ValueError: bad shard") == \
         ("ValueError", "bad shard")
     assert x.exception("[rank2]:[W0304 09:15:02.118000 4412 torch/x.py:9] KeyError: 'step'") == ("KeyError", "'step'")
     assert x.who("Mar 04 09:15:02.118270 [rank3]: ValueError: bad shard").rank == "3"
@@ -452,3 +452,9 @@ def test_a_segfaulted_culprit_will_recur_and_a_killed_one_may_pass() -> None:
     seg = KILLED.replace("-9", "-11").replace("Signal 9 (SIGKILL)", "Signal 11 (SIGSEGV)")
     assert _diagnosis(KILLED).recurrence == "may-pass"
     assert _diagnosis(seg).recurrence == "will-recur"
+
+
+def test_a_traceback_torchruns_agent_logged_is_no_ranks_exception() -> None:
+    agent = "E0304 12:00:09.019000 552 torch/distributed/elastic/agent/server/api.py:1008] "
+    assert x.exception(agent + "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes.") is None
+    assert x.exception("E0304 12:00:09.019000 552 train.py:88] ValueError: bad shard") == ("ValueError", "bad shard")
