@@ -245,19 +245,26 @@ def _absent_from_timeouts(view: View, lines: dict[str, RankLine], waiters: list[
 
 
 def _only_peer(view: View, lines: dict[str, RankLine], waiters: list[RankLine]) -> dict[str, Any] | None:
-    """In a two-rank world (the logs say so), the one rank present timed out in Gloo's socket wait
-    and the other rank has no line in the input: the waiter's only peer is that rank, and the
-    socket wait says its process kept the connection open (alive, not dead): it is the likely
-    late rank, `inferred` (its own log would tell). Silent with a watchdog timeout (a dead peer
-    times out too), with a lost peer, or when the other rank has lines of its own."""
+    """In a two-rank world (the logs say so), the one rank present waited on its only peer, the
+    other rank, which has no line in the input. When its Gloo socket wait timed out, that peer's
+    process kept the connection open (alive): the likely late rank, stuck. When it lost the
+    connection (its own exception says so), that peer's process went away: it exited or died
+    first, crashed. Both `inferred` (its own log would tell). Silent with a watchdog timeout (a
+    dead peer times out too), or when the other rank has lines of its own."""
     if view.col.world != 2 or len(lines) != 1 or len(waiters) != 1:
         return None
     w = waiters[0]
-    if w.end.kind != "timeout" or not (_SOCKET_WAIT.search(w.end.detail) or w.end.hit is not None
-                                       and _SOCKET_WAIT.search(w.end.hit.text)):
-        return None
     other = {"0": "1", "1": "0"}.get(w.rank)
     if other is None or other in view.col.last_ts:
+        return None
+    if w.end.kind == "lost-peer" and w.end.exc is not None:
+        # a connection that closed: the one peer's process went away (it exited or died)
+        return {"ranks": [other], "role": "crashed", "rule": "DL915", "inferred": True,
+                "why": tr("rank {waiter} lost the connection to its one peer in a world of 2: rank {rank}, which has "
+                          "no line in these logs, exited or died first (its own log would say why)",
+                          waiter=w.rank, rank=other)}
+    if w.end.kind != "timeout" or not (_SOCKET_WAIT.search(w.end.detail) or w.end.hit is not None
+                                       and _SOCKET_WAIT.search(w.end.hit.text)):
         return None
     return {"ranks": [other], "role": "stuck", "rule": "DL915", "inferred": True,
             "why": tr("rank {waiter} timed out waiting on its one peer in a world of 2, whose connection stayed open: "
@@ -477,10 +484,13 @@ def _names(rls: list[RankLine]) -> str:
 def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) -> str:
     """What happened, in order, in two or three sentences."""
     parts: list[str] = []
-    if who and who["role"] == "crashed" and lines[who["ranks"][0]].end.kind in ("crashed", "killed"):
-        parts.append(tr("rank {rank} {ended}", rank=who["ranks"][0], ended=_ended(lines[who["ranks"][0]])))
+    named = lines.get(who["ranks"][0]) if who else None  # absent when named from the others' lines alone
+    if who and who["role"] == "crashed" and named is not None and named.end.kind in ("crashed", "killed"):
+        parts.append(tr("rank {rank} {ended}", rank=who["ranks"][0], ended=_ended(named)))
+    elif who and who["role"] == "crashed" and named is None:
+        parts.append(who["why"])
     elif who and who["role"] == "crashed":
-        rl = lines[who["ranks"][0]]
+        rl = named
         how = tr("exited with code {code} and no traceback", code=rl.exitcode) if rl.exitcode not in (None, 0) \
             else tr("exited without an error of its own")
         parts.append(tr("rank {rank} {how}{when}", rank=rl.rank, how=how, when=when(rl, phase=False)))

@@ -88,9 +88,10 @@ def _run(sources: list[Source], skipped: list[Skipped], kb: KnowledgeBase,
     # the culprit rule's id travels beside the dict (LogReport.culprit_rule), not inside it
     culprit_rule = str(who.pop("rule", "")) if who else ""
     first = first_failure(view)
-    if who and who["role"] == "crashed" and lines[who["ranks"][0]].end.hit is not None:
+    own = lines.get(who["ranks"][0]) if who else None  # absent when named from the others' lines alone
+    if who and who["role"] == "crashed" and own is not None and own.end.hit is not None:
         # the culprit's own failure line, not the launcher's summary or a waiter's timeout
-        h = lines[who["ranks"][0]].end.hit
+        h = own.end.hit
         first = Evidence(h.file, h.line, h.text, who["ranks"][0], h.sig)
     return LogReport(
         causes=score(view, kb, symptom, lines, who),

@@ -179,8 +179,8 @@ def _crash_rules(view: View, s: Scores, kind: str | None, lines: dict[str, RankL
     waiters = [rl for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer")]
     hits = []
     if crashed:
-        rl = lines[who["ranks"][0]]  # type: ignore[index]
-        hits = [rl.end.hit] if rl.end.hit is not None else []
+        rl = lines.get(who["ranks"][0])  # type: ignore[index]
+        hits = [rl.end.hit] if rl is not None and rl.end.hit is not None else []
     hits += [h for h in crashes[:3] if h not in hits]
     max_w = max((view.sigs[h.sig].weight for h in crashes), default=2.0)
     s.add("rank-crash-deadlock", 0.4 * max_w, "", hits, rule="DL101")

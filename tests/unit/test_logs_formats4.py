@@ -458,3 +458,11 @@ def test_a_traceback_torchruns_agent_logged_is_no_ranks_exception() -> None:
     agent = "E0304 12:00:09.019000 552 torch/distributed/elastic/agent/server/api.py:1008] "
     assert x.exception(agent + "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes.") is None
     assert x.exception("E0304 12:00:09.019000 552 train.py:88] ValueError: bad shard") == ("ValueError", "bad shard")
+
+
+def test_the_one_peer_of_a_rank_that_lost_its_connection_in_a_world_of_two_went_away() -> None:
+    r = report("[rank0]: process group ready: rank 0/2\n[rank0]: step 3 loss 0.3\n" + CLOSED)
+    assert r.culprit_rule == "DL915" and r.culprit["ranks"] == ["1"] and r.culprit["role"] == "crashed"
+    assert r.culprit.get("inferred") and r.causes[0].id == "rank-crash-deadlock"
+    three = report("[rank0]: process group ready: rank 0/3\n[rank0]: step 3 loss 0.3\n" + CLOSED)
+    assert three.culprit is None  # two peers could have gone: no naming
