@@ -33,13 +33,13 @@ FLOORS = {  # set: (top-1, top-3)
 # public4 11/12)
 PUBLIC = ("public-fresh", "public3", "public4")
 # confident answers (likely or confirmed) must be right this often over the failure sets together
-CONFIDENT_FLOOR = 0.95  # measured 0.91, then 125/126 (confirmed 34/34, likely 91/92) after batch 4's mechanisms
+CONFIDENT_FLOOR = 0.95  # measured 0.91, then 128/129 (confirmed 34/34, likely 94/95) after batch 4's mechanisms
 # public-fresh (issue 21): where the paste holds no evidence or the cause is outside the guide,
 # at most this share may be answered confidently wrong (held out at 8/14 before the engine)
 CONFIDENTLY_WRONG_CAP = 0.05  # 3/43 before batch 4's mechanisms, 0/43 now (public-fresh, public3, public4, fresh3, fresh4)
 CULPRIT_FLOOR = 0.75
 # held out: fresh3 at 0.47 (0.59 now), fresh4 at 0.38: naming the rank is the weakest figure
-CULPRIT_FLOORS = {"fresh2-recorded": 0.65, "fresh3-recorded": 0.6, "fresh4-recorded": 0.75}  # now 0.73, 0.71, 0.85  # held out at 0.53; 0.60 now (uneven shards and key=value rank tags unread)
+CULPRIT_FLOORS = {"fresh2-recorded": 0.65, "fresh3-recorded": 0.7, "fresh4-recorded": 0.8}  # now 0.73, 0.82, 0.92  # held out at 0.53; 0.60 now (uneven shards and key=value rank tags unread)
 
 
 @pytest.fixture(scope="module")
