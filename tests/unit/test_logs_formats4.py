@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from distdoctor.knowledge import load_knowledge
 from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose
-from distdoctor.knowledge.logs import analyse_text
-from distdoctor.knowledge.logs import extract as x
+from distdoctor.knowledge.logs import analyse_text, extract as x
 
 KB = load_knowledge(use_env=False)
 
