@@ -171,8 +171,12 @@ def _seen_alive(rl: RankLine, waiters: list[RankLine]) -> bool:
     The absence of a failure line alone shows none of this."""
     if rl.end.kind == "stopped" or _own_lines_show_it(rl, waiters):
         return True  # stopped by the launcher after the others failed; or its own lines show it at work
-    return any(w.end.kind == "timeout" and (_SOCKET_WAIT.search(w.end.detail) or w.end.hit is not None
-                                            and _SOCKET_WAIT.search(w.end.hit.text)) for w in waiters)
+    return any(w.end.kind == "timeout" and _socket_wait(w) for w in waiters)
+
+
+def _socket_wait(w: RankLine) -> bool:
+    """Whether a waiter's own failure is Gloo's socket wait that timed out."""
+    return bool(_SOCKET_WAIT.search(w.end.detail) or w.end.hit is not None and _SOCKET_WAIT.search(w.end.hit.text))
 
 
 def _in_collective(view: View, rl: RankLine) -> bool:
@@ -263,8 +267,7 @@ def _only_peer(view: View, lines: dict[str, RankLine], waiters: list[RankLine]) 
                 "why": tr("rank {waiter} lost the connection to its one peer in a world of 2: rank {rank}, which has "
                           "no line in these logs, exited or died first (its own log would say why)",
                           waiter=w.rank, rank=other)}
-    if w.end.kind != "timeout" or not (_SOCKET_WAIT.search(w.end.detail) or w.end.hit is not None
-                                       and _SOCKET_WAIT.search(w.end.hit.text)):
+    if w.end.kind != "timeout" or not _socket_wait(w):
         return None
     return {"ranks": [other], "role": "stuck", "rule": "DL915", "inferred": True,
             "why": tr("rank {waiter} timed out waiting on its one peer in a world of 2, whose connection stayed open: "
@@ -379,13 +382,12 @@ def _late(waiters: list[RankLine]) -> tuple[list[RankLine], bool]:
     the connection of the rank it waited for closed. Order by clock when both lines have one of
     the same kind, else by reading order within one file, else by the late rank's last timestamp
     past the waiter's timeout; else, when no clock saw it after them and every waiter's own failure
-    is Gloo's socket wait that timed out (its peers' processes kept their connections open all along, so none of them had
-    died), the closed connection the other rank lost came from a waiter that gave up. The flag
-    says whether that last reading named any rank."""
+    is Gloo's socket wait that timed out (its peers' processes kept their connections open all
+    along, so none of them had died), the closed connection the other rank lost came from a
+    waiter that gave up. The flag says whether that last reading named any rank."""
     timed = [rl for rl in waiters if rl.end.kind == "timeout" and rl.end.hit is not None]
     lost = [rl for rl in waiters if rl.end.kind == "lost-peer" and rl.end.hit is not None]
-    sockets = bool(timed) and all(_SOCKET_WAIT.search(t.end.detail) or _SOCKET_WAIT.search(t.end.hit.text)  # type: ignore[union-attr]
-                                  for t in timed)
+    sockets = bool(timed) and all(_socket_wait(t) for t in timed)
     out, by_socket = [], False
     for rl in lost:
         h = rl.end.hit
