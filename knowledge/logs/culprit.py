@@ -18,16 +18,14 @@ from collections import Counter
 from typing import Any
 
 from ..i18n import t as tr
-from ..lazyre import lazy
-from . import extract as x
+from . import extract as x, peers
+from .peers import RANK0_WORK
 from .setup_rules import odd_resume
 from .timeline import INTERRUPTED, RankLine, exceptions_unranked, short, when, where
 from .view import View
 
 WAITING = ("timeout", "lost-peer")
 ABORT = -6  # SIGABRT as the launcher reports it
-# how long a waiter waited: Gloo's "Timed out waiting 10000ms", NCCL's watchdog "Timeout(ms)=600000"
-_WAITED = lazy(r"waiting (?P<ms>\d+) ?ms|Timeout\(ms\)=(?P<ms2>\d+)")
 
 
 def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
@@ -36,7 +34,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     crashed = [rl for rl in lines.values() if rl.end.kind in ("crashed", "killed")]
     # a rank interrupted while it waited in a collective was a waiter that someone stopped (people
     # press Ctrl-C on a hung job): it reached the collective, so it is neither the culprit nor silent
-    stopped_waiting = [rl for rl in crashed if rl.end.detail == INTERRUPTED and _in_collective(view, rl)]
+    stopped_waiting = [rl for rl in crashed if rl.end.detail == INTERRUPTED and peers.in_collective(view, rl)]
     crashed = [rl for rl in crashed if rl not in stopped_waiting]
     waiters = [rl for rl in lines.values() if rl.end.kind in WAITING] + stopped_waiting
     interrupted = [rl for rl in crashed if rl.end.detail == INTERRUPTED]
@@ -65,7 +63,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     named = _named_late(view, lines) or _store_named(view, lines)
     if named:
         return named
-    late, by_socket = _late(waiters)
+    late, by_socket = peers.late(waiters)
     if late:
         timed = [rl for rl in waiters if rl.end.kind == "timeout"]
         # ordered only by what the transport says (no clock, no common file): the world may hold
@@ -81,7 +79,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                 if rl.last_collective and rl.last_collective.get("seq") is not None}
         others = [rl for rl in lines.values() if rl.end.kind in ("unknown", "exited", "stopped") and rl.rank not in seqs
                   and rl not in waiters]
-        if others and all(rl.end.kind == "lost-peer" for rl in waiters) and _finished_first(view, waiters):
+        if others and all(rl.end.kind == "lost-peer" for rl in waiters) and peers.finished_first(view, waiters):
             # a closed connection says the peer's process is gone, and a process that finished
             # closes it too: with a finish line no rank owns before the loss, crash and early
             # finish (ranks that ran different numbers of steps) fit alike
@@ -100,12 +98,12 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
             # launcher shows one failure and stops the rest), so the naming is an inference
             # of several silent ranks, the one whose own lines show it alive or busy in work of its
             # own is the lead (still an inference: the others' failures may just not be shown)
-            alive = [rl for rl in others if _own_lines_show_it(rl, waiters)] if len(others) > 1 else []
+            alive = [rl for rl in others if peers.own_lines_show_it(rl, waiters)] if len(others) > 1 else []
             narrowed = len(alive) == 1
             others = alive if narrowed else others
             # the naming rests on a missing failure line; only lines that show the rank alive while
             # the others waited make it more than an inference (people paste excerpts)
-            shown = len(others) == 1 and not narrowed and _seen_alive(others[0], waiters)
+            shown = len(others) == 1 and not narrowed and peers.seen_alive(others[0], waiters)
             return {"ranks": [rl.rank for rl in others], "role": "stuck", "rule": "DL906",
                     **({"inferred": True} if not shown else _rank0_unshown(others)),
                     "why": tr("rank {waiters} timed out or lost its peer while rank {others} never reported "
@@ -140,51 +138,16 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     return None
 
 
-# Gloo's own wait on a pair's socket: the peer's process kept its connection open all along (a
-# process that exits closes it, and the waiter reads "Connection closed by peer" instead)
-_SOCKET_WAIT = lazy(r"Timed out waiting \d+ ?ms for (?:recv|send) operation")
 
 
-def _finished_first(view: View, waiters: list[RankLine]) -> bool:
-    """A finish line that no waiter wrote (no rank, or another rank) sits before a waiter's lost
-    peer in the same file (Lightning's "`Trainer.fit` stopped" prints on rank 0 alone)."""
-    ends = [h for h in view.hits_with("end") if view.rank(h) not in {rl.rank for rl in waiters}]
-    return any(h.file == rl.end.hit.file and h.line < rl.end.hit.line
-               for rl in waiters if rl.end.hit is not None for h in ends)
 
 
-def _own_lines_show_it(rl: RankLine, waiters: list[RankLine]) -> bool:
-    """Whether a silent rank's own lines show it at work while the others waited: its last lines in
-    work the others do not wait in (eval, saving, loading, data), or its last timestamped line
-    after a waiter's failure."""
-    if rl.phase in RANK0_WORK:
-        return True
-    return any(rl.last_ts is not None and at is not None and rl.last_ts[0] == at[0] and rl.last_ts[1] > at[1]
-               for w in waiters for at in [w.end.hit.ts if w.end.hit is not None and w.end.hit.ts else w.last_ts])
 
 
-def _seen_alive(rl: RankLine, waiters: list[RankLine]) -> bool:
-    """Whether lines present show a silent rank alive while the others waited, not dead: the
-    launcher stopped it after their failure (SIGTERM, SIGINT), its own last lines show it in work
-    the others do not wait in (eval, saving, loading, data), its own last timestamped line comes
-    after a waiter's failure, or a waiter's Gloo socket wait timed out rather than losing its peer.
-    The absence of a failure line alone shows none of this."""
-    if rl.end.kind == "stopped" or _own_lines_show_it(rl, waiters):
-        return True  # stopped by the launcher after the others failed; or its own lines show it at work
-    return any(w.end.kind == "timeout" and _socket_wait(w) for w in waiters)
 
 
-def _socket_wait(w: RankLine) -> bool:
-    """Whether a waiter's own failure is Gloo's socket wait that timed out."""
-    return bool(_SOCKET_WAIT.search(w.end.detail) or w.end.hit is not None and _SOCKET_WAIT.search(w.end.hit.text))
 
 
-def _in_collective(view: View, rl: RankLine) -> bool:
-    """Whether the traceback that ended a rank passes through a collective (a frame of c10d's
-    collectives or a call of one, at most 60 lines before its last line, in the same file)."""
-    h = rl.end.hit
-    return h is not None and any(view.rank(o) == rl.rank and o.file == h.file and 0 <= h.line - o.line <= 60
-                                 for ops in view.col.ops.values() for o in ops)
 
 
 def _interrupted_stuck(interrupted: list[RankLine], waiters: list[RankLine]) -> dict[str, Any]:
@@ -216,8 +179,6 @@ def _named_late(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None
                       waiter=waiter, ranks=", ".join(ranks), where=f"{short(hit.file)}:{hit.line}")}
 
 
-# what only rank 0 does, by the phase of its own last lines (eval tables, saving, loading, data)
-RANK0_WORK = ("eval", "save", "load", "dataloader")
 
 
 def _rank0_unshown(late: list[RankLine]) -> dict[str, Any]:
@@ -267,7 +228,7 @@ def _only_peer(view: View, lines: dict[str, RankLine], waiters: list[RankLine]) 
                 "why": tr("rank {waiter} lost the connection to its one peer in a world of 2: rank {rank}, which has "
                           "no line in these logs, exited or died first (its own log would say why)",
                           waiter=w.rank, rank=other)}
-    if w.end.kind != "timeout" or not _socket_wait(w):
+    if w.end.kind != "timeout" or not peers.socket_wait(w):
         return None
     return {"ranks": [other], "role": "stuck", "rule": "DL915", "inferred": True,
             "why": tr("rank {waiter} timed out waiting on its one peer in a world of 2, whose connection stayed open: "
@@ -309,54 +270,10 @@ def _store_named(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | Non
     return found
 
 
-# the store server's own wait for its clients (TCPStore.cpp waitForWorkers): how many joined
-_JOINED = lazy(r"(?P<n>\d{1,7})/(?P<m>\d{1,7}) clients joined")
-# the store-based barrier's count (distributed_c10d.py _store_based_barrier), in its signatures' lines
-BARRIER_SIGS = ("store-barrier-count", "store-barrier-waiting")
-_BARRIER = lazy(r"world_size=(?P<m>\d{1,7}), (?:worker_count|num_workers_joined)=(?P<n>\d{1,7})")
 
 
-def store_collect(view: View, who: dict[str, Any] | None) -> list[str]:
-    """What to collect when store waits gave up and no rank could be named: the keys waited for
-    and every rank's log (the rank that never wrote its key is late or never started); for the
-    store-based barrier's count ("world_size=8, worker_count=7") and the store server's wait for
-    its clients ("1/4 clients joined"), every rank's log too (which ranks arrived the count does
-    not say)."""
-    if who is not None:
-        return []
-    out = []
-    keys = list(dict.fromkeys(k for w in view.col.store_waits for k in w.keys))
-    if keys:
-        out.append(tr("the logs of every rank: a rank waited in the store for {keys}; the rank that never "
-                      "wrote its key is the late one (or was never started)",
-                      keys=", ".join(keys[:4]) + (tr(" and {n} more", n=len(keys) - 4) if len(keys) > 4 else "")))
-    barrier = next((m for sid in BARRIER_SIGS for h in view.col.hits.get(sid, ())
-                    for m in [_BARRIER.search(h.text)] if m), None)
-    if barrier:
-        out.append(tr("the logs of every rank, or a stack of each (distdoctor stacks, py-spy dump): only {n} of "
-                      "{m} ranks reached the store-based barrier; the rank missing from it is late or gone, and "
-                      "its own lines say which and why", n=barrier.group("n"), m=barrier.group("m")))
-    joined = next((m for h in view.hits_with("store-server") for m in [_JOINED.search(h.text)] if m), None)
-    if joined:
-        out.append(tr("the logs of every rank: only {n} of {m} processes reached the store; the others never "
-                      "started, started with another MASTER_ADDR/MASTER_PORT, or could not reach it",
-                      n=joined.group("n"), m=joined.group("m")))
-    return out
 
 
-def output_missing(lines: dict[str, RankLine]) -> list[str]:
-    """What to collect when ranks are known only from the launcher's record of their exit (torchrun's
-    summary, mp.spawn's exit line) and no line of their own: their own output, which the launcher
-    kept elsewhere (torchrun --log-dir/--redirects writes it per rank) or the paste left out. An exit
-    code says that a rank ended, not why: a waiter that timed out exits 1 too."""
-    bare = [r for r, rl in lines.items() if rl.exitcode is not None and rl.end.kind in ("exited", "stopped", "killed")
-            and rl.end.hit is not None and rl.end.hit.sig == "x-exit" and rl.step is None and rl.phase is None
-            and rl.last_collective is None and rl.last_ts is None]
-    if not bare:
-        return []
-    return [tr("the own output of rank {ranks}: these logs hold only the launcher's record of how it exited (torchrun "
-               "--log-dir with --redirects or --tee keeps each rank's stdout and stderr under <log-dir>/<run id>/"
-               "attempt_<n>/<rank>/); an exit code says that a rank ended, not why", ranks=", ".join(bare[:8]))]
 
 
 def _earliest_exit(exited: list[RankLine]) -> RankLine:
@@ -377,55 +294,10 @@ def _uneven(view: View, waiters: list[RankLine]) -> dict[str, Any] | None:
                      "after the others ran out of data", ranks=", ".join(ranks), most=most, others=others)}
 
 
-def _late(waiters: list[RankLine]) -> tuple[list[RankLine], bool]:
-    """Ranks that lost their peer after another rank timed out: the waiter gave up and exited, so
-    the connection of the rank it waited for closed. Order by clock when both lines have one of
-    the same kind, else by reading order within one file, else by the late rank's last timestamp
-    past the waiter's timeout; else, when no clock saw it after them and every waiter's own failure
-    is Gloo's socket wait that timed out (its peers' processes kept their connections open all
-    along, so none of them had died), the closed connection the other rank lost came from a
-    waiter that gave up. The flag says whether that last reading named any rank."""
-    timed = [rl for rl in waiters if rl.end.kind == "timeout" and rl.end.hit is not None]
-    lost = [rl for rl in waiters if rl.end.kind == "lost-peer" and rl.end.hit is not None]
-    sockets = bool(timed) and all(_socket_wait(t) for t in timed)
-    out, by_socket = [], False
-    for rl in lost:
-        h = rl.end.hit
-        for t in timed:
-            th = t.end.hit
-            if h.ts and th.ts and h.ts[0] == th.ts[0]:  # type: ignore[union-attr]
-                after = h.ts[1] > th.ts[1]  # type: ignore[union-attr]
-            elif h.file == th.file:
-                # two ranks' streams in one console need not keep their order: the transport decides too
-                after = h.line > th.line  # type: ignore[union-attr]
-                if not after and sockets:
-                    after = by_socket = True
-            else:
-                after = _arrived_after_timeout(rl, t)
-                if not after and sockets and not _seen_after(rl, t):  # a clock that saw it later decides
-                    after = by_socket = True
-            if after:
-                out.append(rl)
-                break
-    return out, by_socket
 
 
-def _seen_after(a: RankLine, b: RankLine) -> bool:
-    """Whether rank a's last timestamped line comes after rank b's (the same kind of clock): then
-    the clock, not the transport, says whether a arrived within b's timeout."""
-    return a.last_ts is not None and b.last_ts is not None and a.last_ts[0] == b.last_ts[0] \
-        and a.last_ts[1] > b.last_ts[1]
 
 
-def _arrived_after_timeout(late: RankLine, waiter: RankLine) -> bool:
-    """With no clock on the failure lines themselves: the late rank's last timestamped line comes
-    after the waiter's last one plus the waiter's own timeout (its message says how long it
-    waited), so the late rank reached the collective only after the waiter had given up."""
-    m = _WAITED.search(waiter.end.detail) or _WAITED.search(waiter.end.hit.text if waiter.end.hit else "")
-    a, b = late.last_ts, waiter.last_ts
-    if not m or a is None or b is None or a[0] != b[0]:
-        return False
-    return a[1] > b[1] + int(m.group("ms") or m.group("ms2")) / 1000
 
 
 def _odd_facts(view: View) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from ..i18n import t as tr
 from ..model import KnowledgeBase
-from . import culprit, parallel, sources as src_mod, timeline
+from . import culprit, parallel, sources as src_mod, timeline, tocollect
 from .collect import Collector
 from .compiled import compile_kb, kb_key
 from .prefilter import sample_freq
@@ -100,7 +100,7 @@ def _run(sources: list[Source], skipped: list[Skipped], kb: KnowledgeBase,
         summary=culprit.summary(view, lines, who),
         symptom=refine(kb, view, symptom),
         culprit_rule=culprit_rule,
-        collect=culprit.store_collect(view, who) + culprit.output_missing(lines),
+        collect=tocollect.store_collect(view, who) + tocollect.output_missing(lines),
         stage=stage(view),
         first_failure=first,
         ranks=ranks_table(view),

@@ -12,7 +12,7 @@ import pytest
 from distdoctor.knowledge.lazyre import _Lazy, lazy
 
 USERS = ("distdoctor.knowledge.logs.extract", "distdoctor.knowledge.logs.timeline",
-         "distdoctor.knowledge.logs.culprit", "distdoctor.tui.record.redact",
+         "distdoctor.knowledge.logs.peers", "distdoctor.knowledge.logs.tocollect", "distdoctor.tui.record.redact",
          "distdoctor.tui.record.history.signature")
 
 
