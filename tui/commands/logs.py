@@ -117,10 +117,12 @@ def remember(data: dict, session: str | None) -> None:
     culprit's host is a repeat offender. Reads only, and never costs the result."""
     if not data["verdict"].get("failed"):
         return
-    from ..record.history import recall
+    from ..record import history
 
-    # with --session the recording that follows says once what is wrong with the store
-    memory = recall(data, session_id=session, on_error=(lambda exc: None) if session else None)
+    memory: dict = {}
+    if history.anything_to_recall():  # else nothing was seen before: no store is opened (or created)
+        # with --session the recording that follows says once what is wrong with the store
+        memory = history.recall(data, session_id=session, on_error=(lambda exc: None) if session else None)
     data["verdict"]["seen_before"] = memory.get("seen_before") or []
     data["verdict"]["repeat_offender"] = memory.get("repeat_offender")
 

@@ -1,11 +1,16 @@
 """Incident memory: an SQLite store of concluded diagnoses, "seen before" and repeat offenders.
 
 Importing the package costs nothing: `record_event`, the hook every session write calls, returns
-at once for an event that concludes nothing, and the rest loads on first use."""
+at once for an event that concludes nothing, `anything_to_recall` is a stat, and the rest loads on
+first use."""
 from __future__ import annotations
 
 import importlib
+import os
+from pathlib import Path
 from typing import Any
+
+from distdoctor.knowledge.statedir import state_dir
 
 # Session events that conclude something worth remembering, and those that add to it (a check
 # gives the session's incident its versions).
@@ -15,7 +20,30 @@ ENRICHING = ("check",)
 _WHERE = {"record_diagnosis": "memory", "seen_before": "memory", "recall": "memory", "repeat_offenders": "memory",
           "repeat_offender": "memory", "drain_commands": "memory", "open_store": "memory",
           "import_session_files": "memory", "HOST_CAUSES": "memory", "IncidentStore": "store",
-          "HistoryError": "store", "MAX_INCIDENTS": "store", "default_path": "store", "Incident": "incident"}
+          "HistoryError": "store", "MAX_INCIDENTS": "store", "Incident": "incident"}
+DB_NAME = "incidents.db"
+
+
+def default_path() -> Path:
+    """$DISTDOCTOR_DB, else incidents.db in distdoctor's state folder (beside sessions/)."""
+    env = os.environ.get("DISTDOCTOR_DB")
+    if env:
+        return Path(env).expanduser()
+    return state_dir(DB_NAME)
+
+
+def anything_to_recall() -> bool:
+    """Whether the default store could hold a past incident: its file exists, or a saved session
+    its first open would import. When neither does, recall finds nothing, and a command that
+    shows "seen before" (`logs`) skips importing SQLite, the incident model and the redactor, and
+    opening (creating) and migrating a store: ~5 ms of a small `distdoctor logs`."""
+    if default_path().exists():
+        return True
+    try:
+        with os.scandir(state_dir("sessions")) as entries:
+            return any(entry.name.endswith(".json") for entry in entries)
+    except OSError:  # no sessions folder (or an unreadable one: the import would skip it too)
+        return False
 
 
 def record_event(session_id: str | None, kind: str, data: Any, **options: Any) -> int | None:
@@ -34,4 +62,4 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
 
 
-__all__ = ["CONCLUDING", "ENRICHING", "record_event", *_WHERE]
+__all__ = ["CONCLUDING", "ENRICHING", "DB_NAME", "anything_to_recall", "default_path", "record_event", *_WHERE]

@@ -10,7 +10,6 @@ from typing import Any
 
 from distdoctor.knowledge.i18n import t
 
-from ..redact import redact, redact_text
 from .signature import signature
 
 MAX_CAUSES = 5
@@ -56,6 +55,9 @@ class Incident:
 
     def redacted(self) -> Incident:
         """A copy with every text field scrubbed the way reports are (redact.py)."""
+        # imported by a write only: a lookup (`logs` recalling past incidents) does not pay ~1.4 ms for it
+        from ..redact import redact, redact_text
+
         out = Incident(**asdict(self))
         for name in ("summary", "first_line", "signature_text", "resolution", "job", "fix_switch"):
             value = getattr(out, name)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -11,10 +10,10 @@ from typing import Any
 
 from distdoctor.knowledge.i18n import t
 
+from . import default_path
 from .incident import Incident
 from .schema import NewerSchema, migrate
 
-DB_NAME = "incidents.db"
 # The bound: the newest MAX_INCIDENTS incidents are kept (about 1 KB each, so about 100 MB at
 # most); older ones are deleted every PRUNE_EVERY-th record and after an import.
 MAX_INCIDENTS = 100_000
@@ -29,18 +28,6 @@ _JSON = {"hosts", "ranks", "culprit_ranks", "causes", "versions"}
 
 class HistoryError(Exception):
     """The store cannot be opened, read or written; the message is one line."""
-
-
-def default_path() -> Path:
-    """$DISTDOCTOR_DB, else incidents.db in distdoctor's state folder (beside sessions/)."""
-    env = os.environ.get("DISTDOCTOR_DB")
-    if env:
-        return Path(env).expanduser()
-    # knowledge/statedir.py, not the session module (which imports socket and queue, ~10 ms of
-    # every `distdoctor logs` that recalls past incidents and saves no session)
-    from distdoctor.knowledge.statedir import state_dir
-
-    return state_dir(DB_NAME)
 
 
 def _why(exc: BaseException) -> str:
