@@ -12,13 +12,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .lazyre import lazy
+
 # C0 controls (tab and newline included: a field never spans lines), DEL, C1 controls, lone
 # surrogates (unprintable in UTF-8), bidi embeddings/overrides/isolates (they reorder what
 # follows: "Trojan Source"), and the line/paragraph separators some terminals honour.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = lazy("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 # the same, keeping tab and newline: for a block of output lines
-_UNSAFE_BLOCK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u200e\u200f\u2028\u2029"
-                           "\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_BLOCK = lazy("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u200e\u200f\u2028\u2029"
+                     "\u202a-\u202e\u2066-\u2069]")
 ELLIPSIS = "\u2026"
 INT_BITS = 256  # a wider integer is not a size, a rank or a count: shown by its width
 

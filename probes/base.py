@@ -4,18 +4,20 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+from distdoctor.knowledge.frozen import Frozen, frozen
 
 from .runner import Runner, SubprocessRunner
 
 OK, WARN, FAIL, UNAVAILABLE, ERROR = "ok", "warn", "fail", "unavailable", "error"
 
 
-@dataclass(frozen=True)
-class ProbeContext:
+@frozen
+class ProbeContext(Frozen):
     """Everything a probe may read: commands through `runner`, files under `root`."""
 
     runner: Runner = field(default_factory=SubprocessRunner)
@@ -39,8 +41,8 @@ class ProbeContext:
             return None
 
 
-@dataclass(frozen=True)
-class ProbeResult:
+@frozen
+class ProbeResult(Frozen):
     """Facts a probe gathered. `reason` says why it could not run when status is unavailable/error."""
 
     name: str

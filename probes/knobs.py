@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 from distdoctor.knowledge import cache
+from distdoctor.knowledge.frozen import Frozen, frozen
 from distdoctor.knowledge.i18n import t
 
 FR_DIR = "/tmp/fr_dumps"
 
 
-@dataclass(frozen=True)
-class Knob:
+@frozen
+class Knob(Frozen):
     """One line to set. Version bounds: min inclusive, max exclusive; None = unbounded."""
 
     source: str  # nccl-logs | torch-debug | flight-recorder | error-handling | ras | launcher
@@ -65,8 +66,8 @@ def parse_knobs(text: str, where: str = "knobs.toml") -> tuple[Knob, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class KnobLine:
+@frozen
+class KnobLine(Frozen):
     """One line to set, for the versions at hand, with the versions it applies to (`applies`)."""
 
     source: str

@@ -8,14 +8,14 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
+from distdoctor.knowledge.frozen import Frozen, frozen
 from distdoctor.knowledge.i18n import t
 
 
-@dataclass(frozen=True)
-class CommandResult:
+@frozen
+class CommandResult(Frozen):
     """What a command did. `error` says why it could not run or finish ("" when it did)."""
 
     argv: tuple[str, ...]
