@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,13 +19,16 @@ TESTS = Path(__file__).resolve().parent
 sys.path[:0] = [str(TESTS / d) for d in ("kits", "bench", "unit", "integration", "app") if str(TESTS / d) not in sys.path]
 from fixturekit import HERE_FIXTURES, SHARED_FIXTURES, shared_fixtures  # noqa: E402,F401  (re-exported)
 
+from distdoctor.knowledge import i18n  # noqa: E402
+
 # test modules that load the knowledge base at import (collection) write its start-up cache: into a
 # folder of this run, never the developer's state folder; each test then gets its own (below)
 os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="distdoctor-tests-state-")
 
 
 @pytest.fixture(autouse=True)
-def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_state(tmp_path_factory: pytest.TempPathFactory,
+                    monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
     monkeypatch.delenv("DISTDOCTOR_KNOWLEDGE", raising=False)
     # English output is what the tests compare, whatever the developer's locale (zh_CN would
@@ -35,6 +39,12 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     # pytest-xdist's workers set, would rewrap what the tests compare; a test that wants a width sets it
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("LINES", raising=False)
+    # `--lang zh` given to main() in this process (and the app's language switch) stays the
+    # process's language until the next main(): a later test in the same process (another
+    # order, another pytest-xdist worker) read every text in Chinese
+    i18n.set_lang(None)
+    yield
+    i18n.set_lang(None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
