@@ -1,0 +1,113 @@
+"""Mechanisms taught after the fifth measured batch (issue 21), each with a firing example and a
+silent twin written from the message formats (NCCL's interface list and socket warnings, torch's
+MapAllocator, Accelerate's and Megatron's own checks, the store-based barrier), never copied from
+a case."""
+from __future__ import annotations
+
+from distdoctor.knowledge import load_knowledge
+from distdoctor.knowledge.diagnosis import IncidentEvidence, diagnose
+from distdoctor.knowledge.logs import analyse_text
+
+KB = load_knowledge(use_env=False)
+
+
+def report(text: str, symptom: str | None = "error"):
+    return analyse_text(text, KB, symptom=symptom)
+
+
+def evidence(text: str, symptom: str | None = "error") -> list[str]:
+    return [c.id for c in report(text, symptom).causes if c.basis == "evidence"]
+
+
+def _diagnosis(text: str, symptom: str = "error"):
+    return diagnose(KB, IncidentEvidence(symptom=symptom, logs=report(text, symptom).to_dict()))
+
+
+# --- NCCL's interface list, wrapped one entry a line by a paste -------------------------------------------
+
+def test_a_wrapped_interface_list_with_a_bridge_entry_is_the_interface_choice() -> None:
+    text = ("node01:40211:40290 [0] NCCL INFO NET/Socket : Using\n[0]eth0:10.1.0.1<0>\n"
+            "[1]br-0a1b2c3d4e5f:172.18.0.1<0>\n[2]veth9f8e7d6:fe80::a0b1:c2ff:fed3:e4f5%veth9f8e7d6<0>\n")
+    assert report(text).causes[0].id == "nic-selection"
+
+
+def test_a_wrapped_interface_list_of_real_nics_says_nothing() -> None:
+    text = ("node01:40211:40290 [0] NCCL INFO NET/Socket : Using\n[0]eth0:10.1.0.1<0>\n"
+            "[1]ib0:10.2.0.1<0>\n")
+    assert "nic-selection" not in evidence(text)
+
+
+# --- a socket of the picked interface's address family cannot be opened ------------------------------------
+
+def test_socket_creation_refusing_the_address_family_is_the_interface_choice() -> None:
+    text = ("node01:40211:40211 [0] NCCL INFO Bootstrap : Using eth0:fd00::1:2<0>\n"
+            "node01:40211:40211 [0] misc/socket.cc:430 NCCL WARN Net : Socket creation failed : "
+            "Address family not supported by protocol\n"
+            "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.18.1\n")
+    assert evidence(text)[:1] == ["nic-selection"]
+
+
+def test_socket_creation_failing_on_the_descriptor_limit_is_not_the_interface() -> None:
+    text = ("node01:40211:40211 [0] misc/socket.cc:430 NCCL WARN Net : Socket creation failed : Too many open files\n"
+            "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.18.1\n")
+    assert "nic-selection" not in evidence(text)
+    assert report(text).causes[0].id == "other"
+
+
+# --- opening a shared-memory object: the errno decides, not the wrapper -------------------------------------
+
+def test_opening_a_shm_object_without_its_errno_is_no_answer() -> None:
+    d = _diagnosis("RuntimeError: unable to open shared memory object </torch_40311_2718281828_3> in read-write mode\n")
+    assert d.confidence == "unknown"
+
+
+def test_opening_a_shm_object_past_the_descriptor_limit_is_the_limit() -> None:
+    d = _diagnosis("RuntimeError: unable to open shared memory object </torch_40311_2718281828_3> in read-write "
+                   "mode: Too many open files (24)\n")
+    assert d.causes[0].id == "other"
+
+
+def test_opening_a_shm_object_on_a_full_dev_shm_is_still_shm() -> None:
+    d = _diagnosis("RuntimeError: unable to open shared memory object </torch_40311_2718281828_3> in read-write "
+                   "mode: No space left on device (28)\n")
+    assert d.causes[0].id == "shm-insufficient" and d.confident
+
+
+# --- libraries' own checks that name the mechanism ---------------------------------------------------------
+
+P2P_REFUSED = ("[rank0]: NotImplementedError: Using RTX 4000 series doesn't support faster communication broadband "
+               "via P2P or IB. Please set `NCCL_P2P_DISABLE=\"1\"` and `NCCL_IB_DISABLE=\"1\" or use `accelerate "
+               "launch` which will do this automatically.\n")
+
+
+def test_accelerate_refusing_p2p_on_the_board_is_p2p() -> None:
+    assert evidence(P2P_REFUSED)[:1] == ["p2p-unsupported"]
+
+
+def test_another_not_implemented_error_is_not_p2p() -> None:
+    assert "p2p-unsupported" not in evidence("[rank0]: NotImplementedError: Could not run 'aten::_foo' with "
+                                             "arguments from the 'CPU' backend.\n")
+
+
+def test_accelerate_shape_mismatch_is_an_asymmetric_collective() -> None:
+    text = ("accelerate.utils.operations.DistributedOperationException: Cannot apply desired operation due to shape "
+            "mismatches. All shapes across devices must be valid.\n\nOperation: `accelerate.utils.operations.gather`\n"
+            "Input shapes:\n  - Process 0: [8, 120]\n  - Process 1: [8, 97]\n")
+    assert evidence(text)[:1] == ["asymmetric-collective"]
+
+
+def test_another_shape_error_is_not_a_collective() -> None:
+    text = "RuntimeError: The size of tensor a (120) must match the size of tensor b (97) at non-singleton dimension 1\n"
+    assert "asymmetric-collective" not in evidence(text)
+
+
+def test_megatron_local_rank_assertion_is_the_rank_variables() -> None:
+    text = ("  File \"/home/user/Megatron-LM/megatron/initialize.py\", line 201, in _initialize_distributed\n"
+            "    assert args.local_rank == device, \\\n"
+            "AssertionError: expected local-rank to be the same as rank % device-count.\n")
+    assert evidence(text)[:1] == ["rank-env-mismatch"]
+
+
+def test_another_assertion_on_local_rank_is_not_evidence() -> None:
+    text = "AssertionError: local_rank must be an integer, got None\n"
+    assert "rank-env-mismatch" not in evidence(text)
