@@ -111,3 +111,29 @@ def test_megatron_local_rank_assertion_is_the_rank_variables() -> None:
 def test_another_assertion_on_local_rank_is_not_evidence() -> None:
     text = "AssertionError: local_rank must be an integer, got None\n"
     assert "rank-env-mismatch" not in evidence(text)
+
+
+# --- torchrun's agent record is a launcher as its banner is: with mp.spawn in a worker, two launchers ------
+
+AGENT = ("E1202 10:00:03.500000 40100 torch/distributed/elastic/multiprocessing/api.py:882] failed (exitcode: 1) "
+         "local_rank: 0 (pid: 40111) of binary: /home/user/venv/bin/python3\n"
+         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n")
+
+
+def test_a_torchrun_worker_that_calls_mp_spawn_is_two_launchers() -> None:
+    text = ("[default0]:Traceback (most recent call last):\n"
+            "[default0]:  File \"/home/user/job/train.py\", line 90, in <module>\n"
+            "[default0]:    mp.spawn(worker, args=(cfg,), nprocs=2)\n"
+            "[default0]:  File \"/home/user/venv/lib/python3.11/site-packages/torch/multiprocessing/spawn.py\", "
+            "line 340, in spawn\n"
+            "[default0]:torch.multiprocessing.spawn.ProcessRaisedException: \n"
+            "[default0]:RuntimeError: Gloo connectFullMesh failed with [pair.h:311] Connect timeout [none]\n" + AGENT)
+    assert report(text).causes[0].id == "mixed-launchers"
+
+
+def test_a_torchrun_worker_whose_loader_uses_python_spawn_is_one_launcher() -> None:
+    text = ("[default0]:Traceback (most recent call last):\n"
+            "[default0]:  File \"/usr/lib/python3.11/multiprocessing/spawn.py\", line 122, in spawn_main\n"
+            "[default0]:    exitcode = _main(fd, parent_sentinel)\n"
+            "[default0]:RuntimeError: DataLoader worker (pid 40120) exited unexpectedly with exit code 1.\n" + AGENT)
+    assert "mixed-launchers" not in evidence(text)
