@@ -9,7 +9,10 @@ least) and wall time, in three settings:
 - no bytecode: this checkout's own modules compiled from source on every run, the standard library
   and the virtual environment's still cached (this machine's PYTHONDONTWRITEBYTECODE=1);
 - bytecode, no start-up cache: DISTDOCTOR_NO_CACHE=1, so the knowledge base is parsed and checked
-  and the scan plan built again (what the first run after a change of the knowledge files pays).
+  and the scan plan built again (what the first run after a change of the knowledge files pays);
+- bytecode, incident store: a state folder whose incident history holds one incident (a session
+  recorded these logs), so the failure is looked up there ("seen before"); the other settings have
+  no store and no session, so nothing is looked up.
 
     python tests/bench/bench_logs_startup.py [--rounds 7] [--profile] [--checkout DIR]
 
@@ -97,11 +100,13 @@ def main() -> int:
             shutil.rmtree(cold + tree, ignore_errors=True)
         without_pyc = dict(base, PYTHONPYCACHEPREFIX=cold, PYTHONDONTWRITEBYTECODE="1")
         no_cache = dict(with_pyc, DISTDOCTOR_NO_CACHE="1")
+        with_store = dict(with_pyc, XDG_STATE_HOME=os.path.join(work, "state-store"))
+        _run([*logs_argv, "--session", "bench"], with_store)  # the store, its incident and the start-up cache
         print(f"distdoctor logs ({checkout}) on 2 ranks, {size / 1e3:.0f} KB (realistic mix); best of {args.rounds}; "
               f"load now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         rows = []
         for label, env in (("bytecode", with_pyc), ("no bytecode (this checkout)", without_pyc),
-                           ("bytecode, no start-up cache", no_cache)):
+                           ("bytecode, no start-up cache", no_cache), ("bytecode, incident store", with_store)):
             ref_cpu, ref_wall = _best(ref_argv, env, args.rounds)
             cpu, wall = _best(logs_argv, env, args.rounds)
             rows.append((label, cpu / ref_cpu))
