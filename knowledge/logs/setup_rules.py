@@ -12,6 +12,7 @@ from .collect import Collector
 from .records import Hit
 from .tally import Scores
 from .timeline import RankLine
+from .tocollect import barrier_count
 from .view import View
 
 
@@ -202,6 +203,22 @@ def launch_rules(view: View, s: Scores) -> None:
         # both halves of the mechanism in the job's own lines: evidence, not a lead
         s.add("mixed-launchers", 3.5, tr("a launcher started the job and the script spawns its own "
               "processes too"), launcher[:1] + spawn[:1], rule="DL701")
+    over = barrier_count(view)
+    if over and over[1] > over[2]:
+        # torch's store-based barrier counts every process that adds to its key: more than the world
+        # size means processes outside this world joined its store under the same group, two rank
+        # numberings in one rendezvous (GUIDE 3.2); with the script's own spawn, the launcher's
+        # copies each started a world of their own.
+        hit, n, m = over
+        if spawn:
+            s.add("mixed-launchers", 4.0, tr("{n} processes joined the store-based barrier of a world of {m}, and the "
+                  "script spawns its own: each launched copy spawned a world of its own", n=str(n), m=str(m)),
+                  [hit] + spawn[:1], rule="DL705")
+        else:
+            s.add("rank-env-mismatch", 4.0, tr("{n} processes joined the store-based barrier of a world of {m}: more "
+                  "processes started than the world size says", n=str(n), m=str(m)), [hit], rule="DL705")
+        s.against["collective-timeout"].append(tr("the barrier counted more processes than the world size: "
+                                                  "none was missing from it"))
     taken, server = view.hits_with("port-taken"), view.hits_with("store-server")
     if taken and server:
         # GUIDE 3.2: the store's port taken while this job's own store server (in these logs) waited

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..i18n import t as tr
 from ..lazyre import lazy
+from .records import Hit
 from .timeline import RankLine
 from .view import View
 
@@ -16,6 +17,13 @@ _JOINED = lazy(r"(?P<n>\d{1,7})/(?P<m>\d{1,7}) clients joined")
 # the store-based barrier's count (distributed_c10d.py _store_based_barrier), in its signatures' lines
 BARRIER_SIGS = ("store-barrier-count", "store-barrier-waiting")
 _BARRIER = lazy(r"world_size=(?P<m>\d{1,7}), (?:worker_count|num_workers_joined)=(?P<n>\d{1,7})")
+
+
+def barrier_count(view: View) -> tuple[Hit, int, int] | None:
+    """The first store-based barrier count in the logs: its line, how many processes had joined,
+    and the world size the barrier waited for."""
+    return next(((h, int(m.group("n")), int(m.group("m"))) for sid in BARRIER_SIGS
+                 for h in view.col.hits.get(sid, ()) for m in [_BARRIER.search(h.text)] if m), None)
 
 
 def store_collect(view: View, who: dict[str, Any] | None) -> list[str]:
@@ -32,12 +40,11 @@ def store_collect(view: View, who: dict[str, Any] | None) -> list[str]:
         out.append(tr("the logs of every rank: a rank waited in the store for {keys}; the rank that never "
                       "wrote its key is the late one (or was never started)",
                       keys=", ".join(keys[:4]) + (tr(" and {n} more", n=len(keys) - 4) if len(keys) > 4 else "")))
-    barrier = next((m for sid in BARRIER_SIGS for h in view.col.hits.get(sid, ())
-                    for m in [_BARRIER.search(h.text)] if m), None)
-    if barrier:
+    barrier = barrier_count(view)
+    if barrier and barrier[1] < barrier[2]:
         out.append(tr("the logs of every rank, or a stack of each (distdoctor stacks, py-spy dump): only {n} of "
                       "{m} ranks reached the store-based barrier; the rank missing from it is late or gone, and "
-                      "its own lines say which and why", n=barrier.group("n"), m=barrier.group("m")))
+                      "its own lines say which and why", n=str(barrier[1]), m=str(barrier[2])))
     joined = next((m for h in view.hits_with("store-server") for m in [_JOINED.search(h.text)] if m), None)
     if joined:
         out.append(tr("the logs of every rank: only {n} of {m} processes reached the store; the others never "

@@ -137,3 +137,24 @@ def test_a_torchrun_worker_whose_loader_uses_python_spawn_is_one_launcher() -> N
             "[default0]:    exitcode = _main(fd, parent_sentinel)\n"
             "[default0]:RuntimeError: DataLoader worker (pid 40120) exited unexpectedly with exit code 1.\n" + AGENT)
     assert "mixed-launchers" not in evidence(text)
+
+
+# --- more processes in the store-based barrier than the world size: two numberings in one rendezvous ------
+
+def _barrier(world: int, count: int) -> str:
+    return ("RuntimeError: Timed out initializing process group in store based barrier on rank: 1, for key: "
+            f"store_based_barrier_key:1 (world_size={world}, worker_count={count}, timeout=0:30:00)\n")
+
+
+SPAWNED = ("  File \"/home/user/venv/lib/python3.11/site-packages/torch/multiprocessing/spawn.py\", line 90, in _wrap\n"
+           "    fn(i, *args)\n")
+
+
+def test_a_barrier_counting_more_than_the_world_with_a_spawn_is_two_launchers() -> None:
+    assert evidence(SPAWNED + _barrier(2, 4))[:1] == ["mixed-launchers"]
+    assert evidence(_barrier(2, 4))[:1] == ["rank-env-mismatch"]
+
+
+def test_a_barrier_counting_fewer_than_the_world_is_a_late_rank() -> None:
+    for text in (SPAWNED + _barrier(4, 3), _barrier(4, 3)):
+        assert not {"mixed-launchers", "rank-env-mismatch"} & set(evidence(text))
