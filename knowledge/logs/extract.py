@@ -271,6 +271,10 @@ STORE_WAIT = lazy(r"(?:(?:\bdoWait|\b[Ww]ait) timeout after \d+ ?ms, keys|Wait t
 # a frame of a store wait or get in the traceback before a bare "Socket Timeout"
 STORE_FRAME = lazy(r"TCPStore::(?:doWait|wait|doGet|get)\b|\bstore\.(?:wait|get)\(|in _store_based_barrier\b"
                          r"|elastic/utils/store\.py\"")
+# c10::Error prints where it was raised after its message ("Socket Timeout\nException raised from
+# doWait at ../torch/csrc/distributed/c10d/TCPStore.cpp:445 (most recent call first):"): the
+# message just before this line came from the store's wait or get
+RAISED_IN_STORE = lazy(r"Exception raised from (?:doWait|wait|doGet|get|waitForInput)\b.{0,20} at \S*(?:TCPStore|socket)\.cpp:")
 # a key that names the rank that writes it: `/index/rank1`, `rank_3`, `ready/worker-2`
 KEY_RANK = lazy(r"(?:^|[/_.:-])(?:rank|worker)[_-]?(?P<r>\d{1,6})$", re.I)
 

@@ -86,6 +86,13 @@ def _store_wait(col: Collector, line: int, text: str, who: x.Who, key: str) -> N
     f = col.file
     assert f is not None
     keys = x.store_keys(text)
+    if keys is None and x.RAISED_IN_STORE.search(text):
+        # the provenance line follows the message it belongs to (within the line or two a paste keeps)
+        prev = next((e for e in reversed(col.exceptions[-4:]) if e.hit.file == f.name
+                     and 0 < line - e.hit.line <= 2 and "Socket Timeout" in e.message), None)
+        if prev is not None and len(col.store_waits) < MAX_HITS and all(w.hit is not prev.hit for w in col.store_waits):
+            col.store_waits.append(StoreWait(prev.hit.rank, (), prev.hit))
+        return
     if keys is None and x.STORE_FRAME.search(text):
         f.store_frame[key] = line
         return
@@ -293,8 +300,9 @@ TABLE: tuple[Extractor, ...] = (
     # a store wait that gave up: the exception line that lists the keys, or a "Socket Timeout"
     # after a store frame (the frames come with x-user-frame's lines, "Socket Timeout" with a signature's)
     Extractor("x-store-wait", ("ait timeout", "key(s)", "Socket Timeout", "TCPStore::", "store.wait(",
-                               "store.get(", "_store_based_barrier", "utils/store.py"), EVENT, _store_wait,
-              r"ait timeout after \d+ ?ms, keys|Wait timeout for key\(s\)|\bstore\.(?:wait|get)\(|in _store_based_barrier\b"),
+                               "store.get(", "_store_based_barrier", "utils/store.py", "Exception raised from "),
+              EVENT, _store_wait, r"ait timeout after \d+ ?ms, keys|Wait timeout for key\(s\)|\bstore\.(?:wait|get)\("
+              r"|in _store_based_barrier\b|Exception raised from \w+ at "),
     # a logging record at WARNING level may print the traceback after it (logged, not raised)
     Extractor("x-log-warning", ("WARNING",), EVENT, _warning, r"WARNING"),
     Extractor("x-exception", (x.TRACEBACK, "Error", "Exception", "Interrupt", "Failure"), EVENT,

@@ -158,3 +158,23 @@ def test_a_barrier_counting_more_than_the_world_with_a_spawn_is_two_launchers() 
 def test_a_barrier_counting_fewer_than_the_world_is_a_late_rank() -> None:
     for text in (SPAWNED + _barrier(4, 3), _barrier(4, 3)):
         assert not {"mixed-launchers", "rank-env-mismatch"} & set(evidence(text))
+
+
+# --- c10::Error says where it was raised after its message: a Socket Timeout from the store's wait -------
+
+def _socket_timeout(raised_from: str) -> str:
+    return ("[rank1]: Traceback (most recent call last):\n"
+            "[rank1]:   File \"/home/user/job/train.py\", line 40, in <module>\n"
+            "[rank1]: RuntimeError: Socket Timeout\n"
+            f"[rank1]: Exception raised from {raised_from} (most recent call first):\n")
+
+
+def test_a_socket_timeout_raised_from_the_stores_wait_is_a_wait() -> None:
+    r = report(_socket_timeout("doWait at ../torch/csrc/distributed/c10d/TCPStore.cpp:445"))
+    assert "network-unreachable" not in [c.id for c in r.causes if c.basis == "evidence"]
+    assert [c.id for c in r.causes if c.basis == "evidence"][:1] == ["collective-timeout"]
+
+
+def test_a_socket_timeout_raised_from_a_connect_is_the_network() -> None:
+    assert evidence(_socket_timeout("connect at ../torch/csrc/distributed/c10d/socket.cpp:612"))[:1] == \
+        ["network-unreachable"]
