@@ -74,6 +74,14 @@ class _CellLines:
     """Help wrapped by display width (a CJK character takes two cells: i18n.wrap); text of
     ASCII only takes argparse's own path, unchanged."""
 
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        # argparse makes a formatter at every add_argument only to check a metavar, and with no
+        # width HelpFormatter asks shutil for the terminal's: ~2 ms of every command that prints
+        # no help (shutil imports zlib, bz2 and lzma). It is asked in format_help, as HelpFormatter does.
+        super().__init__(prog, indent_increment, max_help_position, 0 if width is None else width)  # type: ignore[call-arg]
+        self._asked = (max_help_position, width)
+
     def _split_lines(self, text: str, width: int) -> list[str]:
         if text.isascii():
             return super()._split_lines(text, width)  # type: ignore[misc]
@@ -89,6 +97,12 @@ class _CellLines:
         return super()._format_usage(usage, actions, groups, stand_in).replace(stand_in, real, 1)  # type: ignore[misc]
 
     def format_help(self) -> str:
+        max_help_position, width = self._asked
+        if width is None:  # HelpFormatter.__init__'s default width, found now (see __init__)
+            import shutil
+
+            self._width = shutil.get_terminal_size().columns - 2
+            self._max_help_position = min(max_help_position, max(self._width - 20, self._indent_increment * 2))
         # argparse ends a section's heading with an ASCII colon ("options:"); a heading in
         # Chinese takes the full-width one (a heading is the only unindented line ending so)
         text = super().format_help()  # type: ignore[misc]
@@ -188,7 +202,9 @@ def build_parser(with_commands: bool = True, only: str | None = None) -> Parser:
     if not with_commands:
         parser.set_defaults(command=None)
         return parser
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    # prog: what argparse would find by formatting the usage of the top parser's positionals
+    # (it has none), which would ask for the terminal's width (_CellLines.__init__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser, prog=parser.prog)
     only = REGISTERED_BY.get(only or "", only)
     for name in (only,) if only in COMMANDS else COMMANDS:
         importlib.import_module(f"distdoctor.tui.commands.{name}").register(sub)
