@@ -159,6 +159,9 @@ NCCL_TESTS_RANK = lazy(r"^#\s+Rank\s+(?P<r>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s
 # NCCL's peer-to-peer between them goes over PCIe, where it is absent, disabled by the driver
 # (GeForce RTX 40) or broken by ACS/IOMMU (GUIDE 2.4, 5).
 PCIE_GPU = lazy(r"GeForce|TITAN|Quadro|RTX A\d|RTX \d{4}|Tesla [KMPT]\d|\b(?:A10|A16|A2|A40|L4|L40S?|T4)\b")
+# a GPU row of `nvidia-smi topo -m` pasted with the log: its link cells up to the affinity columns
+# (NIC columns carry PCIe codes too; NV# appears only between GPUs joined by NVLink)
+TOPO_ROW = lazy(r"^\s*GPU(?P<i>\d{1,3})\s+(?P<cells>(?:(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)\s+)+)")
 VIRTUAL_IF = lazy(r"^(?:lo|docker\d*|virbr\d*|veth\w*|br-[0-9a-f]+|cni\d*|flannel[\w.]*|cali\w+)$")
 UNROUTABLE_ADDR = lazy(r"^(?:127\.|169\.254\.|::1$|fe80:)")
 

@@ -183,6 +183,13 @@ def _gpu(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
         col.rank_hosts[t.group("r")] = t.group("host")
 
 
+def _topo_row(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
+    m = x.TOPO_ROW.match(text)
+    if m:
+        link = "nvlink" if "NV" in m.group("cells") else "pcie"
+        col.fact(key, "topo:GPU" + m.group("i"), link, line, text, who)
+
+
 def _cuda_driver(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
     m = x.CUDA_DRIVER.search(text)
     if m:
@@ -314,6 +321,9 @@ TABLE: tuple[Extractor, ...] = (
     # GPU listings: one line a GPU
     Extractor("x-gpu-model", ("NVIDIA ", "Tesla ", "Quadro ", "TITAN "), EVENT, _gpu,
               r"NVIDIA [A-Z]|Tesla [A-Z]\d|Quadro |TITAN "),
+    # a pasted `nvidia-smi topo -m`: one fact a GPU row, its links PCIe only or with NVLink
+    Extractor("x-topo-row", ("GPU",), EVENT, _topo_row, r"^\s*GPU\d{1,3}\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)\s",
+              x.TOPO_ROW),
     Extractor("x-cuda-driver", ("cudaDriverVersion",), FACT, _cuda_driver, r"cudaDriverVersion \d"),
     Extractor("x-using", (": Using ",), FACT, _using, r"(?:Bootstrap|NET/Socket|NET/IB|NET) ?: Using "),
     Extractor("x-network", ("Using network",), FACT, _network, r"Using network \w"),

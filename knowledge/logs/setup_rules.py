@@ -262,15 +262,24 @@ def hardware_rules(view: View, s: Scores, hang: bool | None) -> None:
     and when the logs show P2P was off (NCCL_P2P_DISABLE, or channels set up without P2P)."""
     if not hang:
         return
+    rows = {(k, f): v for k, facts in view.facts.items() for f, v in facts.items() if f.startswith("topo:GPU")}
+    if "nvlink" in rows.values():
+        return  # a pasted topology matrix joins GPUs by NVLink
     pcie = {m: hs for m, hs in view.col.gpus.items() if x.PCIE_GPU.search(m)}
-    if not pcie or len(pcie) < len(view.col.gpus):
-        return  # no PCIe-only model, or a mix (an NVLink board's lines decide nothing here)
-    n = max(len({h.line for h in hs}) for hs in pcie.values())
-    if max(n, view.col.world, len(view.col.rank_hosts)) < 2:
+    if len(pcie) < len(view.col.gpus) or not pcie and len({f for _k, f in rows}) < 2:
+        return  # a mix of models (an NVLink board's lines decide nothing here), or nothing says PCIe only
+    n = max((len({h.line for h in hs}) for hs in pcie.values()), default=0)
+    if max(n, view.col.world, len(view.col.rank_hosts), len({f for _k, f in rows})) < 2:
         return
     chans = {k for kinds in view.channels.values() for k in kinds}
     off = any(f.get("env:NCCL_P2P_DISABLE") == "1" for f in view.facts.values())
     if off or (chans and not any(k.startswith("P2P") for k in chans)):
+        return
+    if not pcie:  # the matrix alone: it never names the model (GUIDE 5)
+        s.add("p2p-unsupported", 1.5, tr("the pasted topology matrix joins the GPUs over PCIe only (no NVLink): "
+              "peer-to-peer there is absent, disabled by the driver or broken by ACS/IOMMU, and a hang is how it "
+              "shows (nvidia-smi topo -p2p r tells which; confirm with NCCL_P2P_DISABLE=1)"),
+              [view.fact_hits[k] for k in sorted(rows)[:2] if k in view.fact_hits], "facts", rule="DL801")
         return
     model = max(pcie, key=lambda m: len(pcie[m]))
     s.add("p2p-unsupported", 1.5, tr("{model} GPUs talk over PCIe only: peer-to-peer there is absent, "

@@ -178,3 +178,23 @@ def test_a_socket_timeout_raised_from_the_stores_wait_is_a_wait() -> None:
 def test_a_socket_timeout_raised_from_a_connect_is_the_network() -> None:
     assert evidence(_socket_timeout("connect at ../torch/csrc/distributed/c10d/socket.cpp:612"))[:1] == \
         ["network-unreachable"]
+
+
+# --- a pasted `nvidia-smi topo -m` is context: PCIe-only GPUs in a hang lead to P2P ------------------------
+
+def _matrix(link: str) -> str:
+    return ("        GPU0    GPU1    CPU Affinity    NUMA Affinity\n"
+            f"GPU0     X      {link}    0-31            0\n"
+            f"GPU1    {link}     X      0-31            0\n")
+
+
+def test_a_pasted_pcie_only_matrix_in_a_hang_leads_to_p2p() -> None:
+    causes = report("the first all_reduce never returns; both GPUs at 100%\n" + _matrix("PHB"), "hang").causes
+    assert causes[0].id == "p2p-unsupported" and causes[0].basis == "facts"
+    assert _diagnosis(_matrix("SYS"), "hang").confidence == "unknown"
+
+
+def test_a_pasted_nvlink_matrix_says_nothing_of_p2p() -> None:
+    causes = report("the first all_reduce never returns; both GPUs at 100%\n" + _matrix("NV4 "), "hang").causes
+    assert "p2p-unsupported" not in [c.id for c in causes if c.basis != "prior"]
+    assert "p2p-unsupported" not in [c.id for c in report(_matrix("PHB"), "error").causes if c.basis != "prior"]
