@@ -9,7 +9,6 @@ from distdoctor.knowledge.printable import clean_block
 
 from ..errors import UsageError
 from . import common
-from .logs_text import render
 
 KIND = "logs"
 DESCRIPTION = """\
@@ -98,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         common.print_json(data)
     else:
+        from .logs_text import render  # not for --json: it brings shutil and ~1 ms of its own
+
         sys.stdout.write(clean_block(render(data, kb, top=args.top)))  # nothing raw from the logs
     return diagnosis.exit_code
 
