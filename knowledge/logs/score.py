@@ -429,6 +429,9 @@ def refine(kb: KnowledgeBase, view: View, symptom: str | None) -> str | None:
         if failing and all("catch-all" in view.sigs[sid].tags for sid in failing) \
                 and "error-unhandled" in kb.symptoms:
             return "error-unhandled"
+        if symptom and failing and all("wait" in view.sigs[sid].tags for sid in failing) \
+                and "error-watchdog" in kb.symptoms:
+            return "error-watchdog"
         return symptom
     if symptom != "hang":
         return symptom

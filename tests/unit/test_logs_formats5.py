@@ -198,3 +198,23 @@ def test_a_pasted_nvlink_matrix_says_nothing_of_p2p() -> None:
     causes = report("the first all_reduce never returns; both GPUs at 100%\n" + _matrix("NV4 "), "hang").causes
     assert "p2p-unsupported" not in [c.id for c in causes if c.basis != "prior"]
     assert "p2p-unsupported" not in [c.id for c in report(_matrix("PHB"), "error").causes if c.basis != "prior"]
+
+
+# --- an error whose only failure lines are waits is a watchdog timeout (GUIDE 5, step 1) -------------------
+
+WATCHDOG = ("[rank1]:[E1202 10:00:00.000000 40111 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=41, OpType=ALLGATHER, NumelIn=1, NumelOut=2, Timeout(ms)=600000) "
+            "ran for 600094 milliseconds before timing out.\n")
+
+
+def test_an_error_of_waits_alone_takes_the_watchdogs_priors() -> None:
+    r = report(WATCHDOG)
+    priors = [c.id for c in r.causes if c.basis == "prior"]
+    assert "version-mismatch" not in priors[:3] and priors[:1] == ["rank-crash-deadlock"]
+
+
+def test_an_error_with_a_failure_of_its_own_keeps_the_errors_priors() -> None:
+    r = report(WATCHDOG + "[rank0]: RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, "
+               "NCCL version 2.18.1\n[rank0]: ncclSystemError: System call (e.g. socket, malloc) or external library "
+               "call failed or device error.\n")
+    assert [c.id for c in r.causes if c.basis == "prior"][:1] == ["version-mismatch"]
