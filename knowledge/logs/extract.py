@@ -322,11 +322,32 @@ LAUNCHER_EXC = frozenset({"ChildFailedError", "SignalException", "ProcessRaisedE
 AGENT_HEADER = lazy(r"^\s*\[?[IWEF]\d{4} [\d:.]+ +\d+ [^\]\s]*torch/distributed/(?:elastic|run\.py)[^\]\s]*\]")
 
 
+# the end of a JSON string: the first quote no backslash escapes
+_JSON_STR = lazy(r'(?:[^"\\]|\\.)*')
+
+
+def json_traceback_end(text: str) -> str | None:
+    """The last line of a traceback that a JSON record holds in one string field (logging's JSON
+    formatters escape its newlines: `"exc": "Traceback (most recent call last):\\n ...\\nValueError:
+    x\\n"`), unescaped; None when the line is no such record."""
+    i = text.rfind(TRACEBACK)
+    if text.lstrip()[:1] != "{" or i < 0 or "\\n" not in text[i:]:
+        return None
+    for part in reversed(text[i:].split("\\n")):
+        body = _JSON_STR.match(part).group(0).replace('\\"', '"').replace("\\\\", "\\").strip()  # type: ignore[union-attr]
+        if body:
+            return body
+    return None
+
+
 def exception(text: str) -> tuple[str, str] | None:
     """(type, message) when the line is the last line of a traceback, else None (also for a
-    traceback torchrun's agent logged under its glog header: the launcher's own record)."""
+    traceback torchrun's agent logged under its glog header: the launcher's own record). A JSON
+    record holding a whole traceback reads as that traceback's last line."""
     if text[:1] in "IWEF[ " and AGENT_HEADER.match(text):
         return None
+    if text[:1] == "{" or text[:1] == " " and text.lstrip()[:1] == "{":
+        text = json_traceback_end(text) or text
     text = strip_lead(text)
     body = _PREFIXES.sub("", text, count=1) if text[:1] in "[0123456789 " else text
     body = strip_lead(body).strip()  # a glog header after the launcher's prefix

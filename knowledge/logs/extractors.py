@@ -124,6 +124,8 @@ def _traceback_or_exception(col: Collector, line: int, text: str, who: x.Who, ke
             f.logged_open = line
         elif f.logged and line - f.logged[-1][1] <= x.CHAIN_GAP:
             f.logged_open = f.logged[-1][0]
+        if x.json_traceback_end(text) is not None:  # a JSON record holds the whole traceback: its end too
+            col.exception(line, text, who, key)
     else:
         col.exception(line, text, who, key)
 

@@ -218,3 +218,35 @@ def test_an_error_with_a_failure_of_its_own_keeps_the_errors_priors() -> None:
                "NCCL version 2.18.1\n[rank0]: ncclSystemError: System call (e.g. socket, malloc) or external library "
                "call failed or device error.\n")
     assert [c.id for c in r.causes if c.basis == "prior"][:1] == ["version-mismatch"]
+
+
+# --- a JSON-lines record holding a whole traceback in one field ends with that traceback's exception --------
+
+def _json_record(exc: str) -> str:
+    return ('{"ts": "2026-12-02 10:00:09,144", "level": "CRITICAL", "rank": 0, "logger": "train", '
+            '"msg": "uncaught exception", "exc": ' + exc + '}\n')
+
+
+GLOO_WAIT = ('"Traceback (most recent call last):\\n  File \\"/home/user/job/train.py\\", line 194, in worker\\n'
+             '    loss.backward()\\nRuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] '
+             'Timed out waiting 8000ms for recv operation to complete\\n"')
+
+
+def test_a_json_record_with_a_traceback_reads_as_its_last_line() -> None:
+    from distdoctor.knowledge.logs import extract as x
+    assert x.exception(_json_record(GLOO_WAIT).strip())[0] == "RuntimeError"
+    assert x.exception(_json_record('"Traceback (most recent call last):\\nValueError: bad \\"q\\""').strip()) == \
+        ("ValueError", 'bad "q"')
+
+
+def test_the_one_rank_present_in_json_names_its_late_peer() -> None:
+    text = ('{"ts": "2026-12-02 10:00:01,000", "level": "INFO", "rank": 0, "msg": "process group ready: rank 0/2"}\n'
+            "epoch 0 step 2/6 loss 0.7225\n" + _json_record(GLOO_WAIT))
+    r = analyse_text(text, KB, name="rank0.log", symptom="hang")
+    assert r.culprit is not None and r.culprit["ranks"] == ["1"] and r.culprit.get("inferred")
+
+
+def test_a_json_record_that_only_mentions_an_error_is_no_exception() -> None:
+    from distdoctor.knowledge.logs import extract as x
+    assert x.exception(_json_record('"retrying after RuntimeError: busy"').strip()) is None
+    assert x.exception(_json_record('"see Traceback (most recent call last) in the docs"').strip()) is None
