@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 
 DEFAULT_URL = "http://127.0.0.1:25999"
@@ -25,7 +26,7 @@ _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent c
 _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.+)$')
 
 
-class DebugServerError(Exception):
+class DebugServerError(InputError):
     """The debug server could not be asked (not running, refused, timed out, not its page)."""
 
 

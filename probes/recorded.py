@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 
 from .base import Probe, ProbeContext, unavailable
@@ -23,7 +24,7 @@ HOST_FILES = ("hostname", "sos_commands/host/hostname", "sos_commands/general/ho
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,253}$")
 
 
-class RecordedNodeError(Exception):
+class RecordedNodeError(InputError):
     """The folder cannot be read as a node; the message is one line."""
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 
 # what probes/hardware and probes/recorded.py read, relative to the report's top folder
@@ -28,7 +29,7 @@ TOP_LEVEL = ("sos_commands", "proc", "etc", "var", "sys", "hostname")
 SUFFIXES = (".tar", ".tar.xz", ".txz", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2")
 
 
-class ArchiveError(Exception):
+class ArchiveError(InputError):
     """The archive cannot be read; the message is one line."""
 
 

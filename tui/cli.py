@@ -12,11 +12,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from distdoctor.knowledge import i18n
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 from distdoctor.knowledge.printable import clean
 
 from . import startup  # installed by tui/__init__.py; main() hands Ctrl-C back (startup.ready)
-from .errors import UsageError
 
 # At exit, after every other exit handler (registered first, run last): the interpreter's final
 # collections would walk every object the command made (the knowledge base, the modules) to find
@@ -287,7 +287,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         finally:
             from .commands.common import flush_notes
             flush_notes()  # e.g. "not saved to session ...": after the result, whatever happened
-    except UsageError as exc:
+    except InputError as exc:  # UsageError and every probe's bad-input error: the one mapping
         # one line, whatever a file name in it holds (the one sanitiser: knowledge/printable.py)
         print(t("distdoctor: error: {error}", error=clean(str(exc), 4000)), file=sys.stderr)
         return 2

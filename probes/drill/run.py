@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 
 from ..repro.proctree import ProcessTree, free_port, port_is_free
@@ -36,7 +37,7 @@ _CLEAR = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", 
           "TORCHELASTIC_USE_AGENT_STORE", "TORCH_DISTRIBUTED_DEBUG")
 
 
-class DrillError(ValueError):
+class DrillError(InputError, ValueError):
     """The drill cannot start: unknown name, bad --nproc, unusable folder or interpreter."""
 
 

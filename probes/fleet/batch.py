@@ -8,6 +8,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 
 from ..runner import CommandResult, Runner, SubprocessRunner
@@ -17,7 +18,7 @@ _SRUN_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
 _SRUN_ERROR = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)$")
 
 
-class SlurmError(ValueError):
+class SlurmError(InputError, ValueError):
     """srun cannot be used here (no allocation); the message is one line."""
 
 

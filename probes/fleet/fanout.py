@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from distdoctor.knowledge.atomicfile import write_atomic
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 
 from ..runner import CommandResult, Runner, SubprocessRunner
@@ -186,7 +187,7 @@ def _fan_out_each(hosts: list[str], argv_of: Callable[[str], list[str]], tool: s
     return [results[h] for h in hosts]
 
 
-class KubectlError(ValueError):
+class KubectlError(InputError, ValueError):
     """The pods could not be listed; the message is one line."""
 
 

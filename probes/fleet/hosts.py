@@ -6,6 +6,7 @@ import re
 import stat
 from pathlib import Path
 
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 
 MAX_HOSTS = 100_000  # more than any cluster; a typo like node[1-99999999] must not eat memory
@@ -53,7 +54,7 @@ def ssh_destination(host: str) -> list[str]:
     return [host]
 
 
-class HostListError(ValueError):
+class HostListError(InputError, ValueError):
     """A host list that cannot be read; the message is one line."""
 
 

@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from distdoctor.knowledge.errors import InputError
+
 from ..base import Probe, ProbeContext, ProbeResult
 from ..sweep import run_sweep
 from .health import health_value
@@ -16,7 +18,7 @@ from .summary import jsonable, summarise, topology_summary
 DEADLINE_S = 8.0
 
 
-class SnapshotError(Exception):
+class SnapshotError(InputError):
     """The snapshot cannot be taken at all (no probe registry); the message is one line."""
 
 

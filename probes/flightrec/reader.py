@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.fswalk import walk
 from distdoctor.knowledge.i18n import t
 from distdoctor.knowledge.printable import clean, plain_text
@@ -29,7 +30,7 @@ MAX_FILES = 4096
 _RANK_NAME = re.compile(r"(\d+)(\.(json|pkl|pickle))?$")
 
 
-class DumpError(Exception):
+class DumpError(InputError):
     """A dump that cannot be read: one line naming the file and why."""
 
 

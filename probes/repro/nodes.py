@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from distdoctor.knowledge.errors import InputError
+
 from ..runner import CommandResult, Runner
 
 LAUNCH_PRESETS = {"ssh": "ssh -o BatchMode=yes {host} {command}",
@@ -45,7 +47,7 @@ sys.exit(0 if ok else 3)
 """
 
 
-class NodesInputError(ValueError):
+class NodesInputError(InputError, ValueError):
     """--nodes or --launch cannot be used; the message is one line."""
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 
 from ..runner import Runner, SubprocessRunner
@@ -59,7 +60,7 @@ _PROBE_CODE = (
 )
 
 
-class ReproInputError(ValueError):
+class ReproInputError(InputError, ValueError):
     """Bad input for a repro or a bisection; the message is one line for the user."""
 
 

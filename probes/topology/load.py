@@ -7,6 +7,7 @@ import stat
 import sys
 from pathlib import Path
 
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 
 from .model import Topology
@@ -26,7 +27,7 @@ NCCL_MARK = re.compile(r"(?<![\w.\-])[\w.\-]*:\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:I
 WHAT = ("expected `nvidia-smi topo -m` or `topo -p2p` output, NCCL topology XML or NCCL INFO lines")
 
 
-class TopologyInputError(ValueError):
+class TopologyInputError(InputError, ValueError):
     """An input that cannot be read as topology; the message is one line naming the problem."""
 
 

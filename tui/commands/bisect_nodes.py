@@ -31,16 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_nodes(args: argparse.Namespace) -> int:
-    from distdoctor.probes.fleet.hosts import HostListError, expand_hosts
-    from distdoctor.probes.repro import ReproInputError, parse_env
-    from distdoctor.probes.repro.nodes import NodesInputError, isolate, parse_nodes, run_subset
+    from distdoctor.probes.fleet.hosts import expand_hosts
+    from distdoctor.probes.repro import parse_env
+    from distdoctor.probes.repro.nodes import isolate, parse_nodes, run_subset
     from distdoctor.probes.runner import SubprocessRunner
 
-    try:
-        nodes = parse_nodes(args.nodes, expand_hosts)
-        env = parse_env(args.env)
-    except (NodesInputError, HostListError, ReproInputError) as exc:
-        raise UsageError(str(exc)) from None
+    nodes = parse_nodes(args.nodes, expand_hosts)
+    env = parse_env(args.env)
     if not (0 < args.timeout <= 3600):
         raise UsageError(t("--timeout must be above 0 and at most {most} seconds with --nodes", most=3600))
     if not (1024 <= args.master_port <= 65535 - 4 * len(nodes)):

@@ -128,12 +128,9 @@ def _recorded_root(args: argparse.Namespace):
     """--root as a checked folder, or None for this machine."""
     if not getattr(args, "root", None):
         return None
-    from distdoctor.probes.recorded import RecordedNodeError, recorded_root
+    from distdoctor.probes.recorded import recorded_root
 
-    try:
-        return recorded_root(args.root)
-    except RecordedNodeError as exc:
-        raise UsageError(str(exc)) from None
+    return recorded_root(args.root)
 
 
 def _recorded_probes() -> tuple[str, ...]:

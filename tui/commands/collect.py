@@ -54,12 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _recorded_root(path: str) -> Path:
-    from distdoctor.probes.recorded import RecordedNodeError, recorded_root
+    from distdoctor.probes.recorded import recorded_root
 
-    try:
-        return recorded_root(path)
-    except RecordedNodeError as exc:
-        raise UsageError(str(exc)) from None
+    return recorded_root(path)
 
 
 def interpreter(path: str | None) -> str:
@@ -74,22 +71,19 @@ def interpreter(path: str | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from distdoctor.probes.base import ProbeContext
-    from distdoctor.probes.fleet import SnapshotError, snapshot
+    from distdoctor.probes.fleet import snapshot
 
     root = _recorded_root(args.root) if args.root else None
     ctx = ProbeContext(python=interpreter(args.python))
     kb = knowledge(args)
-    try:
-        if root is None:
-            doc = snapshot(ctx, kb)
-        else:
-            from distdoctor.probes.recorded import recorded_context, recorded_host, recorded_probes
-            from distdoctor.probes.registry import PROBES
+    if root is None:
+        doc = snapshot(ctx, kb)
+    else:
+        from distdoctor.probes.recorded import recorded_context, recorded_host, recorded_probes
+        from distdoctor.probes.registry import PROBES
 
-            doc = snapshot(recorded_context(root), kb, probes=recorded_probes(PROBES))
-            doc["host"] = recorded_host(root)  # the recorded node's name, not this machine's
-    except SnapshotError as exc:
-        raise UsageError(str(exc)) from None
+        doc = snapshot(recorded_context(root), kb, probes=recorded_probes(PROBES))
+        doc["host"] = recorded_host(root)  # the recorded node's name, not this machine's
     # a snapshot is made to be copied between machines: redacted as a report is, names kept
     from ..record.redact import redact
     doc = redact(doc)

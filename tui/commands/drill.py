@@ -106,12 +106,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_drill_command(args: argparse.Namespace) -> int:
-    from distdoctor.probes.drill import DrillError, check_request
+    from distdoctor.probes.drill import check_request
 
-    try:
-        check_request(args.name, args.nproc, args.timeout)
-    except DrillError as exc:
-        raise UsageError(str(exc)) from None
+    check_request(args.name, args.nproc, args.timeout)
     if args.record:
         target = Path(args.record)
         if target.exists() and (not target.is_dir() or any(target.iterdir())):

@@ -183,14 +183,11 @@ def _no_action(args: argparse.Namespace) -> int:
 # ---- collect ----------------------------------------------------------------------------------
 
 def _hosts(args: argparse.Namespace) -> tuple[str, ...]:
-    from distdoctor.probes.fleet import HostListError, expand_hosts, read_hostfile
+    from distdoctor.probes.fleet import expand_hosts, read_hostfile
 
-    try:
-        if args.hostfile:
-            return tuple(read_hostfile(args.hostfile))
-        return tuple(expand_hosts(args.hosts)) if args.hosts else ()
-    except HostListError as exc:
-        raise UsageError(str(exc)) from None
+    if args.hostfile:
+        return tuple(read_hostfile(args.hostfile))
+    return tuple(expand_hosts(args.hosts)) if args.hosts else ()
 
 
 def _options(args: argparse.Namespace, action: str = "collect") -> Any:

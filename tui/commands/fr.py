@@ -98,7 +98,6 @@ def _evidence_from(args: argparse.Namespace) -> tuple[dict[str, Any] | None, dic
 
 def run(args: argparse.Namespace) -> int:
     from distdoctor.probes.flightrec import (
-        DumpError,
         as_evidence,
         cross_check,
         cross_check_logs,
@@ -107,10 +106,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     stacks, logs = _evidence_from(args)
-    try:
-        result = read_and_analyse(_live(args.paths))
-    except DumpError as exc:
-        raise UsageError(str(exc)) from None
+    result = read_and_analyse(_live(args.paths))
     data = to_json(result)
     checks = cross_check(result, stacks) + cross_check_logs(result, logs)
     common.record(args, KIND, {**data, "evidence": as_evidence(result), "paths": args.paths,
@@ -130,7 +126,7 @@ def _live(paths: list[str]) -> list[str]:
     import tempfile
     from pathlib import Path
 
-    from distdoctor.probes.debugserver import DebugServerError, flight_recorder
+    from distdoctor.probes.debugserver import flight_recorder
 
     out = []
     for p in paths:
@@ -138,11 +134,8 @@ def _live(paths: list[str]) -> list[str]:
             out.append(p)
             continue
         folder = Path(tempfile.mkdtemp(prefix="distdoctor-fr-"))
-        try:
-            if not flight_recorder(p, folder):
-                raise UsageError(t("{url}: no rank answered with a Flight Recorder", url=p))
-        except DebugServerError as exc:
-            raise UsageError(str(exc)) from None
+        if not flight_recorder(p, folder):
+            raise UsageError(t("{url}: no rank answered with a Flight Recorder", url=p))
         out.append(str(folder))
     return out
 

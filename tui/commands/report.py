@@ -116,15 +116,12 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 def run(args: argparse.Namespace) -> int:
     from ..record.report import export_report
-    from ..record.session import SessionError, SessionStore
+    from ..record.session import SessionStore
 
     fmt = _format(args)
     store = SessionStore()
-    try:
-        record = store.load(args.id)
-        mapping = store.pseudonyms_path(record.get("id") or args.id)
-    except SessionError as exc:
-        raise UsageError(str(exc)) from None
+    record = store.load(args.id)
+    mapping = store.pseudonyms_path(record.get("id") or args.id)
     # --lang (before or after `report`) chooses; else the session's language when it records one
     lang = getattr(args, "lang", None) or record.get("lang")
     if lang in ("en", "zh"):  # the knowledge texts and the renderers follow it (knowledge/i18n.py)

@@ -112,30 +112,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _prepare(args: argparse.Namespace, kb: Any) -> tuple[Any, Any]:
     """(options, python info); every input problem becomes a UsageError."""
-    from distdoctor.probes.repro import ReproInputError, ReproOptions, check_python, parse_env
+    from distdoctor.probes.repro import ReproOptions, check_python, parse_env
 
     from ..record.session import SessionError, SessionStore
 
     if getattr(args, "session", None):
         store = SessionStore()
-        try:
-            store.path(args.session)  # a bad id is bad usage: nothing has run yet
-        except SessionError as exc:
-            raise UsageError(str(exc)) from None
+        store.path(args.session)  # a bad id is bad usage: nothing has run yet
         try:
             store.check_appendable(args.session)  # now, not after minutes of runs
         except SessionError as exc:
             # the run is still worth doing: its result is printed, only the saving is lost
             print(t("distdoctor: warning: {error}: the result will be printed, not saved", error=exc),
                   file=sys.stderr)
-    try:
-        opts = ReproOptions(nproc=args.nproc, nnodes=args.nnodes, backend=args.backend,
-                            python=args.python or "", timeout=args.timeout,
-                            env=parse_env(args.env),
-                            run_dir=Path(args.run_dir) if args.run_dir else None)
-        info = check_python(opts)
-    except ReproInputError as exc:
-        raise UsageError(str(exc)) from None
+    opts = ReproOptions(nproc=args.nproc, nnodes=args.nnodes, backend=args.backend,
+                        python=args.python or "", timeout=args.timeout,
+                        env=parse_env(args.env),
+                        run_dir=Path(args.run_dir) if args.run_dir else None)
+    info = check_python(opts)
     if opts.run_dir is not None:
         try:  # now, not after the first run has been set up
             opts.run_dir.mkdir(parents=True, exist_ok=True)
@@ -182,12 +176,8 @@ def _stop_signals() -> Iterator[None]:
 def _guarded(work: Callable[[threading.Event], Any]) -> tuple[Any, int]:
     """_in_thread, with an input problem found once the run starts (an unwritable run folder)
     reported as a one-line error."""
-    from distdoctor.probes.repro import ReproInputError
 
-    try:
-        return _in_thread(work)
-    except ReproInputError as exc:
-        raise UsageError(str(exc)) from None
+    return _in_thread(work)
 
 
 def _in_thread(work: Callable[[threading.Event], Any]) -> tuple[Any, int]:
@@ -340,18 +330,15 @@ def run_bisect_command(args: argparse.Namespace) -> int:
 
 def _bisect(args: argparse.Namespace, kb: Any) -> tuple[Any, int]:
     """The bisection itself: (BisectResult, the stopping signal or 0)."""
-    from distdoctor.probes.repro import ReproInputError, find_switch, plan, run_bisect, trials
+    from distdoctor.probes.repro import find_switch, plan, run_bisect, trials
 
     from .repro_view import Live
 
-    try:
-        for name in args.switch:
-            find_switch(kb, name)  # an unknown switch fails before the slow interpreter check
-        opts, info = _prepare(args, kb)
-        backend = info.backend_for(opts.backend)
-        trials(kb, backend, args.switch)  # a switch for the other backend: exit 2 too
-    except ReproInputError as exc:
-        raise UsageError(str(exc)) from None
+    for name in args.switch:
+        find_switch(kb, name)  # an unknown switch fails before the slow interpreter check
+    opts, info = _prepare(args, kb)
+    backend = info.backend_for(opts.backend)
+    trials(kb, backend, args.switch)  # a switch for the other backend: exit 2 too
     live = Live(enabled=not args.json or sys.stderr.isatty())
     for line in plan(opts, kb, backend, args.switch):
         live.say(t("plan: {line}", line=line))

@@ -10,7 +10,6 @@ from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t
 from distdoctor.knowledge.printable import clean
 
-from ..errors import UsageError
 from .common import add_common, print_json, wrap
 
 EPILOG = """\
@@ -47,13 +46,10 @@ def _when(stamp: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..record.session import SessionError, SessionStore
+    from ..record.session import SessionStore
 
     store = SessionStore()
-    try:
-        rows = store.summaries()
-    except SessionError as exc:
-        raise UsageError(str(exc)) from None
+    rows = store.summaries()
     store.remove_stale_tmp()  # half-written files of writers killed more than an hour ago
     for row in rows:
         row["created"], row["updated"] = _when(row["created"]), _when(row["updated"])

@@ -56,17 +56,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def collect(args: argparse.Namespace) -> dict[str, Any] | str:
     """The topology facts, or the reason the live machine has none (a string)."""
-    from distdoctor.probes.topology import TopologyInputError, load_input
+    from distdoctor.probes.topology import load_input
 
     if args.input:
         if args.input == "-" and sys.stdin is not None and sys.stdin.isatty():
             # reading a terminal would wait, silently, for someone to type a matrix
             raise UsageError(t("--input - reads standard input, which is a terminal here: pipe the "
                                "output in, e.g. nvidia-smi topo -m | distdoctor topo --input -"))
-        try:
-            return load_input(args.input)
-        except TopologyInputError as exc:
-            raise UsageError(str(exc)) from None
+        return load_input(args.input)
     from distdoctor.probes.base import UNAVAILABLE, ProbeContext
     from distdoctor.probes.topology import probe_topology
 

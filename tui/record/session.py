@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from distdoctor.knowledge import atomicfile, statedir
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 
 try:
@@ -29,7 +30,7 @@ STALE_TMP_S = 3600  # a temporary file this old was left by a killed writer
 SAVE_WAIT_S = 10.0  # how long the app waits for queued results to reach the session file
 
 
-class SessionError(Exception):
+class SessionError(InputError):
     """A session that cannot be found, read or written; the message is one line."""
 
 
