@@ -250,3 +250,22 @@ def test_a_json_record_that_only_mentions_an_error_is_no_exception() -> None:
     from distdoctor.knowledge.logs import extract as x
     assert x.exception(_json_record('"retrying after RuntimeError: busy"').strip()) is None
     assert x.exception(_json_record('"see Traceback (most recent call last) in the docs"').strip()) is None
+
+
+# --- a hang whose log stops in NCCL's P2P transport setup (its buffers, its proxy connections) -------------
+
+def _setup_tail(transport: int) -> str:
+    p = "node01:40211:40290 [1] NCCL INFO "
+    return (p + "Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n" if transport else "") + (
+        p + "Connection to proxy localRank 1 -> connection 0x7f5a30003300\n"
+        + p + f"New proxy recv connection 11 from local rank 1, transport {transport}\n"
+        + p + f"New proxy send connection 9 from local rank 1, transport {transport}\n")
+
+
+def test_a_hang_that_stops_in_p2p_transport_setup_leads_to_p2p() -> None:
+    text = _setup_tail(0) + "node01:40211:40290 [1] NCCL INFO transport/p2p.cc:449 Cuda Alloc Size 10485760 pointer 0x7f5a2c000000\n"
+    assert report(text, "hang").causes[0].id == "p2p-unsupported"
+
+
+def test_a_hang_that_stops_in_shm_transport_setup_is_not_p2p() -> None:
+    assert "p2p-unsupported" not in [c.id for c in report(_setup_tail(1), "hang").causes if c.basis != "prior"]
