@@ -26,6 +26,7 @@ BAD_INPUT = {  # module: the class its callers turn into "distdoctor: error: ...
     "distdoctor.probes.fleet.snapshot": "SnapshotError",
     "distdoctor.probes.debugserver": "DebugServerError",
     "distdoctor.tui.record.session": "SessionError",
+    "distdoctor.tui.record.history.store": "HistoryError",
 }
 
 

@@ -72,22 +72,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..record.history import HistoryError, open_store
+    from ..record.history import open_store
 
     _check(args)
-    try:
-        with open_store(args.db) as store:
-            if args.action == "resolve":
-                return _resolve(store, args)
-            if args.action == "export":
-                return _export(store, args)
-            if args.action == "import":
-                return _import(store, args)
-            if args.nodes:
-                return _nodes(store, args)
-            return _list(store, args)
-    except HistoryError as exc:
-        raise UsageError(str(exc)) from None
+    with open_store(args.db) as store:
+        if args.action == "resolve":
+            return _resolve(store, args)
+        if args.action == "export":
+            return _export(store, args)
+        if args.action == "import":
+            return _import(store, args)
+        if args.nodes:
+            return _nodes(store, args)
+        return _list(store, args)
 
 
 def _check(args: argparse.Namespace) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
 
 from . import default_path
@@ -26,8 +27,8 @@ _SELECT = "SELECT id, " + ", ".join(_COLUMNS) + " FROM incidents"
 _JSON = {"hosts", "ranks", "culprit_ranks", "causes", "versions"}
 
 
-class HistoryError(Exception):
-    """The store cannot be opened, read or written; the message is one line."""
+class HistoryError(InputError):
+    """The store cannot be opened, read or written; the message is one line (exit 2)."""
 
 
 def _why(exc: BaseException) -> str:
