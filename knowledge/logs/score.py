@@ -126,8 +126,8 @@ def _signatures(view: View, s: Scores, late: list[str] | None = None, finished: 
     for sid, hits in kept.items():
         if hits:
             sig = view.sigs[sid]
-            if "context" in sig.tags and "launcher" in sig.tags:
-                continue  # a launcher banner alone is not two launchers: only the rule may use it
+            if "context" in sig.tags and ("launcher" in sig.tags or "spawn" in sig.tags):
+                continue  # a launcher banner or a spawn alone is not two launchers: only the rules may use them
             if "multi-node" in sig.tags and view.one_host:
                 continue  # NCCL sends nothing between GPUs of one host over this interface
             per_cause[sig.cause].append((sig.weight, sid))

@@ -201,7 +201,8 @@ def launch_rules(view: View, s: Scores) -> None:
     spawn = view.hits_with("spawn")
     if launcher and spawn:
         # both halves of the mechanism in the job's own lines: evidence, not a lead
-        s.add("mixed-launchers", 3.5, tr("a launcher started the job and the script spawns its own "
+        # (4.0: the weight the spawn line's own signature added before it counted only here)
+        s.add("mixed-launchers", 4.0, tr("a launcher started the job and the script spawns its own "
               "processes too"), launcher[:1] + spawn[:1], rule="DL701")
     over = barrier_count(view)
     if over and over[1] > over[2]:
@@ -211,11 +212,11 @@ def launch_rules(view: View, s: Scores) -> None:
         # copies each started a world of their own.
         hit, n, m = over
         if spawn:
-            s.add("mixed-launchers", 4.0, tr("{n} processes joined the store-based barrier of a world of {m}, and the "
+            s.add("mixed-launchers", 4.5, tr("{n} processes joined the store-based barrier of a world of {m}, and the "
                   "script spawns its own: each launched copy spawned a world of its own", n=str(n), m=str(m)),
                   [hit] + spawn[:1], rule="DL705")
         else:
-            s.add("rank-env-mismatch", 4.0, tr("{n} processes joined the store-based barrier of a world of {m}: more "
+            s.add("rank-env-mismatch", 4.5, tr("{n} processes joined the store-based barrier of a world of {m}: more "
                   "processes started than the world size says", n=str(n), m=str(m)), [hit], rule="DL705")
         s.against["collective-timeout"].append(tr("the barrier counted more processes than the world size: "
                                                   "none was missing from it"))

@@ -79,14 +79,15 @@ def test_signature_matches_its_documented_lines(sig_id: str) -> None:
     rx = re.compile(sig.pattern)
     for line in lines:
         assert rx.search(line), f"{sig_id} does not match its sample: {line}"
-    if "launcher" in sig.tags and "context" in sig.tags:
-        # a launcher banner names no cause alone (every torchrun job prints it): it is found, and
-        # with a script's own spawn it makes mixed-launchers evidence
-        spawn = SECTIONS["script-spawn"][0]
+    if ("launcher" in sig.tags or "spawn" in sig.tags) and "context" in sig.tags:
+        # a launcher banner names no cause alone (every torchrun job prints it), nor does a script's
+        # own spawn (a plain `python train.py` that spawns): each is found, and with the other half
+        # it makes mixed-launchers evidence
+        other = SECTIONS["launcher-banner" if "spawn" in sig.tags else "script-spawn"][0]
         for line in lines:
             alone = analyse_text("\n".join(NOISE[:2] + [line]) + "\n", KB, symptom="hang")
             assert all(c.id != sig.cause or c.basis == "prior" for c in alone.causes), (sig_id, line)
-            both = analyse_text("\n".join(NOISE[:2] + [line, spawn]) + "\n", KB, symptom="hang")
+            both = analyse_text("\n".join(NOISE[:2] + [line, other]) + "\n", KB, symptom="hang")
             cause = next((c for c in both.causes if c.id == sig.cause), None)
             assert cause is not None and cause.basis == "evidence", (sig_id, line)
         return

@@ -269,3 +269,24 @@ def test_a_hang_that_stops_in_p2p_transport_setup_leads_to_p2p() -> None:
 
 def test_a_hang_that_stops_in_shm_transport_setup_is_not_p2p() -> None:
     assert "p2p-unsupported" not in [c.id for c in report(_setup_tail(1), "hang").causes if c.basis != "prior"]
+
+
+# --- a script that spawns, with no launcher in sight, is one launch method -------------------------------
+
+SPAWN_ONLY = ("Traceback (most recent call last):\n"
+              "  File \"/home/user/job/train.py\", line 90, in <module>\n"
+              "    mp.spawn(worker, args=(cfg,), nprocs=2)\n"
+              "torch.multiprocessing.spawn.ProcessRaisedException: \n\n-- Process 1 terminated with the following error:\n"
+              "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 30000ms "
+              "for recv operation to complete\n")
+
+
+def test_a_spawn_alone_is_no_ground_for_two_launchers() -> None:
+    assert "mixed-launchers" not in [c.id for c in report(SPAWN_ONLY, "hang").causes if c.basis != "prior"]
+
+
+def test_a_spawn_under_a_launcher_banner_still_is() -> None:
+    banner = ("W1202 10:00:00.000000 40100 torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable "
+              "for each process to be 1 in default, to avoid your system being overloaded, please further tune the "
+              "variable for optimal performance in your application as needed.\n")
+    assert evidence(banner + SPAWN_ONLY, "hang")[:1] == ["mixed-launchers"]
