@@ -151,8 +151,10 @@ NNODES = lazy(r"nNodes (?P<n>\d+)")
 ENV_SET = lazy(r"(?P<k>(?:NCCL|TORCH|GLOO)_\w+) set by environment to (?P<v>\S+?)\.?\s*$")
 # GPU models as the common listings print them: collect_env's "GPU 0: NVIDIA ...", nvidia-smi's
 # table, Lightning's environment dump, nccl-tests' "#  Rank  0 [Group  0] Pid  N on HOST device  0
-# [0x01] NVIDIA RTX A6000" (which also gives every rank's host: it lists the whole world).
-GPU_MODEL = lazy(r"\b(?P<m>(?:NVIDIA |Tesla |Quadro |TITAN )[\w -]*?\w)(?:\s*(?:\||,|\(|Off\b|On\b|$))")
+# [0x01] NVIDIA RTX A6000" (which also gives every rank's host: it lists the whole world). Drivers
+# and CUDA samples before 2021 name consumer boards without the vendor ("GeForce GTX 1080 Ti" in
+# nvidia-smi's table, p2pBandwidthLatencyTest's "Device: 0, GeForce GTX 1080 Ti, pciBusID: 2").
+GPU_MODEL = lazy(r"\b(?P<m>(?:NVIDIA |Tesla |Quadro |TITAN |GeForce )[\w -]*?\w)(?:\s*(?:\||,|\(|Off\b|On\b|$))")
 NCCL_TESTS_RANK = lazy(r"^#\s+Rank\s+(?P<r>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+\d+\s")
 # Boards whose GPUs talk over PCIe only (no NVLink switch; at most a 2-way bridge): consumer
 # GeForce/TITAN, workstation Quadro and RTX A/Ada, PCIe Tesla and the PCIe data-centre cards.

@@ -321,8 +321,8 @@ TABLE: tuple[Extractor, ...] = (
     Extractor("x-work-status", ("last enqueued NCCL work",), EVENT, _work_status),
     Extractor("x-nccl-version", ("NCCL version",), FACT, _nccl_version, r"NCCL version \d"),
     # GPU listings: one line a GPU
-    Extractor("x-gpu-model", ("NVIDIA ", "Tesla ", "Quadro ", "TITAN "), EVENT, _gpu,
-              r"NVIDIA [A-Z]|Tesla [A-Z]\d|Quadro |TITAN "),
+    Extractor("x-gpu-model", ("NVIDIA ", "Tesla ", "Quadro ", "TITAN ", "GeForce "), EVENT, _gpu,
+              r"NVIDIA [A-Z]|Tesla [A-Z]\d|Quadro |TITAN |GeForce [A-Z]"),
     # a pasted `nvidia-smi topo -m`: one fact a GPU row, its links PCIe only or with NVLink
     Extractor("x-topo-row", ("GPU",), EVENT, _topo_row, r"^\s*GPU\d{1,3}\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)\s",
               x.TOPO_ROW),

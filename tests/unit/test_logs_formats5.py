@@ -290,3 +290,19 @@ def test_a_spawn_under_a_launcher_banner_still_is() -> None:
               "for each process to be 1 in default, to avoid your system being overloaded, please further tune the "
               "variable for optimal performance in your application as needed.\n")
     assert evidence(banner + SPAWN_ONLY, "hang")[:1] == ["mixed-launchers"]
+
+
+# --- consumer boards named without the vendor (older drivers, CUDA samples' p2pBandwidthLatencyTest) -----
+
+def _devices(model: str) -> str:
+    return "".join(f"Device: {i}, {model}, pciBusID: {i + 2}, pciDeviceID: 0, pciDomainID:0\n" for i in range(2))
+
+
+def test_geforce_boards_listed_without_the_vendor_in_a_hang_lead_to_p2p() -> None:
+    causes = report(_devices("GeForce GTX 1080 Ti"), "hang").causes
+    assert causes[0].id == "p2p-unsupported" and causes[0].basis == "facts"
+
+
+def test_nvlink_boards_listed_the_same_way_say_nothing_of_p2p() -> None:
+    causes = report(_devices("Tesla V100-SXM2-16GB"), "hang").causes
+    assert "p2p-unsupported" not in [c.id for c in causes if c.basis != "prior"]
