@@ -126,7 +126,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         absent = _absent_from_timeouts(view, lines, waiters) or _only_peer(view, lines, waiters)
         if absent:
             return absent
-    odd = _odd_facts(view) or _odd_resume(view)
+    odd = _odd_facts(view) or _odd_resume(view) or _store_client(view, lines)
     if odd:
         return odd
     exited = [rl for rl in lines.values() if rl.end.kind == "exited"]
@@ -328,6 +328,16 @@ def _odd_resume(view: View) -> dict[str, Any] | None:
     return {"ranks": odd, "role": "misconfigured", "rule": "DL913",
             "why": tr("rank {ranks} resumed from {point}, the other ranks from another point",
                       ranks=", ".join(odd), point=said)}
+
+
+def _store_client(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
+    """Rank 1, the one client rank 0's store waited for in a world of two (peers.store_client_missing)."""
+    if not peers.store_client_missing(view, lines):
+        return None
+    return {"ranks": ["1"], "role": "misconfigured", "rule": "DL916", "inferred": True,
+            "why": tr("rank 0's store waited for its one client while a process could not connect to the store: in a "
+                      "world of 2 that client is rank 1, which could not reach rank 0's store (its MASTER_ADDR or "
+                      "MASTER_PORT, or the route)")}
 
 
 def _earliest(crashed: list[RankLine]) -> RankLine:

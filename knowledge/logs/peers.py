@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..lazyre import lazy
 from .timeline import RankLine
+from .tocollect import JOINED
 from .view import View
 
 # what only rank 0 does, by the phase of its own last lines (eval tables, saving, loading, data)
@@ -111,3 +112,16 @@ def arrived_after_timeout(late: RankLine, waiter: RankLine) -> bool:
     if not m or a is None or b is None or a[0] != b[0]:
         return False
     return a[1] > b[1] + int(m.group("ms") or m.group("ms2")) / 1000
+
+
+def store_client_missing(view: View, lines: dict[str, RankLine]) -> bool:
+    """In a world of two started without a launcher, the rendezvous store's server waited for its one
+    client while a process of these logs failed to connect to a store: env:// rendezvous hosts the
+    store in rank 0 (TCPStore is_master = rank 0), so the client that never arrived is rank 1, which
+    could not reach rank 0's store (its MASTER_ADDR or MASTER_PORT, or the route). False in a larger
+    world (the count does not say which client), under torchrun (its agent hosts the store and counts
+    nodes), or when rank 1's own lines show it got through."""
+    joined = next((m for h in view.hits_with("store-server") for m in [JOINED.search(h.text)] if m), None)
+    if joined is None or (joined.group("n"), joined.group("m")) != ("1", "2") or view.hits_with("launcher"):
+        return False
+    return bool(view.col.hits.get("client-socket-store")) and (lines.get("1") is None or lines["1"].step is None)

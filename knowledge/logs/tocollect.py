@@ -11,7 +11,7 @@ from .timeline import RankLine
 from .view import View
 
 # the store server's own wait for its clients (TCPStore.cpp waitForWorkers): how many joined
-_JOINED = lazy(r"(?P<n>\d{1,7})/(?P<m>\d{1,7}) clients joined")
+JOINED = lazy(r"(?P<n>\d{1,7})/(?P<m>\d{1,7}) clients joined")
 
 
 # the store-based barrier's count (distributed_c10d.py _store_based_barrier), in its signatures' lines
@@ -45,7 +45,7 @@ def store_collect(view: View, who: dict[str, Any] | None) -> list[str]:
         out.append(tr("the logs of every rank, or a stack of each (distdoctor stacks, py-spy dump): only {n} of "
                       "{m} ranks reached the store-based barrier; the rank missing from it is late or gone, and "
                       "its own lines say which and why", n=str(barrier[1]), m=str(barrier[2])))
-    joined = next((m for h in view.hits_with("store-server") for m in [_JOINED.search(h.text)] if m), None)
+    joined = next((m for h in view.hits_with("store-server") for m in [JOINED.search(h.text)] if m), None)
     if joined:
         out.append(tr("the logs of every rank: only {n} of {m} processes reached the store; the others never "
                       "started, started with another MASTER_ADDR/MASTER_PORT, or could not reach it",

@@ -306,3 +306,23 @@ def test_geforce_boards_listed_without_the_vendor_in_a_hang_lead_to_p2p() -> Non
 def test_nvlink_boards_listed_the_same_way_say_nothing_of_p2p() -> None:
     causes = report(_devices("Tesla V100-SXM2-16GB"), "hang").causes
     assert "p2p-unsupported" not in [c.id for c in causes if c.basis != "prior"]
+
+
+# --- rank 0 hosts the env:// store: in a world of two, the client that never arrived is rank 1 -----------
+
+def _store(joined: str) -> str:
+    return (f"torch.distributed.DistStoreError: Timed out after 31 seconds waiting for clients. {joined} clients joined.\n"
+            "[E1202 10:00:30.000000000 socket.cpp:1028] [c10d] The client socket has timed out after 30000ms while "
+            "trying to connect to (10.1.0.1, 29501).\n")
+
+
+def test_the_store_client_that_never_arrived_in_a_world_of_two_is_rank_1() -> None:
+    r = report(_store("1/2"))
+    assert r.culprit is not None and r.culprit["ranks"] == ["1"] and r.culprit.get("inferred")
+    assert r.causes[0].id == "master-addr-port"
+
+
+def test_a_bigger_world_or_torchrun_names_no_store_client() -> None:
+    assert report(_store("3/4")).culprit is None
+    agent = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n")
+    assert report(_store("1/2") + agent).culprit is None
