@@ -27,7 +27,7 @@ FLOORS = {  # set: (top-1, top-3)
     "fresh2-recorded": (0.9, 0.95),  # held out at 0.53 / 0.82 (issue 21), 0.71 / 0.88 after, 1.00 / 1.00 now
     "fresh3-recorded": (0.8, 0.9),  # held out at 0.74 / 0.84 (stop 29), 0.79 / 0.89 with that stop's rules, 0.89 / 0.95 now
     "fresh4-recorded": (0.8, 0.8),  # held out at 0.71 / 0.79 (stop 29, measured once); 0.86 / 0.86 with its misses' mechanisms
-    # held out at 0.83 / 0.89, culprit 0.64 (batch 5, measured once); 0.89 / 0.89, culprit 0.71 with its misses'
+    # held out at 0.83 / 0.89, culprit 0.64 (batch 5, measured once); 0.89 / 0.89, culprit 0.79 with its misses'
     # mechanisms (skipped until eval_diagnosis.SETS holds batch 5)
     "fresh5-recorded": (0.85, 0.85),
 }
@@ -42,7 +42,8 @@ CONFIDENT_FLOOR = 0.95  # measured 0.91, then 128/129 (confirmed 34/34, likely 9
 CONFIDENTLY_WRONG_CAP = 0.05  # 3/43 before batch 4's mechanisms, 0/43 now (public-fresh, public3, public4, fresh3, fresh4)
 CULPRIT_FLOOR = 0.75
 # held out: fresh3 at 0.47 (0.59 now), fresh4 at 0.38: naming the rank is the weakest figure
-CULPRIT_FLOORS = {"fresh2-recorded": 0.65, "fresh3-recorded": 0.7, "fresh4-recorded": 0.8, "fresh5-recorded": 0.65}  # now 0.73, 0.82, 0.92  # held out at 0.53; 0.60 now (uneven shards and key=value rank tags unread)
+CULPRIT_FLOORS = {"fresh2-recorded": 0.65, "fresh3-recorded": 0.7, "fresh4-recorded": 0.8, "fresh5-recorded": 0.7,
+                  "own-recorded": 0.85}  # fresh5 0.79 (held out 0.64), own-recorded 0.92 (0.83 before DL916)  # now 0.73, 0.82, 0.92  # held out at 0.53; 0.60 now (uneven shards and key=value rank tags unread)
 
 
 @pytest.fixture(scope="module")
