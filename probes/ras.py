@@ -15,6 +15,7 @@ from collections import Counter
 from types import MappingProxyType
 from typing import Any
 
+from distdoctor.knowledge import nccl_grammar as grammar
 from distdoctor.knowledge.i18n import t
 
 from .base import FAIL, OK, ProbeContext, ProbeResult, unavailable
@@ -55,8 +56,9 @@ def parse_text(text: str) -> dict[str, Any]:
     groups: list[dict[str, Any]] = []
     for raw in text.splitlines():
         line = raw.rstrip()
-        if line.startswith("NCCL version "):
-            facts["nccl_version"] = line.split()[2].split("+")[0]
+        banner = grammar.VERSION_RX.match(line)
+        if banner:  # "NCCL version 2.26.2+cuda12.8 compiled with CUDA 12.8"
+            facts["nccl_version"] = banner.group("full").split("+")[0]
             continue
         if line in ("Errors", "Warnings", "Job summary") or line.startswith("Communicators..."):
             section, block, comm = line.split("...")[0], "", None

@@ -7,8 +7,10 @@ import stat
 import sys
 from pathlib import Path
 
+from distdoctor.knowledge import nccl_grammar as grammar
 from distdoctor.knowledge.errors import InputError
 from distdoctor.knowledge.i18n import t
+from distdoctor.knowledge.lazyre import lazy
 
 from .model import Topology
 from .parse_matrix import find_blocks, parse_p2p, parse_topo_m
@@ -19,11 +21,10 @@ MAX_BYTES = 32 << 20
 # bounded attribute runs: `[^>]*` rescans the rest of a line from every `<pci` (quadratic)
 XML_MARK = re.compile(r"<system\b|<cpu\b[^>]{0,512}?\bnumaid=|<pci\b[^>]{0,512}?\bbusid=|<gpu\b[^>]{0,512}?\bdev=")
 MAX_LINE = 8192  # no topology line comes near it; a longer one is cut before any pattern sees it
-# NCCL's own line prefix (host:pid:tid [dev] NCCL INFO), its version banner, nccl-tests' device list.
-# The lookbehind starts a host name only where a word starts: without it a long run of word
-# characters (10 MB with no newline) is rescanned from every position, which is quadratic.
-NCCL_MARK = re.compile(r"(?<![\w.\-])[\w.\-]*:\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN|TRACE|ERROR)|^NCCL version \d"
-                       r"|#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s", re.M)
+# NCCL's own line header (host:pid:tid [dev] NCCL INFO), its version banner, nccl-tests' rank list:
+# knowledge/nccl_grammar.py's pieces, which stay linear on a long line without a newline.
+NCCL_MARK = lazy("|".join((grammar.anonymous(grammar.HEADER), "^" + grammar.BANNER + r"\d",
+                          grammar.anonymous(grammar.TESTS_RANK_HEAD))), re.M)
 WHAT = ("expected `nvidia-smi topo -m` or `topo -p2p` output, NCCL topology XML or NCCL INFO lines")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distdoctor.knowledge import nccl_grammar as grammar
 from distdoctor.knowledge.i18n import t
 
 from .limits import MAX_GPUS, sane, tests_bus
@@ -12,15 +13,13 @@ from .model import Gpu, Nic, Topology, bus_from_int, cpus_from_mask, short_bus
 from .parse_nccl_dump import DumpReader
 from .parse_xml import tree_links
 
-# host:pid:tid [cudaDev] (file.cc:line )?NCCL LEVEL text; host may be empty, a prefix may precede it.
-# The lookbehind keeps a long word from being rescanned at each of its characters (quadratic).
-PREFIX = re.compile(r"(?<![\w.\-])(?P<host>[\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+ )?"
-                    r"NCCL (?P<lvl>INFO|WARN|TRACE|ERROR) ?(?P<rest>.*)$")
+# NCCL's line grammar (header, version banner, 'set by environment', nccl-tests' ranks) is
+# knowledge/nccl_grammar.py's; the patterns below read what NCCL says after the header.
+PREFIX = grammar.LINE_RX
 CHANNEL = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : (\d+)\[([0-9a-fA-F]+)\] -> (\d+)\[([0-9a-fA-F]+)\]"
                      r"(?: \[(?:send|receive)\])? via (\S+)")
 INIT = re.compile(r"rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F]+)")
-TESTS_RANK = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)"
-                        r"\s+\[([0-9a-fA-Fx:.]+)\]\s*(.*)$")
+TESTS_RANK = grammar.TESTS_RANK_RX
 DISABLED = re.compile(r"P2P is disabled between (NVLINK )?connected GPUs (\d+) and (\d+)")
 NOT_ENABLED = re.compile(r"Could not enable P2P between dev (\d+)\(=([0-9a-f]+)\) and dev (\d+)\(=([0-9a-f]+)\)")
 NIC_DISTANCE = re.compile(r"CUDA Dev (\d+)\[(\d+)\], (\w+ )?NIC distance :\s+(\w+)")
@@ -30,9 +29,10 @@ IB_DEV = re.compile(r"\[(\d+)\]([\w.\-]+):(\d+)/(\w+)")
 SOCK_DEV = re.compile(r"\[(\d+)\]([\w.\-]+):")
 AFFINITY = re.compile(r"Setting affinity for GPU (\d+) to ([0-9a-fA-F,]+)")
 NVLS = re.compile(r"NVLS multicast support is (not )?available on dev (\d+)")
-SWITCH_ENV = re.compile(r"(NCCL_P2P_DISABLE|NCCL_P2P_LEVEL|NCCL_SHM_DISABLE|NCCL_NVLS_ENABLE|NCCL_IB_DISABLE)"
-                        r" set by environment to (\S+?)\.?$")
-VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
+ENV_SET = grammar.ENV_SET_RX
+# the switches that change what the transport lines prove (P2P off makes SHM no evidence)
+SWITCHES = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE", "NCCL_IB_DISABLE")
+VERSION = grammar.VERSION_RX
 DUMP_HINT = re.compile(r"^\s*(?:\+ |(?:CPU|GPU|NET|NIC)/)|=== System")
 
 
@@ -101,17 +101,17 @@ def bare(topo: Topology, scan: LogScan, line: str) -> None:
     """Lines without the host:pid:tid prefix: nccl-tests' device list and the version banner."""
     m = TESTS_RANK.search(line) if "Rank" in line else None
     if m:
-        bus = tests_bus(m.group(4))
+        bus = tests_bus(m.group("bus"))
         if bus is None:
-            scan.skipped.append(f"nccl-tests device line with bus id {m.group(4)!r} (not a bus id)")
+            scan.skipped.append(f"nccl-tests device line with bus id {m.group('bus')!r} (not a bus id)")
             return
-        scan.recs.append(Rec(m.group(2), dev=int(m.group(3)), bus=bus, rank=int(m.group(1)),
-                             name=m.group(5).strip()))
+        scan.recs.append(Rec(m.group("host"), dev=int(m.group("dev")), bus=bus, rank=int(m.group("rank")),
+                             name=m.group("gpu").strip()))
         scan.lines += 1
         return
     m = VERSION.search(line)
     if m:
-        topo.note(f"NCCL {m.group(1)}.")
+        topo.note(f"NCCL {m.group('full')}.")
 
 
 def info_line(topo: Topology, scan: LogScan, host: str, rest: str) -> None:
@@ -171,9 +171,9 @@ def other_lines(topo: Topology, scan: LogScan, host: str, rest: str) -> None:
     if m and not m.group(1):
         scan.nvls = True
         return
-    m = SWITCH_ENV.search(rest)
-    if m:
-        scan.envs[m.group(1)] = m.group(2)
+    m = ENV_SET.search(rest)
+    if m and m.group("name") in SWITCHES:
+        scan.envs[m.group("name")] = m.group("value")
         return
     if "NET/IB : No device found" in rest:
         topo.note(t("NET/IB found no device: NCCL falls back to TCP sockets (NET/Socket) between nodes."))
@@ -182,7 +182,7 @@ def other_lines(topo: Topology, scan: LogScan, host: str, rest: str) -> None:
     else:
         m = VERSION.search(rest)
         if m:
-            topo.note(f"NCCL {m.group(1)}.")
+            topo.note(f"NCCL {m.group('full')}.")
 
 
 def rec_from_bracket(host: str, rank: str, bracket: str) -> Rec:
