@@ -126,7 +126,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         absent = _absent_from_timeouts(view, lines, waiters) or _only_peer(view, lines, waiters)
         if absent:
             return absent
-    odd = _odd_facts(view) or _odd_resume(view) or _store_client(view, lines)
+    odd = _broadcast_root(view, lines, waiters) or _odd_facts(view) or _odd_resume(view) or _store_client(view, lines)
     if odd:
         return odd
     exited = [rl for rl in lines.values() if rl.end.kind == "exited"]
@@ -328,6 +328,28 @@ def _odd_resume(view: View) -> dict[str, Any] | None:
     return {"ranks": odd, "role": "misconfigured", "rule": "DL913",
             "why": tr("rank {ranks} resumed from {point}, the other ranks from another point",
                       ranks=", ".join(odd), point=said)}
+
+
+def _broadcast_root(view: View, lines: dict[str, RankLine], waiters: list[RankLine]) -> dict[str, Any] | None:
+    """Rank 0 when the waiters timed out in a broadcast and rank 0 shows no failure of its own: a
+    broadcast waits on its root, and torch's broadcasts take rank 0 by default (DDP's state and
+    buffer sync, broadcast_object_list(src=0), the libraries' broadcast from the main process).
+    Inferred; silent when rank 0 timed out in it too, ended of its own, another op timed out, or
+    another rank of a known world is unaccounted for."""
+    ops = {(rl.last_collective or {}).get("op") for rl in waiters} | {t.op for t in view.unranked}
+    zero = lines.get("0")
+    if ops != {"BROADCAST"} or zero is not None and zero.end.kind != "unknown":
+        return None
+    world = view.col.world if 0 < view.col.world <= 65536 else 0
+    if {str(i) for i in range(1, world)} - {rl.rank for rl in waiters}:
+        return None  # another rank the world holds is unaccounted for: it could be the one they waited on
+    ranks = [rl.rank for rl in waiters]
+    return {"ranks": ["0"], "role": "stuck", "rule": "DL917", "inferred": True,
+            "why": tr("rank {waiters} timed out in a broadcast, which waits on its root, while rank 0, the root torch's "
+                      "broadcasts take by default, shows no failure of its own: it was the late one",
+                      waiters=_names(waiters)) if ranks else
+            tr("the waiters timed out in a broadcast, which waits on its root, while rank 0, the root torch's "
+               "broadcasts take by default, shows no failure of its own: it was the late one")}
 
 
 def _store_client(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:

@@ -94,7 +94,7 @@ def _run(sources: list[Source], skipped: list[Skipped], kb: KnowledgeBase,
         h = own.end.hit
         first = Evidence(h.file, h.line, h.text, who["ranks"][0], h.sig)
     return LogReport(
-        causes=score(view, kb, symptom, lines, who),
+        causes=score(view, kb, symptom, lines, who, culprit_rule),
         timeline={r: rl.to_dict() for r, rl in lines.items()},
         culprit=who,
         summary=culprit.summary(view, lines, who),

@@ -36,13 +36,14 @@ OUT_OF_MEMORY = lazy(r"out of memory|OutOfMemoryError|can't allocate memory|Cann
 
 
 def score(view: View, kb: KnowledgeBase, symptom: str | None,
-          lines: dict[str, RankLine] | None = None, who: dict | None = None) -> list[CauseScore]:
+          lines: dict[str, RankLine] | None = None, who: dict | None = None, named_by: str = "") -> list[CauseScore]:
+    """The ranked causes; `who` is the culprit and `named_by` the culprit rule that named it."""
     s = Scores()
     lines = lines or {}
     _signatures(view, s, _late_to_store(view, lines, who), _finished_at(view, lines), _all_waited(lines))
     _crash_rules(view, s, _kind(kb, symptom), lines, who)
     if not _main_work_rule(view, s, lines):
-        _timeout_rules(view, s, lines, who)
+        _timeout_rules(view, s, lines, who, named_by)
     fact_rules(view, s)
     hang = None if symptom is None else _kind(kb, symptom) == "hang"
     path_rules(view, s, hang, lines, who)
@@ -285,7 +286,7 @@ def _main_work_rule(view: View, s: Scores, lines: dict[str, RankLine]) -> bool:
     return True
 
 
-def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict | None) -> None:
+def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict | None, named_by: str = "") -> None:
     lost = [rl for rl in lines.values() if rl.end.kind == "lost-peer"]
     waited = [e for e in view.col.exceptions if e.peer_loss and not e.launcher]
     if not view.timeouts and not view.unranked and not lost and not waited:
@@ -371,7 +372,9 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
             else:
                 s.add("rank0-overload", 4.0, tr("rank 0 is the one rank that never reached the collective: "
                       "the rank that does extra work (eval, saving, logging)"), hits[:1], "facts", rule="DL206")
-        if stuck:
+        # rank 0 named the root of a timed-out broadcast with no line of its own (DL917): late for work
+        # only it does, or stuck for another reason, fit alike (DL206's lead); the naming adds nothing
+        if stuck and not (named_by == "DL917" and zero is None):
             s.add("collective-timeout", 3.0, tr("rank {ranks} {role}: {why}", ranks=span(who["ranks"]),  # type: ignore[index]
                                                role=tr(who["role"]), why=who["why"]), hits,  # type: ignore[index]
                   rule="DL301")

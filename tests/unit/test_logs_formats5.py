@@ -326,3 +326,25 @@ def test_a_bigger_world_or_torchrun_names_no_store_client() -> None:
     assert report(_store("3/4")).culprit is None
     agent = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n")
     assert report(_store("1/2") + agent).culprit is None
+
+
+# --- the root of a timed-out broadcast: rank 0 by default ------------------------------------------------
+
+def _bcast_timeout(rank: int, op: str) -> str:
+    return (f"[rank{rank}]:[E1202 10:30:00.000000000 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum=812, OpType={op}, NumelIn=4096, NumelOut=4096, Timeout(ms)=1800000) "
+            "ran for 1800071 milliseconds before timing out.\n")
+
+
+def test_waiters_of_a_broadcast_name_rank_0_and_leave_both_readings_open() -> None:
+    text = _bcast_timeout(2, "BROADCAST") + _bcast_timeout(3, "BROADCAST")
+    r = report(text)
+    assert r.culprit is not None and r.culprit["ranks"] == ["0"] and r.culprit.get("inferred")
+    assert {c.id for c in r.causes[:2]} == {"collective-timeout", "rank0-overload"}
+    assert _diagnosis(text).confidence == "unknown"
+
+
+def test_an_all_reduce_or_rank_0_in_the_broadcast_names_no_root() -> None:
+    assert report(_bcast_timeout(2, "ALLREDUCE") + _bcast_timeout(3, "ALLREDUCE")).culprit is None
+    both = report(_bcast_timeout(0, "BROADCAST") + _bcast_timeout(3, "BROADCAST"))
+    assert both.culprit is None or both.culprit["ranks"] != ["0"]
