@@ -21,10 +21,10 @@ from ..i18n import t as tr
 from . import extract as x, peers
 from .peers import RANK0_WORK
 from .setup_rules import odd_resume
-from .timeline import INTERRUPTED, RankLine, exceptions_unranked, short, when, where
+from .story import WAITING, ended, names, summary
+from .timeline import INTERRUPTED, RankLine, short
 from .view import View
 
-WAITING = ("timeout", "lost-peer")
 ABORT = -6  # SIGABRT as the launcher reports it
 
 
@@ -50,10 +50,10 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         return uneven
     if crashed:
         first = _earliest(crashed)
-        why = tr("rank {rank} {ended}", rank=first.rank, ended=_ended(first))
+        why = tr("rank {rank} {ended}", rank=first.rank, ended=ended(first))
         if waiters:
             why += tr("; rank {ranks} was left waiting" if len(waiters) == 1 else "; rank {ranks} were left waiting",
-                     ranks=_names(waiters))
+                     ranks=names(waiters))
         found = {"ranks": [first.rank], "role": "crashed", "why": why, "rule": "DL901"}
         if first.end.exc is not None and first.end.exc.frame:
             found["location"] = first.end.exc.frame  # the culprit's own code
@@ -73,7 +73,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                 "why": tr("rank {late} lost its peer only after rank {timed} had timed out waiting: it was "
                          "the late one" if len(late) == 1 else "rank {late} lost its peer only after rank "
                          "{timed} had timed out waiting: they were the late one",
-                         late=_names(late), timed=_names(timed))}
+                         late=names(late), timed=names(timed))}
     if waiters:
         seqs = {rl.rank: rl.last_collective.get("seq") for rl in waiters
                 if rl.last_collective and rl.last_collective.get("seq") is not None}
@@ -92,7 +92,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
             return {"ranks": [rl.rank for rl in others], "role": "crashed", "rule": "DL905",
                     "why": tr("rank {waiters} lost its connection to rank {others}, whose own lines show no "
                              "error: it exited without a traceback (os._exit, a kill, a native crash)",
-                             waiters=_names(waiters), others=_names(others))}
+                             waiters=names(waiters), others=names(others))}
         if others:
             # several silent ranks: the waiters cannot say which of them they waited for (a
             # launcher shows one failure and stops the rest), so the naming is an inference
@@ -110,12 +110,12 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
                              "a failure: it never reached the collective" if len(others) == 1 else
                              "rank {waiters} timed out or lost its peer while rank {others} never reported "
                              "a failure: they never reached the collective",
-                             waiters=_names(waiters), others=_names(others))}
+                             waiters=names(waiters), others=names(others))}
         done = [rl for rl in lines.values() if rl.end.kind == "finished"]
         if done:
             return {"ranks": [rl.rank for rl in waiters], "role": "stuck", "rule": "DL907",
                     "why": tr("rank {waiters} kept calling collectives after rank {done} had finished: the "
-                             "ranks ran different numbers of steps", waiters=_names(waiters), done=_names(done))}
+                             "ranks ran different numbers of steps", waiters=names(waiters), done=names(done))}
         if len(set(seqs.values())) > 1:
             lo = min(seqs.values())
             behind = [r for r, q in seqs.items() if q == lo]
@@ -158,8 +158,8 @@ def _interrupted_stuck(interrupted: list[RankLine], waiters: list[RankLine]) -> 
     closed: the interrupt came first, DL901) or when another rank failed on its own."""
     return {"ranks": [rl.rank for rl in interrupted], "role": "stuck", "rule": "DL914",
             "why": tr("rank {waiters} timed out waiting while rank {ranks} was still running, until it was "
-                      "interrupted (SIGINT): it never reached the collective", waiters=_names(waiters),
-                      ranks=_names(interrupted))}
+                      "interrupted (SIGINT): it never reached the collective", waiters=names(waiters),
+                      ranks=names(interrupted))}
 
 
 def _named_late(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
@@ -347,7 +347,7 @@ def _broadcast_root(view: View, lines: dict[str, RankLine], waiters: list[RankLi
     return {"ranks": ["0"], "role": "stuck", "rule": "DL917", "inferred": True,
             "why": tr("rank {waiters} timed out in a broadcast, which waits on its root, while rank 0, the root torch's "
                       "broadcasts take by default, shows no failure of its own: it was the late one",
-                      waiters=_names(waiters)) if ranks else
+                      waiters=names(waiters)) if ranks else
             tr("the waiters timed out in a broadcast, which waits on its root, while rank 0, the root torch's "
                "broadcasts take by default, shows no failure of its own: it was the late one")}
 
@@ -369,99 +369,6 @@ def _earliest(crashed: list[RankLine]) -> RankLine:
     # no common clock: a rank's own exception beats a kill signal, then reading order
     return min(crashed, key=lambda rl: (rl.end.kind != "crashed", rl.end.exc is None,
                                         rl.end.hit.order if rl.end.hit else (1 << 30, 0)))
-
-
-def _ended(rl: RankLine) -> str:
-    e = rl.end
-    at = tr(" ({at})", at=where(e.hit)) if e.hit is not None else ""
-    during = when(rl)
-    if e.exc is not None:
-        msg = e.exc.message if len(e.exc.message) <= 90 else e.exc.message[:87] + "..."
-        return tr("raised {type}{when}{at}", type=e.exc.type, when=during, at=at) + (tr(": ") + msg if msg else "")
-    if e.kind == "killed":
-        return tr("was killed ({detail}){when}{at}", detail=e.detail, when=during, at=at)
-    return tr("failed{when}{at}: {detail}", when=during, at=at, detail=e.detail[:100])
-
-
-def _names(rls: list[RankLine]) -> str:
-    return ", ".join(rl.rank for rl in rls[:6]) + (tr(" and {n} more", n=len(rls) - 6) if len(rls) > 6 else "")
-
-
-def summary(view: View, lines: dict[str, RankLine], who: dict[str, Any] | None) -> str:
-    """What happened, in order, in two or three sentences."""
-    parts: list[str] = []
-    named = lines.get(who["ranks"][0]) if who else None  # absent when named from the others' lines alone
-    if who and who["role"] == "crashed" and named is not None and named.end.kind in ("crashed", "killed"):
-        parts.append(tr("rank {rank} {ended}", rank=who["ranks"][0], ended=_ended(named)))
-    elif who and who["role"] == "crashed" and named is None:
-        parts.append(who["why"])
-    elif who and who["role"] == "crashed":
-        rl = named
-        how = tr("exited with code {code} and no traceback", code=rl.exitcode) if rl.exitcode not in (None, 0) \
-            else tr("exited without an error of its own")
-        parts.append(tr("rank {rank} {how}{when}", rank=rl.rank, how=how, when=when(rl, phase=False)))
-    elif who and who["role"] in ("stuck", "slow"):
-        waiting = {rl.rank for rl in lines.values() if rl.end.kind in WAITING}
-        if set(who["ranks"]) & waiting:  # the culprit is one of the waiters: say why it is the one
-            rl = lines.get(who["ranks"][0])
-            parts.append(who["why"] + (_where_waiting(rl) if rl else ""))
-        else:
-            for r in who["ranks"][:3]:
-                rl = lines.get(r)
-                doing = rl.doing() if rl else ""
-                parts.append(tr("rank {rank} never reached the collective", rank=r)
-                             + (tr(" (last seen {doing})", doing=doing) if doing else ""))
-        done = [rl for rl in lines.values() if rl.end.kind == "finished"]
-        if done and waiting:
-            parts.append(tr("rank {ranks} had finished", ranks=_names(done)))
-    elif who:
-        parts.append(who["why"])
-    elif len(stopped := [rl for rl in lines.values() if rl.end.detail == INTERRUPTED]) > 1 and len(stopped) == len(lines):
-        parts.append(tr("every rank was interrupted (SIGINT) together: the job was stopped from outside (Ctrl-C to "
-                        "the launcher), not by a failure of one rank"))
-    else:
-        unranked = exceptions_unranked(view)
-        if unranked:
-            e = unranked[0]
-            parts.append(tr("a process raised {type} ({at}): {msg}", type=e.type, at=where(e.hit),
-                           msg=e.message[:90]))
-    blamed = set(who["ranks"]) if who else set()
-    for kind, words in (("lost-peer", "rank {ranks} lost its peer{where}"), ("timeout", "rank {ranks} timed out{where}")):
-        by_op: dict[Any, list[RankLine]] = {}  # waiters in different collectives are told apart
-        for rl in lines.values():
-            if rl.end.kind == kind and rl.rank not in blamed:
-                by_op.setdefault((rl.last_collective or {}).get("op"), []).append(rl)
-        for rls in by_op.values():
-            parts.append(tr(words, ranks=_names(rls), where=_where_waiting(rls[0])))
-    launcher = _launcher_blame(lines, blamed)
-    if launcher:
-        parts.append(launcher)
-    if not parts:
-        return ""
-    text = tr("; ").join(parts)
-    return text[0].upper() + text[1:] + tr(".")
-
-
-def _where_waiting(rl: RankLine) -> str:
-    """` in allreduce (SeqNum 12) after step 4 (0/stderr.log:11)`: what a waiter was doing."""
-    lc = rl.last_collective or {}
-    op = tr(" in {op}", op=str(lc["op"]).lower()) + (f" (SeqNum {lc['seq']})" if lc.get("seq") is not None else "") \
-        if lc.get("op") else ""
-    at = tr(" ({at})", at=where(rl.end.hit)) if rl.end.hit is not None else ""
-    return tr("{op}{when}{at}", op=op, when=when(rl, phase=False), at=at)
-
-
-def _launcher_blame(lines: dict[str, RankLine], blamed: set[str]) -> str:
-    """torchrun names the first rank to EXIT as the root cause; say so when that is a waiter."""
-    exited = [rl for rl in lines.values() if rl.exitcode not in (None, 0) and rl.end.kind != "stopped"]
-    stopped = [rl for rl in lines.values() if rl.end.kind == "stopped"]
-    if exited and blamed and not blamed & {rl.rank for rl in exited}:
-        return tr("the launcher reported rank {ranks} (exit code {code}) as the first failure, but that rank "
-                 "was waiting for rank {blamed}", ranks=_names(exited), code=exited[0].exitcode,
-                 blamed=", ".join(sorted(blamed)))
-    if stopped:
-        return tr("the launcher then stopped rank {ranks}", ranks=_names(stopped))
-    return ""
 
 
 __all__ = ["culprit", "summary", "short"]
