@@ -17,16 +17,16 @@ from .lazyre import lazy
 # NCCL's debug.cc (ncclDebugLogV) writes "%s:%d:%d " (hostname, pid, tid), then per level:
 #   INFO  "[%d] NCCL INFO "          gpu-node-01:2270:2270 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>
 #   WARN  "[%d] %s:%d NCCL WARN "    gpu-node-01:2270:2301 [0] misc/socket.cc:484 NCCL WARN Net : Connect to 10.0.0.2<43127> failed
-# (WARN's source is __FILE__:__LINE__, one word). The host may be empty, and a launcher's or a
+# (WARN's source is "%s:%d", __FILE__ and __LINE__). The host may be empty, and a launcher's or a
 # logger's prefix (`[rank0]:`, a timestamp) may come before it.
 # A host starts only where a word starts: without the lookbehind a long run of word characters
 # is rescanned from each of its positions (quadratic).
 WORD_START = r"(?<![\w.\-])"
-ORIGIN = r"(?P<host>[\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) "
-DEVICE = r"\[(?P<dev>\d+)\] "
-SOURCE = r"(?:\S+ )?"
+ORIGIN = r"(?P<host>[\w.\-]*):(?P<pid>\d+):(?P<tid>\d+)"
+DEVICE = r"\[(?P<dev>\d+)\]"
+SOURCE = r"(?:\S+:\d+ )?"
 LEVEL = r"NCCL (?P<level>INFO|WARN|TRACE|ERROR)"
-HEADER = WORD_START + ORIGIN + DEVICE + SOURCE + LEVEL
+HEADER = WORD_START + ORIGIN + " " + DEVICE + " " + SOURCE + LEVEL
 # a whole line: the header, then NCCL's own text (`rest`)
 LINE = HEADER + r" ?(?P<rest>.*)$"
 

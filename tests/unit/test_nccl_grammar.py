@@ -33,6 +33,7 @@ def test_line_reads_info_and_warn_headers() -> None:
     "gpu-node-01:2270:2270 [x] NCCL INFO Bootstrap",    # the device is a number
     "gpu-node-01:2270 [0] NCCL INFO Bootstrap",         # pid without tid
     "[0] NCCL INFO Bootstrap",                           # no host:pid:tid
+    "gpu-node-01:2270:2301 [0] socket.cc NCCL WARN x",  # WARN's source is file:line
 ])
 def test_line_refuses_near_misses(near: str) -> None:
     assert grammar.LINE_RX.search(near) is None
