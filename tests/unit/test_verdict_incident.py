@@ -69,8 +69,9 @@ def test_the_same_exception_at_the_end_is_a_failure() -> None:
 
 def test_a_watchdog_line_of_one_rank_blames_nobody_for_rank_0s_absence() -> None:
     # an excerpt: one waiter's watchdog line; rank 0 is not in it, which proves nothing about rank 0
+    # (a BROADCAST would name its root, rank 0, inferred: DL917, test_logs_formats5.py)
     text = ("[rank3]:[E1129 10:40:00.000000000 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective "
-            "operation timeout: WorkNCCL(SeqNum=57, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "operation timeout: WorkNCCL(SeqNum=57, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
             "ran for 600031 milliseconds before timing out.\n")
     rep = analyse_text(text, KB, symptom="hang")
     assert rep.culprit is None
