@@ -10,7 +10,8 @@ Mechanisms (GUIDE.md section 1, 4):
   epoch when the only "crash" is an abort with no error of the rank's own (a teardown).
 - slow: every rank timed out, but at different SeqNums: the ones behind are the first suspects.
 - misconfigured: ranks whose NCCL version or interface differs from the others'.
-A rank absent from the input is never blamed: the input may be an excerpt.
+A rank absent from the input is named only by inference (`inferred`: likely at most), from what the
+others' lines say of it (DL912, DL915, DL916, DL917): the input may be an excerpt.
 """
 from __future__ import annotations
 
