@@ -335,11 +335,13 @@ def _broadcast_root(view: View, lines: dict[str, RankLine], waiters: list[RankLi
     """Rank 0 when the waiters timed out in a broadcast and rank 0 shows no failure of its own: a
     broadcast waits on its root, and torch's broadcasts take rank 0 by default (DDP's state and
     buffer sync, broadcast_object_list(src=0), the libraries' broadcast from the main process).
-    Inferred; silent when rank 0 timed out in it too, ended of its own, another op timed out, or
-    another rank of a known world is unaccounted for."""
+    Inferred; silent when rank 0 timed out in it too, ended of its own, another op timed out, the
+    broadcast ran in a subgroup (`[PG ID 2 ...]`: its root is the group's, not rank 0), or another
+    rank of a known world is unaccounted for."""
     ops = {(rl.last_collective or {}).get("op") for rl in waiters} | {t.op for t in view.unranked}
+    groups = {(rl.last_collective or {}).get("pg", "0") for rl in waiters} | {t.pg for t in view.unranked}
     zero = lines.get("0")
-    if ops != {"BROADCAST"} or zero is not None and zero.end.kind != "unknown":
+    if ops != {"BROADCAST"} or groups != {"0"} or zero is not None and zero.end.kind != "unknown":
         return None
     world = view.col.world if 0 < view.col.world <= 65536 else 0
     if {str(i) for i in range(1, world)} - {rl.rank for rl in waiters}:

@@ -348,3 +348,14 @@ def test_an_all_reduce_or_rank_0_in_the_broadcast_names_no_root() -> None:
     assert report(_bcast_timeout(2, "ALLREDUCE") + _bcast_timeout(3, "ALLREDUCE")).culprit is None
     both = report(_bcast_timeout(0, "BROADCAST") + _bcast_timeout(3, "BROADCAST"))
     assert both.culprit is None or both.culprit["ranks"] != ["0"]
+
+
+def test_a_subgroups_broadcast_names_no_root() -> None:
+    """A broadcast in a subgroup (tensor-parallel data, a pipeline stage) takes the group's root,
+    which is rank 0 only by chance: the watchdog's `[PG ID 2 ...]` keeps DL917 silent."""
+    def in_group(rank: int, pg: int) -> str:
+        return _bcast_timeout(rank, "BROADCAST").replace(
+            f"[Rank {rank}] Watchdog", f"[PG ID {pg} PG GUID {pg} Rank {rank}] Watchdog")
+    assert report(in_group(2, 2) + in_group(3, 2)).culprit is None
+    named = report(in_group(2, 0) + in_group(3, 0)).culprit  # the default group (PG ID 0): its twin
+    assert named is not None and named["ranks"] == ["0"] and named.get("inferred")
