@@ -52,6 +52,11 @@ SETS = {
     # a fourth recorded batch for issue 21 (tests/fixtures/record_fresh4.py), measured before any rule used it: held out
     "fresh4-recorded": HERE / "fixtures" / "fresh4" / "recorded",
     "fresh4-healthy": HERE / "fixtures" / "fresh4" / "healthy",
+    # a fifth batch, public (tests/fixtures/public5) and recorded (record_fresh5.py), measured held out
+    # before any rule used it (their BASELINE.md), then used as development data
+    "public5": HERE / "fixtures" / "public5",
+    "fresh5-recorded": HERE / "fixtures" / "fresh5" / "recorded",
+    "fresh5-healthy": HERE / "fixtures" / "fresh5" / "healthy",
 }
 
 
