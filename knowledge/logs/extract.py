@@ -6,6 +6,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from .. import nccl_grammar as grammar
 from ..lazyre import lazy
 
 # ------------------------------------------------------------------ rank attribution
@@ -19,8 +20,10 @@ _PREFIX = lazy(
     r"|\[\d+,(?P<b>\d+)\]<std(?:out|err)>:"
     r"|(?P<c>\d{1,6}): "
     r")")
-_NCCL_HOST = lazy(r"(?:^|\s|\])(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
-_NCCL_BARE = lazy(r"^\s*\[(?P<n>\d+)\] (?:NCCL |\S+:\d+ NCCL )")
+# NCCL's line header and version banner, from the one grammar (knowledge/nccl_grammar.py)
+_NCCL_HOST = lazy(r"(?:^|\s|\])(?=[\w.\-])" + grammar.ORIGIN + " " + grammar.DEVICE)  # a host is named
+_NCCL_BARE = lazy(r"^\s*" + grammar.DEVICE + " " + grammar.SOURCE + "NCCL ")  # no host: '[3] NCCL ...'
+
 # inside the line: `[Rank 3]`, `[PG 0 Rank 3]`, `global_rank=3`, and structured logging's key=value
 # tags `rank=3`, `rank: 3` (never `local_rank=`, `nranks=`, `group_rank=`: a word before it)
 _IN_TEXT = lazy(r"\[(?:PG [^\]]*?)?Rank ?(?P<r>\d+)\]|\bglobal[_ ]rank[=: ]+(?P<g>\d+)"
@@ -85,7 +88,7 @@ def who(text: str) -> Who:
     elif rank is None:
         b = _NCCL_BARE.match(strip_lead(text))
         if b:
-            rank = b.group("n")
+            rank = b.group("dev")
     if rank is None:
         t = _IN_TEXT.search(text)
         if t:
@@ -139,7 +142,7 @@ class Timeout:
 
 
 # ------------------------------------------------------------------ NCCL INFO facts
-NCCL_VERSION = lazy(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:[+.]cuda(?P<cuda>\d+\.\d+))?")
+NCCL_VERSION = grammar.VERSION_RX
 CUDA_DRIVER = lazy(r"cudaDriverVersion (?P<d>\d+)")
 USING = lazy(r"(?P<what>Bootstrap|NET/Socket|NET/IB|NET) ?: Using (?:interface )?(?P<rest>.*)")
 IFACE = lazy(r"(?:\[\d+\])?(?P<name>[A-Za-z][\w.@-]*):(?P<addr>[0-9a-fA-F.:%\w-]+?)<\d+>")
@@ -148,14 +151,14 @@ NET_NAME = lazy(r"Using network (?P<net>\w[\w ]*?)\s*$")
 CHANNEL = lazy(r" via (?P<t>P2P|SHM|NET|direct shared memory|CollNet\w*)(?:/(?P<sub>\w+))?")
 COMM_RANK = lazy(r"comm 0x[0-9a-f]+ rank (?P<rank>\d+) nr?[Rr]anks (?P<n>\d+)")
 NNODES = lazy(r"nNodes (?P<n>\d+)")
-ENV_SET = lazy(r"(?P<k>(?:NCCL|TORCH|GLOO)_\w+) set by environment to (?P<v>\S+?)\.?\s*$")
+ENV_SET = grammar.ENV_SET_RX
 # GPU models as the common listings print them: collect_env's "GPU 0: NVIDIA ...", nvidia-smi's
 # table, Lightning's environment dump, nccl-tests' "#  Rank  0 [Group  0] Pid  N on HOST device  0
 # [0x01] NVIDIA RTX A6000" (which also gives every rank's host: it lists the whole world). Drivers
 # and CUDA samples before 2021 name consumer boards without the vendor ("GeForce GTX 1080 Ti" in
 # nvidia-smi's table, p2pBandwidthLatencyTest's "Device: 0, GeForce GTX 1080 Ti, pciBusID: 2").
 GPU_MODEL = lazy(r"\b(?P<m>(?:NVIDIA |Tesla |Quadro |TITAN |GeForce )[\w -]*?\w)(?:\s*(?:\||,|\(|Off\b|On\b|$))")
-NCCL_TESTS_RANK = lazy(r"^#\s+Rank\s+(?P<r>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+\d+\s")
+NCCL_TESTS_RANK = lazy("^" + grammar.TESTS_RANK_DEVICE)
 # Boards whose GPUs talk over PCIe only (no NVLink switch; at most a 2-way bridge): consumer
 # GeForce/TITAN, workstation Quadro and RTX A/Ada, PCIe Tesla and the PCIe data-centre cards.
 # NCCL's peer-to-peer between them goes over PCIe, where it is absent, disabled by the driver

@@ -156,7 +156,7 @@ def _nccl_version(col: Collector, line: int, text: str, who: x.Who, key: str) ->
     if m:
         if key == "?":  # NCCL's bare VERSION line: the process whose INFO lines just led to it
             key, who = _printing_process(col, line) or (key, who)
-        col.fact(key, "nccl_version", m.group("v"), line, text, who)
+        col.fact(key, "nccl_version", m.group("version"), line, text, who)
         if m.group("cuda"):
             col.fact(key, "nccl_cuda", m.group("cuda"), line, text, who)
 
@@ -182,7 +182,7 @@ def _gpu(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
         col.gpus[m.group("m")].append(col.hit("x-gpu-model", line, text, who))
     t = x.NCCL_TESTS_RANK.match(text)
     if t:
-        col.rank_hosts[t.group("r")] = t.group("host")
+        col.rank_hosts[t.group("rank")] = t.group("host")
 
 
 def _topo_row(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
@@ -248,7 +248,7 @@ def _nodes(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
 def _env(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
     m = x.ENV_SET.search(text)
     if m:
-        col.fact(key, "env:" + m.group("k"), m.group("v"), line, text, who)
+        col.fact(key, "env:" + m.group("name"), m.group("value"), line, text, who)
 
 
 def _elastic(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:

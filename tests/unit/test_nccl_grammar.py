@@ -7,6 +7,7 @@ import re
 import pytest
 
 from distdoctor.knowledge import nccl_grammar as grammar
+from distdoctor.knowledge.logs import extract
 from distdoctor.probes import ras
 from distdoctor.probes.topology import load, parse_nccl_log
 
@@ -86,7 +87,10 @@ def test_pieces_start_a_match_once_per_word() -> None:
     assert grammar.ENV_SET_RX.search("XNCCL_P2P_DISABLE set by environment to 1.") is None
 
 
-def test_topology_and_ras_take_their_patterns_from_the_grammar() -> None:
+def test_logs_topology_and_ras_take_their_patterns_from_the_grammar() -> None:
+    assert extract.NCCL_VERSION is grammar.VERSION_RX and extract.ENV_SET is grammar.ENV_SET_RX
+    assert grammar.TESTS_RANK_DEVICE in extract.NCCL_TESTS_RANK.pattern
+    assert grammar.ORIGIN in extract._NCCL_HOST.pattern and grammar.DEVICE in extract._NCCL_BARE.pattern
     assert parse_nccl_log.PREFIX is grammar.LINE_RX
     assert parse_nccl_log.TESTS_RANK is grammar.TESTS_RANK_RX
     assert parse_nccl_log.ENV_SET is grammar.ENV_SET_RX
@@ -94,7 +98,7 @@ def test_topology_and_ras_take_their_patterns_from_the_grammar() -> None:
     assert grammar.anonymous(grammar.HEADER) in load.NCCL_MARK.pattern
     assert grammar.anonymous(grammar.TESTS_RANK_HEAD) in load.NCCL_MARK.pattern
     # no module keeps its own spelling of the header, the banner or nccl-tests' rank line
-    for module in (parse_nccl_log, load, ras):
+    for module in (extract, parse_nccl_log, load, ras):
         source = open(module.__file__, encoding="utf-8").read()
         for own in (r"\[(?P<dev>\d+)\]", r"\[\d+\] (?:\S+ )?NCCL", r"NCCL version (", r"#\s*Rank",
                     '"NCCL version "', "set by environment to ("):
