@@ -78,7 +78,7 @@ class DistDoctorApp(InputGuards, JobPython, App[int]):
         self.MODES = {step_id: partial(self._new_screen, step_id) for step_id in order}
         self.DEFAULT_MODE = start
         super().__init__()
-        self.kb, self.ctx, self.store, self.flow, self.order = kb, ctx, store, flow, order
+        self.kb, self._ctx, self.store, self.flow, self.order = kb, ctx, store, flow, order
         self.saver = SessionWriter(store, lambda error: self.post_message(SessionNotSaved(error)))
         self.probes = probes  # None: distdoctor.probes.registry.PROBES, imported when first run
         # The overlay ("" for none) whose full validation was deferred past the first screen;
@@ -89,6 +89,8 @@ class DistDoctorApp(InputGuards, JobPython, App[int]):
         self.cancel_events: set[threading.Event] = set()
         self.set_reactive(DistDoctorApp.learn, learn)
         self._gc_paused = False  # set while start-up holds garbage collection off
+        # what waits for the first frame (after_first_frame); None once it is drawn
+        self._first_frame: list[Callable[[], Any]] | None = []
         self.closing = False  # set by exit(): no more screens from then on
         self.too_small = False  # the window is below tiny.MIN_SIZE: TooSmallScreen covers the steps
         self.run_backend = "auto"  # the backend chosen on one run step (repro, bisect) is the other's
@@ -99,6 +101,16 @@ class DistDoctorApp(InputGuards, JobPython, App[int]):
         if self.lang != "en":
             localise_bindings(self)
             wrap_between_wide_characters()
+
+    @property
+    def ctx(self) -> Any:
+        """The probes' context (runner, root, environment); this host's when none was given, made
+        when first used: the first screen runs no probe, and importing them costs it ~4 ms."""
+        if self._ctx is None:
+            from distdoctor.probes.base import ProbeContext
+
+            self._ctx = ProbeContext()
+        return self._ctx
 
     def _new_screen(self, step_id: str) -> Screen[Any]:
         screen = _make_screen(step_id)
@@ -136,10 +148,27 @@ class DistDoctorApp(InputGuards, JobPython, App[int]):
 
     def on_mount(self) -> None:
         self.set_class(self.learn, "-learn")  # set_reactive in __init__ runs no watcher
-        self.call_after_refresh(self._resume_gc)
+        self.after_first_frame(self._resume_gc)
         if self.check_knowledge is not None:
-            # after the first frame: importing networkx in a thread still competes for the GIL
-            self.call_after_refresh(self.validate_knowledge, self.check_knowledge or None)
+            # importing networkx in a thread competes for the GIL with the first frame
+            self.after_first_frame(partial(self.validate_knowledge, self.check_knowledge or None))
+
+    def after_first_frame(self, callback: Callable[[], Any]) -> None:
+        """Run `callback` once the first frame has been drawn (soon, when it already has).
+        call_after_refresh is not enough: Textual runs those callbacks when idle even while its
+        start-up batch holds the first frame back, so work started there (a worker's imports)
+        delayed that frame."""
+        if self._first_frame is None:
+            self.call_later(callback)
+        else:
+            self._first_frame.append(callback)
+
+    def _display(self, screen: Screen[Any], renderable: Any) -> None:
+        super()._display(screen, renderable)  # Textual's (private): a frame to the terminal
+        if self._first_frame is not None and renderable is not None and not getattr(self, "_batch_count", 0):
+            callbacks, self._first_frame = self._first_frame, None
+            for callback in callbacks:
+                self.call_later(callback)
 
     @work(thread=True, exit_on_error=False, group="knowledge", description="check the method's tree")
     def validate_knowledge(self, overlay: str | None) -> None:
@@ -393,6 +422,7 @@ def make_app(kb: Any, ctx: Any, store: SessionStore, *, session_id: str | None =
     """Build the app: nothing here probes the host. `resume` ("last" or an id) reopens a session
     at its first step not done; raises SessionError when it cannot be read. `probes` replaces
     the registry's probes (tests inject recorded ones); they run only on the Environment step.
+    `ctx` None is this host's ProbeContext, made when a probe first needs it.
     `check_knowledge` (an overlay path, "" for none) asks for the knowledge base's full check in
     the background, for a `kb` loaded with `tree=False`. `overlay` is the overlay `kb` came
     from (default: `check_knowledge`), read again when the language changes."""

@@ -15,7 +15,6 @@ def run_app(args: argparse.Namespace) -> int:
     from distdoctor.knowledge import KnowledgeError, load_knowledge
     from distdoctor.knowledge.i18n import t
     from distdoctor.knowledge.loader import overlay_dir
-    from distdoctor.probes.base import ProbeContext
 
     from ..errors import UsageError
     from ..record.session import SessionError, SessionStore
@@ -34,7 +33,7 @@ def run_app(args: argparse.Namespace) -> int:
     from .app import make_app
 
     try:
-        app = make_app(kb, ProbeContext(), SessionStore(), learn=bool(getattr(args, "learn", False)),
+        app = make_app(kb, None, SessionStore(), learn=bool(getattr(args, "learn", False)),
                        resume=getattr(args, "resume", None), check_knowledge=overlay,
                        overlay=overlay or None)
     except SessionError as exc:

@@ -33,6 +33,7 @@ class StepScreen(Screen[None]):
     AUTO_FOCUS = ""
     FIRST_FOCUS = "#main > OptionList, #main > DataTable"
     BINDINGS = [Binding("escape", "leave_field", "Leave field", show=False)]
+    _resumed = False  # set on the first ScreenResume
     running: str = ""  # what a worker of this screen is doing now, for the next-action panel
     # lists/tables whose highlighted row has its result below the table (a finding's what/why/
     # fix): that row goes to the top of the view, leaving the rest of the screen to the result
@@ -102,7 +103,12 @@ class StepScreen(Screen[None]):
         if isinstance(self.focused, OptionList) or is_table(self.focused):
             self.follow_highlight(self.focused)
 
-    def on_screen_resume(self) -> None:
+    def on_screen_resume(self, event: events.ScreenResume | None = None) -> None:
+        if event is not None and not self._resumed:
+            # Textual restyles a resumed screen whole; on the first resume every widget was just
+            # styled as it mounted, with the same rules (~5 ms of the first screen)
+            event.refresh_styles = False
+            self._resumed = True
         if self.focused is None:
             targets = [w for w in self.query(self.FIRST_FOCUS) if w.focusable]
             if targets:

@@ -156,7 +156,7 @@ class ClassifyScreen(StepScreen):
         self._job: Any = None
         # after the first frame: the search imports the stacks probe and reads every process's
         # /proc entries in a thread, which would compete for the GIL with the first paint
-        self.call_after_refresh(self.find_running_job)
+        self.dd.after_first_frame(self.find_running_job)
 
     # --- a job running on this node: offer to watch it (screens/watching.py) ------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="find-job", description="look for a job here")
