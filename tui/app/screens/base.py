@@ -62,6 +62,17 @@ class StepScreen(Screen[None]):
     def dd(self) -> DistDoctorApp:
         return self.app  # type: ignore[return-value]
 
+    def _compositor_refresh(self) -> None:
+        """Textual's (private): draw the screen's changes to the terminal. Inside a batch (the
+        app's start-up holds one while the first screen mounts) App._display throws the drawn
+        frame away: ~8 ms of the first screen drawn twice. Draw once, when the batch is over (the
+        app's own messages wait for it)."""
+        app = self.app
+        if getattr(app, "_batch_count", 0) and not app.is_inline:
+            app.call_later(self.refresh)
+            return
+        super()._compositor_refresh()
+
     def compose(self) -> ComposeResult:
         from ..tiny import TooSmallNote
 
