@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
@@ -19,10 +19,12 @@ from ..record.state import Flow
 from .guards import InputGuards
 from .jobpython import JobPython
 from .lang import LANGS, NAMES, localise_bindings, other, resolve, t, wrap_between_wide_characters
-from .messages import KnowledgeChecked, SessionNotSaved
 from .nextaction import next_action
 from .palette import DistDoctorCommands
 from .steps import screen_class
+
+if TYPE_CHECKING:
+    from .messages import KnowledgeChecked, SessionNotSaved
 
 
 # The step's screen (tui/app/steps.py), imported when the step is first opened, so the first
@@ -79,7 +81,7 @@ class DistDoctorApp(InputGuards, JobPython, App[int]):
         self.DEFAULT_MODE = start
         super().__init__()
         self.kb, self._ctx, self.store, self.flow, self.order = kb, ctx, store, flow, order
-        self.saver = SessionWriter(store, lambda error: self.post_message(SessionNotSaved(error)))
+        self.saver = SessionWriter(store, self._not_saved)
         self.probes = probes  # None: distdoctor.probes.registry.PROBES, imported when first run
         # The overlay ("" for none) whose full validation was deferred past the first screen;
         # None when the knowledge base came in fully validated.
@@ -111,6 +113,12 @@ class DistDoctorApp(InputGuards, JobPython, App[int]):
 
             self._ctx = ProbeContext()
         return self._ctx
+
+    def _not_saved(self, error: str) -> None:
+        # the messages module (sixteen dataclasses, ~3 ms) is imported when first needed
+        from .messages import SessionNotSaved
+
+        self.post_message(SessionNotSaved(error))
 
     def _new_screen(self, step_id: str) -> Screen[Any]:
         screen = _make_screen(step_id)
@@ -173,6 +181,8 @@ class DistDoctorApp(InputGuards, JobPython, App[int]):
     @work(thread=True, exit_on_error=False, group="knowledge", description="check the method's tree")
     def validate_knowledge(self, overlay: str | None) -> None:
         from distdoctor.knowledge import KnowledgeError, load_knowledge
+
+        from .messages import KnowledgeChecked
 
         try:
             load_knowledge(overlay)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -14,10 +14,12 @@ from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from ...record.state import Flow, suspects
 from ..lang import resolve, t
-from ..messages import LogsAnalysed
 from ..nextaction import cause_title, next_hint
 from ..widgets import Plain
 from .base import StepScreen
+
+if TYPE_CHECKING:  # imported when a paste is matched: the first screen does without (~3 ms)
+    from ..messages import LogsAnalysed
 
 
 def suspects_table(kb: Any, rows: list[dict[str, Any]], pasted: list[dict[str, Any]],
@@ -267,6 +269,8 @@ class ClassifyScreen(StepScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="paste", description="match pasted line")
     def analyse_paste(self, text: str) -> None:
         from distdoctor.knowledge.logs import analyse_text
+
+        from ..messages import LogsAnalysed
 
         try:
             report = analyse_text(text, self.dd.kb, symptom=self.dd.flow.symptom)
