@@ -20,10 +20,11 @@ and the order of the causes are in knowledge/confidence.py):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from .confidence import advisory, against_culprit, applicable, explanation_first, how_sure, signatures_of
+from .frozen import Frozen, frozen
 from .i18n import t as tr
 from .verdict import Ranked, culprit as pick_culprit, rank_causes
 
@@ -44,8 +45,8 @@ TABLE_STATUS: Mapping[str, str] = {"seen": "no-end-seen", "timeout": "timed-out"
                                    "crashed": "crashed", "missing": "missing", "not": "not-waiting"}
 
 
-@dataclass(frozen=True)
-class IncidentEvidence:
+@frozen
+class IncidentEvidence(Frozen):
     """Everything known about one incident, each source typed by what produced it.
 
     `logs`: a `distdoctor logs` result (LogReport.to_dict()); `findings`: check findings;
@@ -74,8 +75,8 @@ class IncidentEvidence:
     topology: Mapping[str, Any] | None = None
 
 
-@dataclass(frozen=True)
-class Diagnosis:
+@frozen
+class Diagnosis(Frozen):
     """The verdict on one incident; `to_dict()` is what `--json`, sessions and reports carry."""
 
     confidence: str

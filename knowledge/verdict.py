@@ -10,9 +10,9 @@ lint), each `{"source", "ranks", "role", "why", "cause"}`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from .frozen import Frozen, frozen
 from .i18n import t as tr
 
 # How much each kind of evidence counts once normalised to 0..1. A switch that turns a failure
@@ -31,8 +31,8 @@ RULED_OUT_FACTOR = 0.5  # a passing minimal repro weakens node-local causes, it 
 FINDING_STRENGTH: Mapping[str, float] = {"fail": 1.0, "warn": 0.3}
 
 
-@dataclass(frozen=True)
-class Ranked:
+@frozen
+class Ranked(Frozen):
     """One cause with its combined score and the reasons behind it, strongest first."""
 
     id: str

@@ -15,9 +15,9 @@ import re
 import select
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import BinaryIO
 
+from ..frozen import Frozen, frozen
 from ..i18n import t as tr
 
 # Per compressed file or standard input: a rank's log rarely passes a few hundred MiB.
@@ -32,8 +32,8 @@ GLOB_MAX_ENTRIES = 1_000_000  # directory entries a `**` walk looks at, at most
 GLOB_MAX_DEPTH = 200  # folders a `**` walk descends, at most (each is a Python frame)
 
 
-@dataclass(frozen=True)
-class Limits:
+@frozen
+class Limits(Frozen):
     """What one analysis may read. max_ratio None turns the ratio guard off (an explicit
     --max-bytes: the user said how much to read)."""
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 
+from ..frozen import Frozen, frozen
 from ..model import KnowledgeBase
 from . import plancache
 from .extractors import TABLE, TRIGGERS as TRIGGER_PATTERNS
@@ -16,8 +16,8 @@ from .prefilter import Plan, build_items, literal_alternatives, plan, trie_regex
 TRIGGERS = TRIGGER_PATTERNS
 
 
-@dataclass(frozen=True)
-class Sig:
+@frozen
+class Sig(Frozen):
     """One signature ready for matching a line; its regex is compiled the first time a line
     holds one of its needles (most runs need a few of the ~100)."""
 
@@ -39,8 +39,8 @@ class Sig:
         return not self.needles and self.rx.search(text) is not None
 
 
-@dataclass(frozen=True)
-class Rooted:
+@frozen
+class Rooted(Frozen):
     """One rooted group of the plan: literals that start with the same character. A line is a
     candidate when one of them occurs in it; scan.py finds them with a regex search (its trie,
     compiled on first use) or, where the root character is rare, with bytes.find (memchr) and a
@@ -71,8 +71,8 @@ def _rooted(ch: str, tails: tuple[str, ...], rare: bool) -> Rooted:
     return Rooted(ch.encode(), raw, rare, {k: tuple(v) for k, v in by_next.items()})
 
 
-@dataclass(frozen=True)
-class Matcher:
+@frozen
+class Matcher(Frozen):
     """Which signatures a line can match, whether a harmless pattern can, and which extractors
     (extractors.TABLE) hold a word in it, from one regex over all their needles and words (a
     trie): a handful of C-level searches per line instead of a Python `in` test for each of ~290
@@ -126,8 +126,8 @@ def _matcher(sigs: tuple[Sig, ...], harmless: tuple[str, ...] | None,
     return Matcher(rx, found, tuple(i for i, s in enumerate(sigs) if not s.needles), harmless is None)
 
 
-@dataclass(frozen=True)
-class Compiled:
+@frozen
+class Compiled(Frozen):
     """Everything a scan needs, built once per knowledge base (and input character mix)."""
 
     sigs: tuple[Sig, ...]  # scanned on every candidate line
@@ -229,8 +229,8 @@ _KNOWN_NEEDLES: dict[str, tuple[str, ...]] = {}
 _KNOWN_TRIGGERS_UNANCHORED: list[tuple[str, ...]] = []
 
 
-@dataclass(frozen=True)
-class _Row:
+@frozen
+class _Row(Frozen):
     id: str
     pattern: str
     cause: str

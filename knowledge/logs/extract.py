@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from .. import nccl_grammar as grammar
+from ..frozen import Frozen, frozen
 from ..lazyre import lazy
 
 # ------------------------------------------------------------------ rank attribution
@@ -41,8 +42,8 @@ def file_rank(path: str) -> str | None:
     return m.group(1) if m else None
 
 
-@dataclass(frozen=True)
-class Who:
+@frozen
+class Who(Frozen):
     """Who wrote a line: a rank (when known) and the NCCL process (host:pid) when printed."""
 
     rank: str | None

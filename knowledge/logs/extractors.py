@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from ..frozen import Frozen, frozen
 from . import extract as x
 from .records import StoreWait
 
@@ -26,8 +26,8 @@ VERSION_SPAN = 12  # a bare `NCCL version` line this close after a process's fac
 EVENT, FACT = "event", "fact"
 
 
-@dataclass(frozen=True)
-class Extractor:
+@frozen
+class Extractor(Frozen):
     """One extractor: it runs on a line holding one of `words`."""
 
     id: str

@@ -6,7 +6,6 @@ import heapq
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 if sys.version_info >= (3, 11):
     import re._constants as _c
@@ -14,6 +13,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - 3.10
     import sre_constants as _c
     import sre_parse as _parser
+
+from ..frozen import Frozen, frozen
 
 _SEP = "\x00"  # marks a break between literal runs inside one alternative
 _MAX_ALTS = 64  # cross products above this collapse to "unknown" (still correct, just less selective)
@@ -50,8 +51,8 @@ NOISE_SAMPLES = tuple(
 )
 
 
-@dataclass(frozen=True)
-class Anchored:
+@frozen
+class Anchored(Frozen):
     """One pattern's literal requirement: every alternative needs one of its runs present."""
 
     key: str
@@ -177,8 +178,8 @@ def sample_freq(sample: bytes) -> tuple[tuple[str, float], ...]:
 ROOT_TAIL = 10  # characters after the root that a char-rooted alternative must match
 
 
-@dataclass(frozen=True)
-class Plan:
+@frozen
+class Plan(Frozen):
     """How to find candidate lines: plain substrings, plus char-rooted tries of short literals."""
 
     literals: tuple[str, ...]  # found by bytes.find

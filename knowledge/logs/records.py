@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..frozen import Frozen, frozen
+
 
 @dataclass
 class Hit:
@@ -32,8 +34,8 @@ class Exc:
     frame: str = ""  # the innermost frame of the user's own code in that traceback (train.py:25 in main)
 
 
-@dataclass(frozen=True)
-class StoreWait:
+@frozen
+class StoreWait(Frozen):
     """A rank's wait in the rendezvous store that gave up: the keys it waited for (none when the
     message lists none, as older torch's "Socket Timeout")."""
 

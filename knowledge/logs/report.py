@@ -4,11 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..frozen import Frozen, frozen
 from ..i18n import t as tr
 
 
-@dataclass(frozen=True)
-class Evidence:
+@frozen
+class Evidence(Frozen):
     """One log line that supports a cause."""
 
     file: str
