@@ -1,7 +1,6 @@
 """Line-level extractors: rank attribution, timestamps, watchdog records and NCCL INFO facts."""
 from __future__ import annotations
 
-import calendar
 import os
 import re
 from dataclasses import dataclass
@@ -103,6 +102,22 @@ _ISO = lazy(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 _GLOG = lazy(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
 
 
+_DAYS_BEFORE_MONTH = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)
+_EPOCH_DAYS = 719162  # days from 0001-01-01 to 1970-01-01
+
+
+def utc_seconds(y: int, mo: int, d: int, h: int, mi: int, s: int) -> int:
+    """calendar.timegm((y, mo, d, h, mi, s)) without importing calendar and datetime (~2 ms of
+    each start): the same ValueError for a year outside 1-9999 or a month outside 1-12, and, like
+    it, no check of the day, hour, minute or second."""
+    if not (1 <= y <= 9999 and 1 <= mo <= 12):
+        raise ValueError(f"date out of range: {y}-{mo}")
+    p = y - 1
+    leap = mo > 2 and y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+    days = p * 365 + p // 4 - p // 100 + p // 400 + _DAYS_BEFORE_MONTH[mo - 1] + leap + d - 1 - _EPOCH_DAYS
+    return ((days * 24 + h) * 60 + mi) * 60 + s
+
+
 def timestamp(text: str) -> tuple[int, float] | None:
     """(kind, seconds): kind 2 is a full date, 1 a glog time without the year; None if absent."""
     head = text[:160]
@@ -111,8 +126,8 @@ def timestamp(text: str) -> tuple[int, float] | None:
         y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
         frac = float("0." + m.group(7)) if m.group(7) else 0.0
         try:
-            return 2, calendar.timegm((y, mo, d, h, mi, s)) + frac
-        except (ValueError, OverflowError):
+            return 2, utc_seconds(y, mo, d, h, mi, s) + frac
+        except ValueError:
             return None
     g = _GLOG.search(head)
     if g:
