@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 from ..frozen import Frozen, frozen
 from ..i18n import t as tr
+from ..lazyre import lazy
 
 # Per compressed file or standard input: a rank's log rarely passes a few hundred MiB.
 DEFAULT_MAX_BYTES = 1 << 30
@@ -63,7 +64,7 @@ def limits(max_bytes: int | None = None, on_wait: Callable[[str], None] | None =
         _LIMITS.reset(token)
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.I)
+_SIZE = lazy(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.I)
 
 
 def parse_size(text: str) -> int:

@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from itertools import accumulate
 
+from ..lazyre import lazy
 from . import extract as x
 from .compiled import Compiled, Sig
 from .extractors import MAX_HITS, TABLE, TRACEBACK_SPAN
@@ -365,7 +366,7 @@ class Collector:
 
 
 # Every timestamp extract.timestamp reads (ISO dates, glog headers) holds a clock time hh:mm:ss.
-_CLOCK = re.compile(r":\d\d:")
+_CLOCK = lazy(r":\d\d:")
 PROGRESS_WORDS = ("step", "iter", "batch")  # a progress counter's line holds one (lower-cased)
 
 

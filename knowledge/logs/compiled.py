@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import re
 
+from .. import rxcache
 from ..frozen import Frozen, frozen
 from ..model import KnowledgeBase
 from . import plancache
@@ -30,7 +31,7 @@ class Sig(Frozen):
 
     @functools.cached_property
     def rx(self) -> re.Pattern[str]:
-        return re.compile(self.pattern)
+        return rxcache.compile(self.pattern)
 
     def match(self, text: str) -> bool:
         for n in self.needles:
@@ -122,7 +123,7 @@ def _matcher(sigs: tuple[Sig, ...], harmless: tuple[str, ...] | None,
         found[n] = (frozenset(i for p in prefixes for i in by_needle.get(p, ())),
                     any(p in kinder for p in prefixes),
                     frozenset(i for p in prefixes for i in by_word.get(p, ())))
-    rx = re.compile(trie_regex(sorted(every))) if every else None
+    rx = rxcache.compile(trie_regex(sorted(every))) if every else None
     return Matcher(rx, found, tuple(i for i, s in enumerate(sigs) if not s.needles), harmless is None)
 
 
@@ -157,7 +158,7 @@ class Compiled(Frozen):
     @functools.cached_property
     def harmless(self) -> re.Pattern[str] | None:
         """Lines that never count as evidence (compiled when the first candidate line comes)."""
-        return re.compile(self.harmless_pattern) if self.harmless_pattern else None
+        return rxcache.compile(self.harmless_pattern) if self.harmless_pattern else None
 
 
 def _needles(pattern: str) -> tuple[str, ...]:

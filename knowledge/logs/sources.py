@@ -10,7 +10,6 @@ import bz2
 import io
 import lzma
 import os
-import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from typing import Any, BinaryIO
 
 from ..fswalk import walk
 from ..i18n import t as tr
+from ..lazyre import lazy
 from . import bounds, streams
 from .streams import READ_ERRORS
 
@@ -30,8 +30,8 @@ SNIFF = 64 << 10  # checked for NUL bytes and UTF-8 before a file is read
 TAIL = 32 << 10  # the end of each file, kept for tail analysis
 STDIN = "-"
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
-_GLOB_CHARS = re.compile(r"[*?\[]")
-_NATURAL = re.compile(r"(\d+)")
+_GLOB_CHARS = lazy(r"[*?\[]")
+_NATURAL = lazy(r"(\d+)")
 
 
 @dataclass
