@@ -1,10 +1,10 @@
 """The knowledge base: causes, symptoms, checks, switches, log signatures and the method's tree."""
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .errors import KnowledgeError
+from .lazymod import lazy_exports
 
 if TYPE_CHECKING:
     from .loader import load_knowledge
@@ -21,10 +21,4 @@ __all__ = ["Cause", "Check", "Fix", "KnowledgeBase", "KnowledgeError", "Signatur
            "Switch", "Symptom", "load_knowledge"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

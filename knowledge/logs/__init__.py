@@ -1,8 +1,9 @@
 """Log diagnosis: stream every rank's logs, find the first failure and rank the root causes."""
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazymod import lazy_exports
 
 if TYPE_CHECKING:
     from .engine import analyse, analyse_text
@@ -18,10 +19,4 @@ _LAZY = {"analyse": ".engine", "analyse_text": ".engine", "CauseScore": ".report
 __all__ = ["CauseScore", "Evidence", "LogReport", "analyse", "analyse_text", "read_context"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

@@ -5,9 +5,10 @@ draw_matrix(facts), to_dot(facts), to_svg(facts), TopologyInputError.
 """
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from distdoctor.knowledge.lazymod import lazy_exports
 
 from .draw_dot import to_dot
 from .draw_svg import to_svg
@@ -28,13 +29,7 @@ _LAZY = {"build_graph": "graph", "TopologyInputError": "load", "load_topology": 
          "parse_text": "load"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 def analyse(source: Topology | str, name: str | None = None) -> dict[str, Any]:

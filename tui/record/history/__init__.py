@@ -5,11 +5,11 @@ at once for an event that concludes nothing, `anything_to_recall` is a stat, and
 first use."""
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Any
 
+from distdoctor.knowledge.lazymod import lazy_exports
 from distdoctor.knowledge.statedir import state_dir
 
 # Session events that conclude something worth remembering, and those that add to it (a check
@@ -56,10 +56,7 @@ def record_event(session_id: str | None, kind: str, data: Any, **options: Any) -
     return record(session_id, kind, data, **options)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+__getattr__ = lazy_exports(__name__, _WHERE, globals())
 
 
 __all__ = ["CONCLUDING", "ENRICHING", "DB_NAME", "anything_to_recall", "default_path", "record_event", *_WHERE]
