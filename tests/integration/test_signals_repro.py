@@ -113,7 +113,15 @@ def one_case(tmp_path: Path, command: str, moment: str, sig: signal.Signals) -> 
     tag = uuid.uuid4().hex
     run_dir = tmp_path / "run"
     env = {**os.environ, TAG: tag, "XDG_STATE_HOME": str(tmp_path / "state")}
-    argv = [str(DISTDOCTOR), command, "--backend", "gloo", "--python", sys.executable,
+    python = sys.executable
+    if moment == "before":
+        # the interpreter check takes milliseconds since it no longer imports torch for Gloo: an
+        # interpreter that starts 3 s late keeps "before the run started" a moment a signal can hit
+        python = str(tmp_path / "slow-python")
+        tmp_path.mkdir(parents=True, exist_ok=True)
+        Path(python).write_text(f'#!/bin/sh\nsleep 3\nexec "{sys.executable}" "$@"\n', encoding="utf-8")
+        os.chmod(python, 0o755)
+    argv = [str(DISTDOCTOR), command, "--backend", "gloo", "--python", python,
             "--timeout", str(TIMEOUT), "--env", "DISTDOCTOR_REPRO_HANG_RANK=1",
             "--run-dir", str(run_dir), "--json"]
     if command == "bisect":
