@@ -400,3 +400,22 @@ async def test_typed_paths_are_checked_off_the_event_loop(tmp_path: Path, monkey
     recorded = tmp_path / "sessions" / "qa.json"
     # a typo is not an answer: nothing was recorded for it
     assert not recorded.exists() or "log_paths" not in recorded.read_text(encoding="utf-8")
+
+
+@run_async
+async def test_work_after_the_first_frame_runs_even_if_textual_never_calls_the_hook(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """after_first_frame hangs on Textual's private App._display; if a release stops calling it,
+    the timer from on_mount still runs the work (garbage collection back on, the knowledge check)."""
+    from textual.app import App
+
+    from distdoctor.tui.app.app import FIRST_FRAME_LATEST_S, DistDoctorApp
+
+    monkeypatch.setattr(DistDoctorApp, "_display", App._display)  # the hook is never reached
+    app = appkit.build(tmp_path, appkit.HANG_ENV, session_id="frame")
+    ran: list[int] = []
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.after_first_frame(lambda: ran.append(1))
+        assert ran == []
+        await pilot.pause(FIRST_FRAME_LATEST_S + 0.5)
+        assert ran == [1] and app._first_frame is None

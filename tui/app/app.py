@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from .messages import KnowledgeChecked, SessionNotSaved
 
 
+FIRST_FRAME_LATEST_S = 2.0  # what waits for the first frame runs by then even if none was seen
+
 # The step's screen (tui/app/steps.py), imported when the step is first opened, so the first
 # screen does not pay for DataTable, Log or the probes. Unknown steps get GenericStepScreen.
 def _make_screen(step_id: str) -> Screen[Any]:
@@ -156,6 +158,7 @@ class DistDoctorApp(InputGuards, JobPython, App[int]):
 
     def on_mount(self) -> None:
         self.set_class(self.learn, "-learn")  # set_reactive in __init__ runs no watcher
+        self.set_timer(FIRST_FRAME_LATEST_S, self._first_frame_drawn)
         self.after_first_frame(self._resume_gc)
         if self.check_knowledge is not None:
             # importing networkx in a thread competes for the GIL with the first frame
@@ -174,9 +177,16 @@ class DistDoctorApp(InputGuards, JobPython, App[int]):
     def _display(self, screen: Screen[Any], renderable: Any) -> None:
         super()._display(screen, renderable)  # Textual's (private): a frame to the terminal
         if self._first_frame is not None and renderable is not None and not getattr(self, "_batch_count", 0):
-            callbacks, self._first_frame = self._first_frame, None
-            for callback in callbacks:
-                self.call_later(callback)
+            self._first_frame_drawn()
+
+    def _first_frame_drawn(self) -> None:
+        """Run what waited for the first frame (once). Also called by a timer from on_mount, so
+        a Textual release that no longer calls `_display` delays this work, never loses it."""
+        if self._first_frame is None:
+            return
+        callbacks, self._first_frame = self._first_frame, None
+        for callback in callbacks:
+            self.call_later(callback)
 
     @work(thread=True, exit_on_error=False, group="knowledge", description="check the method's tree")
     def validate_knowledge(self, overlay: str | None) -> None:
