@@ -192,13 +192,21 @@ class SharedDir:
         latest heartbeat (what it did since is not known: a report that the window is not yet
         full is no stall). A node whose heartbeat stopped for a window (its watcher gone) counts
         from the last progress it reported."""
+        now = self.now()
+        return all(at - last >= stall_s or (now - at >= stall_s and now - last >= stall_s)
+                   for at, last in self._beats().values())
+
+    def others_last(self) -> float:
+        """The other nodes' last progress by the heartbeats others_stalled() judged (-inf: none)."""
+        return max((last for _, last in self._beats().values()), default=float("-inf"))
+
+    def _beats(self) -> dict[str, tuple[float, float]]:
+        """host -> (heartbeat time, last progress) of every other node, read every READ_EVERY_S."""
         def read() -> dict[str, tuple[float, float]]:
             nodes = self.nodes()
             return {h: (seconds(b.get("at")), seconds(b.get("last_progress")))
                     for h, b in self._each("heartbeat.json").items() if h != self.host and h in nodes}
-        now = self.now()
-        return all(at - last >= stall_s or (now - at >= stall_s and now - last >= stall_s)
-                   for at, last in self._recent("beats", read).values())
+        return self._recent("beats", read)
 
     def last_progress(self) -> float | None:
         """The job's last progress on any node (wall clock), from the heartbeats and captures."""

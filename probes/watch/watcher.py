@@ -446,16 +446,21 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
                     shared is None or shared.others_stalled(config.stall_s))):
                 last = loop.progress.last_progress()
                 kind = "failed" if loop.progress.failed_ranks() or (remote or {}).get("kind") == "failed" else "hang"
+                # the job's onset is the last progress on any node as the confirming node knew it
+                # then: every node reports one hang, and progress seen later cannot shorten it
                 if remote is not None:
                     host = remote.get("host")
                     loop.notes.append(t("a rank died on {host}: this node's ranks were taken at once", host=host)
                                       if remote.get("kind") == "failed" else
                                       t("{host} confirmed a hang: this node's ranks were taken at once", host=host))
-                elif shared is not None:
-                    shared.mark(kind, _wall(last), loop.progress.failed_ranks() or sorted(loop.procs))
+                    at, onset = seconds(remote.get("at")), seconds(remote.get("onset"))
+                    onset = onset if onset > float("-inf") else min(_wall(last), at)
+                else:  # what others_stalled() judged: onset is at least the stall window before
+                    at, onset = _wall(now), max(_wall(last), shared.others_last() if shared else float("-inf"))
+                    if shared is not None:
+                        shared.mark(kind, onset, loop.progress.failed_ranks() or sorted(loop.procs))
                 captured = loop.capture(kind, dead=loop.progress.failed_ranks()[:1])
-                hang = {"confirmed_at": _iso(_wall(now) if remote is None else seconds(remote.get("at"))),
-                        "_last": last}
+                hang = {"confirmed_at": _iso(at), "detected_after_s": round(at - onset, 1)}
                 break
             loop.wake.wait(config.interval_s)
             loop.wake.clear()
@@ -479,14 +484,12 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
             loop.finish_capture(captured)
         verdict: dict[str, Any] | None = None
         causes: list[dict[str, Any]] = []
-        job_last: float | None = None  # the job's last progress on any node (wall clock)
         if outcome != "finished" and shared is not None and kind != "cancelled":
             captured = captured or {"kind": outcome, "paths": {}, "extra": [], "notes": []}
             doc, merged = agree(shared, loop.node_doc(captured, outcome), config.kb, backend=config.backend,
                                 wait_s=config.shared_wait_s, notes=loop.notes)
             verdict = dict(doc.get("verdict") or {}, given_by=doc.get("by"), nodes=doc.get("nodes") or [])
             causes = list(doc.get("causes") or [])
-            job_last = seconds(doc.get("last_progress"))
             captured["paths"]["verdict"] = str(shared.root / VERDICT)
             if merged is not None:  # this node concluded: its session and report hold every node's evidence
                 captured.update({k: merged[k] for k in ("stacks", "fr", "ras", "logs_report") if merged.get(k)})
@@ -499,11 +502,8 @@ def watch_job(target: Target, config: WatchConfig) -> Outcome:
             (captured or {})["logs_report"] = concluded["logs"]
         elif shared is not None:  # so that no node waits for this one's capture
             shared.captured({"kind": outcome, "last_progress": _wall(loop.progress.last_progress())})
-        if hang is not None:
-            last = hang.pop("_last")
-            hang["detected_after_s"] = round(time.time() - max(_wall(last), job_last or float("-inf")), 1)
-            if outcome == "failed":
-                hang = None
+        if outcome == "failed":
+            hang = None
         if kind in ("hang", "failed") and config.kill_on_hang:
             # only now: the logs were read as the hang left them, without the launcher's
             # lines about the ending (a SIGTERM reads as a crash)
