@@ -85,6 +85,7 @@ def _run(sources: list[Source], skipped: list[Skipped], kb: KnowledgeBase,
     view = build(col, sigs)
     lines = timeline.build(view)
     who = culprit.culprit(view, lines)
+    timeline.own_copies(view, lines)
     # the culprit rule's id travels beside the dict (LogReport.culprit_rule), not inside it
     culprit_rule = str(who.pop("rule", "")) if who else ""
     first = first_failure(view)

@@ -219,8 +219,42 @@ def recovered(view: View, rank: str, hit: Hit) -> bool:
     was a line inside a traceback that a WARNING record printed (logged, not raised)."""
     if logged(view, hit):
         return True
+    if terminal(view, rank, hit):
+        return False
     # its last progress line in the same file: a tee'd console and the rank's own file both count
     return view.col.last_step_line.get((rank, hit.file), 0) > hit.line
+
+
+def own_copies(view: View, lines: dict[str, RankLine]) -> None:
+    """Point each crashed rank's end at the same exception in the rank's own file when a console
+    that many ranks share held it too (torchrun --tee writes both): the line to open. Called once
+    the culprit is chosen: only the shared console's order says which rank raised first."""
+    writers: dict[str, set[str]] = {}
+    for r, files in view.col.seen.items():
+        for name in files:
+            writers.setdefault(name, set()).add(r)
+    for exc in view.col.exceptions:
+        r = view.rank(exc.hit)
+        rl = lines.get(r or "")
+        now = rl.end.exc if rl is not None and rl.end.kind == "crashed" else None
+        if now is not None and writers.get(exc.hit.file) == {r} and writers.get(now.hit.file) != {r} \
+                and (exc.type, exc.message) == (now.type, now.message):
+            rl.end = End("crashed", rl.end.detail, exc.hit, exc)
+
+
+def terminal(view: View, rank: str, hit: Hit) -> bool:
+    """Whether the line is the rank's last traceback before the launcher's record of its non-zero
+    exit in the same file: the exception that ended the process. In one console the launcher
+    interleaves each rank's stdout and stderr, and a rank's buffered stdout (its step lines) can
+    land after its own traceback, so progress printed later in the file does not show it went on.
+    Silent without that exit record (a paste that stops before it), with a later traceback, or
+    when a restart that followed the record finished (the exception ended an attempt, not the run)."""
+    code, end = view.col.elastic_exits.get(rank, (0, None))
+    if not code or end is None or end.file != hit.file or end.line <= hit.line or restarted(view, end):
+        return False
+    tracebacks = [e.hit.line for e in view.col.exceptions if e.traceback and not e.launcher
+                  and e.hit.file == hit.file and view.rank(e.hit) == rank and e.hit.line < end.line]
+    return bool(tracebacks) and max(tracebacks) == hit.line
 
 
 def restarted(view: View, hit: Hit) -> bool:
