@@ -166,7 +166,8 @@ def min_driver_for(cuda: tuple[int, int]) -> str | None:
 
 
 def judge(driver: dict[str, Any] | None, cuda_build: str | None) -> dict[str, Any]:
-    """Facts comparing the driver with torch's CUDA build; empty when either is unknown."""
+    """The driver's version and the drivers torch's CUDA build needs, as facts checks.toml
+    compares; empty when either is unknown."""
     if not driver or not driver.get("version") or not cuda_build:
         return {}
     build = cuda_tuple(cuda_build)
@@ -178,10 +179,16 @@ def judge(driver: dict[str, Any] | None, cuda_build: str | None) -> dict[str, An
     floor = compat or full
     if floor is None:
         return {}
-    facts: dict[str, Any] = {"driver_too_old": have < vtuple(floor)}
+    # The versions as arrays of numbers, which checks.toml compares part by part: below the floor
+    # (the oldest driver the CUDA major runs on) it fails; between the floor and the driver the
+    # toolkit ships with (`full`) only minor version compatibility applies: it runs, but kernels
+    # that need newer PTX fail ("unsupported toolchain").
+    facts: dict[str, Any] = {"driver_version_parts": list(have),
+                             "driver_floor_parts": list(vtuple(floor)),
+                             "driver_full_parts": list(vtuple(full or floor))}
+    # the same judgements as booleans, for the readers of the facts; the checks compare the parts
+    facts["driver_too_old"] = have < vtuple(floor)
     facts["driver_min_required"] = floor if facts["driver_too_old"] else (full or floor)
-    # Between the major floor and the toolkit driver only minor version compatibility applies:
-    # it runs, but kernels that need newer PTX fail ("unsupported toolchain").
     facts["driver_minor_compat_only"] = bool(
         not facts["driver_too_old"] and full and have < vtuple(full))
     return facts

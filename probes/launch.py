@@ -91,11 +91,23 @@ def visible_gpus(env: Mapping[str, str]) -> int | None:
     return count
 
 
+def _port_number(text: str) -> int | str:
+    """MASTER_PORT as a number when it is decimal digits, else the text as given (which lies in no
+    port range, so the range check in checks.toml finds it invalid)."""
+    try:
+        return int(text) if text.isdigit() else text
+    except ValueError:  # '²' is a digit to isdigit() but not to int()
+        return text
+
+
 def consistency(env: Mapping[str, str], kind: str) -> dict[str, Any]:
-    """Booleans a check can judge directly; a fact is absent when its inputs are."""
+    """The numbers the checks compare (the comparisons live in checks.toml); a fact is absent
+    when its inputs are."""
     facts: dict[str, Any] = {}
     world, rank = _int(env, "WORLD_SIZE"), _int(env, "RANK")
     local_world, local_rank = _int(env, "LOCAL_WORLD_SIZE"), _int(env, "LOCAL_RANK")
+    # The booleans below repeat what the checks compare, for the readers of the facts (snapshots,
+    # tests); the checks judge the numbers.
     if world is not None and rank is not None:
         facts["rank_out_of_range"] = not 0 <= rank < world
     if local_world is not None and local_rank is not None:
@@ -110,12 +122,10 @@ def consistency(env: Mapping[str, str], kind: str) -> dict[str, Any]:
     srank, srank_var = scheduler_rank(env)
     if srank is not None and rank is not None and kind != "torchrun":
         facts["scheduler_rank"], facts["scheduler_rank_var"] = srank, srank_var
-        facts["rank_vs_scheduler"] = rank != srank
     per_node = tasks_per_node(env)
     if kind == "torchrun" and per_node is not None:
         # torchrun inside an srun/mpirun step that starts several tasks per node: every task's
         # agent starts its own workers, so ranks are numbered twice.
-        facts["nested_launchers"] = per_node > 1
         facts["tasks_per_node"] = per_node
     visible = visible_gpus(env)
     if visible is not None:
@@ -136,7 +146,7 @@ def consistency(env: Mapping[str, str], kind: str) -> dict[str, Any]:
         facts["incomplete"] = bool(missing) and kind in ("manual", "torchrun")
     port = env.get("MASTER_PORT")
     if port is not None:
-        facts["master_port_invalid"] = not (port.isdigit() and 0 < int(port) < 65536)
+        facts["master_port_number"] = _port_number(port)
     return facts
 
 

@@ -115,15 +115,14 @@ def selection_facts(env: Mapping[str, str], interfaces: list[dict[str, Any]],
     facts.update(nccl_socket_ifname=spec, nccl_rule=rule, nccl_selected=selected,
                  nccl_selected_text=", ".join(selected) or "nothing",
                  nccl_selected_down=[n for n in selected if state.get(n) == "down"])
-    if spec is not None and len(spec) > 1:
-        facts["nccl_ifname_matches_nothing"] = not selected
+    if spec is not None and len(spec) > 1:  # NCCL ignores a shorter one: the default search runs
+        facts["nccl_ifname_selected"] = selected
     facts["nic_is_docker_or_lo"] = bool(selected) and all(netsel.is_docker_or_lo(n) for n in selected)
     gloo = env.get("GLOO_SOCKET_IFNAME")
     facts["gloo_socket_ifname"] = gloo
     if gloo is not None:
         ok, missing = netsel.gloo_select(gloo, order)
-        facts.update(gloo_selected=ok, gloo_missing=missing, gloo_ifname_missing=bool(missing),
-                     gloo_missing_text=", ".join(missing))
+        facts.update(gloo_selected=ok, gloo_missing=missing, gloo_missing_text=", ".join(missing))
     candidates = [i["name"] for i in interfaces if i["state"] != "down"
                   and not netsel.is_docker_or_lo(i["name"])
                   and any(a.name == i["name"] and a.family == 4 for a in order)]
@@ -164,12 +163,12 @@ def probe_network(ctx: ProbeContext, *, if_addrs: IfAddrs | None = None,
     facts: dict[str, Any] = {"interfaces": interfaces, "rdma": read_rdma(ctx)}
     ports = [p for d in facts["rdma"] for p in d["ports"]]
     if ports:
-        facts["rdma_all_down"] = not any(p["state"] == "ACTIVE" for p in ports)
+        facts["rdma_ports_active"] = sum(p["state"] == "ACTIVE" for p in ports)
+        facts["rdma_all_down"] = facts["rdma_ports_active"] == 0  # for the readers of the facts
     facts.update(selection_facts(env, interfaces, order))
     facts.update(hostname_facts(env, timeout, resolver))
     local_ips = {a.address.split("%")[0]: a.name for a in order}
-    spec = env.get("NCCL_SOCKET_IFNAME")
-    selected = facts["nccl_selected"] if spec is not None and len(spec) > 1 else None
+    selected = facts.get("nccl_ifname_selected")  # None when NCCL_SOCKET_IFNAME does not apply
     facts.update(netmaster.master_facts(ctx.pid, env, local_ips, selected, timeout, resolver,
                                         connections))
     return ProbeResult(NAME, OK, MappingProxyType(facts))

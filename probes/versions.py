@@ -138,7 +138,7 @@ def system_nccl_libs(ctx: ProbeContext) -> list[dict[str, str]]:
 
 
 def nccl_facts(answer: dict[str, Any], system: list[dict[str, str]]) -> dict[str, Any]:
-    """Every NCCL build found, its version where known, and whether there is more than one."""
+    """Every NCCL build found, its version where known, and how many distinct builds there are."""
     torch = answer.get("torch") or {}
     packages = list(answer.get("nccl_packages") or [])
     libs: dict[str, dict[str, Any]] = {}
@@ -155,13 +155,17 @@ def nccl_facts(answer: dict[str, Any], system: list[dict[str, str]]) -> dict[str
     described = [f"{p['name']} {p['version']} (pip)" for p in packages]
     described += [f"{e['path']} {e['version'] or '?'} ({e['source']})" for e in libs.values()
                   if e["source"] != "pip"]
+    loaded_paths = torch.get("nccl_loaded_paths", [])
     return {
         "loaded": torch.get("nccl"),
-        "loaded_paths": torch.get("nccl_loaded_paths", []),
+        "loaded_paths": loaded_paths,
         "packages": packages,
         "libraries": list(libs.values()),
         "versions": sorted(versions, key=cuda_driver.vtuple),
         "builds": described,
+        # the most builds one view tells apart: versions on disk, pip packages, libraries mapped
+        # in the process (checks.toml warns above one)
+        "distinct_builds": max(len(versions), len(packages), len(loaded_paths)),
     }
 
 
@@ -191,8 +195,7 @@ def probe_versions(ctx: ProbeContext, *, nvml: Any = None) -> ProbeResult:
         facts["torch_broken"] = bool(torch.get("import_error"))
     nccl = nccl_facts(answer, system_nccl_libs(ctx))
     facts["nccl"] = nccl
-    facts["two_nccls"] = len(nccl["versions"]) > 1 or len(nccl["packages"]) > 1 \
-        or len(nccl["loaded_paths"]) > 1
+    facts["two_nccls"] = nccl["distinct_builds"] > 1  # for the readers of the facts; the check compares the count
     facts["nccl_builds_text"] = "; ".join(nccl["builds"])
     if nvml is None and ctx.root != Path("/"):
         # NVML answers for the real host, which a recorded root is not
