@@ -181,6 +181,8 @@ def value_error(op: str, value: Any) -> str:
         return ""
     if op in _VALUE_LESS_OPS:
         return f"op {op!r} takes no value: a table there is a mistake"
+    if op == "matches":  # a pattern is checked for backtracking on load: it must be written out
+        return "op 'matches' takes a pattern string, not a table"
     for table in tables:
         why = _table_error(table, False)
         if why:

@@ -94,6 +94,7 @@ def test_ranges_and_lists_of_ranges(value: Any, inside: list, outside: list) -> 
     ("in", {"min": "1"}, "min: a range bound is"),
     ("in", {"min": {"min": 1}}, "min: a range bound is"),
     ("true", {"fact": "m"}, "takes no value"),
+    ("matches", {"fact": "m"}, "takes a pattern string"),
     ("eq", [1, {"fact": "m"}], "goes with op in or not_in"),
 ])
 def test_malformed_values_are_named_and_never_judged(op: str, value: Any, why: str) -> None:
