@@ -295,12 +295,6 @@ def _uneven(view: View, waiters: list[RankLine]) -> dict[str, Any] | None:
                      "after the others ran out of data", ranks=", ".join(ranks), most=most, others=others)}
 
 
-
-
-
-
-
-
 def _odd_facts(view: View) -> dict[str, Any] | None:
     for fact in ("nccl_version", "bootstrap_if", "net_if"):
         values: dict[str, list[str]] = {}
