@@ -87,8 +87,8 @@ def test_method_order_is_the_trees_main_path(kb) -> None:
     ({"TORCHELASTIC_RUN_ID": "x", "SLURM_JOB_ID": "9"}, "torchrun", "torchrun --nproc-per-node=... train.py"),
     ({"SLURM_JOB_ID": "9"}, "slurm", "srun --export=ALL ... python train.py"),
     ({"OMPI_COMM_WORLD_SIZE": "4"}, "mpirun",
-     "mpirun -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS -x TORCH_DISTRIBUTED_DEBUG -x TORCH_CPP_LOG_LEVEL "
-     "-x NCCL_DEBUG_FILE ... python train.py"),
+     "mpirun -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS -x NCCL_DEBUG_FILE -x TORCH_DISTRIBUTED_DEBUG "
+     "-x TORCH_CPP_LOG_LEVEL ... python train.py"),
     ({}, "python", "python train.py"),
 ])
 def test_launcher_detection_and_logging_lines(env, launcher, last) -> None:
@@ -96,7 +96,7 @@ def test_launcher_detection_and_logging_lines(env, launcher, last) -> None:
     assert found.id == launcher
     assert found.lines[-1] == last
     text = found.text
-    for name, value in launchers.LOG_SWITCHES:
+    for name, value in launchers.switches():
         assert f"{name}={value}" in text
     assert "NCCL_DEBUG_FILE=./nccl-logs/nccl.%h.%p.log" in text
 

@@ -1,21 +1,24 @@
 """Which launcher started the job, and the exact lines that turn distributed logging on for it."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .lang import t
 
-# Logging switches of GUIDE.md section 1 step 2; NCCL expands %h to the host and %p to the pid,
-# so every rank writes its own file into one folder that the Logs step can then load.
+# Logging switches of GUIDE.md section 1 step 2, from the knob table (probes/knobs.toml: the
+# nccl-logs and torch-debug knobs); NCCL expands %h to the host and %p to the pid, so every rank
+# writes its own file into one folder that the Logs step can then load.
 LOG_DIR = "./nccl-logs"
-LOG_SWITCHES: tuple[tuple[str, str], ...] = (
-    ("NCCL_DEBUG", "INFO"),
-    ("NCCL_DEBUG_SUBSYS", "INIT,NET"),
-    ("TORCH_DISTRIBUTED_DEBUG", "DETAIL"),
-    ("TORCH_CPP_LOG_LEVEL", "INFO"),
-    ("NCCL_DEBUG_FILE", f"{LOG_DIR}/nccl.%h.%p.log"),
-)
+
+
+@functools.cache
+def switches() -> tuple[tuple[str, str], ...]:
+    """(name, value) of every logging switch, read once when a screen first shows them."""
+    from distdoctor.probes.knobs import log_switches
+    return log_switches(LOG_DIR)
+
 
 # Checked in order: torchrun inside a Slurm allocation is still launched by torchrun.
 MARKERS: tuple[tuple[str, str], ...] = (
@@ -53,12 +56,12 @@ def detect(env: Mapping[str, str]) -> tuple[str, str]:
 
 def logging_lines(launcher: str) -> tuple[str, ...]:
     """Copy-pasteable lines for that launcher; the job command itself stays the user's own."""
-    pairs = [f"{k}={v}" for k, v in LOG_SWITCHES]
+    pairs = [f"{k}={v}" for k, v in switches()]
     mkdir = f"mkdir -p {LOG_DIR}"
     if launcher == "mpirun":
         # mpirun does not forward the environment to remote ranks unless told with -x
         return (mkdir, *(f"export {p}" for p in pairs),
-                "mpirun " + " ".join(f"-x {k}" for k, _ in LOG_SWITCHES) + " ... python train.py")
+                "mpirun " + " ".join(f"-x {k}" for k, _ in switches()) + " ... python train.py")
     if launcher == "slurm":
         return (mkdir, *(f"export {p}" for p in pairs),
                 "srun --export=ALL ... python train.py")
@@ -76,4 +79,4 @@ def for_env(env: Mapping[str, str]) -> Launcher:
 
 def switches_to_remove() -> list[str]:
     """The logging switches the Logs step asked for: debugging only, never for production."""
-    return [k for k, _ in LOG_SWITCHES]
+    return [k for k, _ in switches()]
