@@ -213,6 +213,19 @@ def operand(value: Any, facts: Mapping[str, Any]) -> Any:
     return value
 
 
+def spelled(value: Any) -> str:
+    """A check's value as `knowledge show` prints it: {world_size} for another fact, 1..65535 for
+    a range with its top, 0..<{world_size} for one without."""
+    if isinstance(value, Mapping):
+        if "fact" in value:
+            return "{" + str(value["fact"]) + "}"
+        low = spelled(value["min"]) if "min" in value else ""
+        return f"{low}..{spelled(value['max'])}" if "max" in value else f"{low}..<{spelled(value.get('below'))}"
+    if isinstance(value, list):
+        return "[" + ", ".join(spelled(v) for v in value) + "]"
+    return repr(value)
+
+
 def holds(check: Check, facts: Mapping[str, Any]) -> bool | None:
     """Whether the check's condition holds; None when it cannot be judged (a fact absent or of the
     wrong type, a malformed value), in which case the check is skipped."""

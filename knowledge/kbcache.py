@@ -17,7 +17,7 @@ from .model import Cause, Check, Fix, Harmless, KnowledgeBase, Rule, Signature, 
 _CLASSES: dict[str, type] = {c.__name__: c for c in (Cause, Check, Fix, Harmless, KnowledgeBase, Rule,
                                                      Signature, Step, Switch, Symptom)}
 # the modules whose code decides what a load returns or rejects
-_CODE = ("loader.py", "model.py", "i18n.py", "regex_guard.py", "tree.py", "tomlload.py", "kbcache.py")
+_CODE = ("loader.py", "model.py", "i18n.py", "regex_guard.py", "tree.py", "tomlload.py", "kbcache.py", "evaluate.py")
 _HERE = Path(__file__).parent
 
 

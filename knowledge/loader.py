@@ -362,11 +362,15 @@ def validate(kb: KnowledgeBase, file_of: Callable[[str, str], str], tree: bool =
         if unknown:
             raise KnowledgeError(file_of("cause", cause.id), f"cause.{cause.id}.needs",
                                  f"unknown need(s) {', '.join(sorted(unknown))} (one of {', '.join(NEEDS)})")
+    from .evaluate import value_error  # only when a knowledge base is validated (not from the cache)
     for c in kb.checks.values():
         if c.op not in OPS:
             raise KnowledgeError(file_of("check", c.id), f"check.{c.id}.op", f"unknown op {c.op!r} (one of {', '.join(OPS)})")
         if c.status not in STATUSES:
             raise KnowledgeError(file_of("check", c.id), f"check.{c.id}.status", f"unknown status {c.status!r}")
+        why = value_error(c.op, c.value)
+        if why:
+            raise KnowledgeError(file_of("check", c.id), f"check.{c.id}.value", why)
         for cid in c.cause_ids:
             need_cause("check", c.id, "cause_ids", cid)
         for other in c.unless:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from distdoctor.knowledge import load_knowledge
-from distdoctor.knowledge.evaluate import evaluate, holds, value_error
+from distdoctor.knowledge import KnowledgeError, load_knowledge
+from distdoctor.knowledge.evaluate import evaluate, holds, spelled, value_error
 from distdoctor.knowledge.model import Check, KnowledgeBase
 from distdoctor.probes import cuda_driver
 from distdoctor.probes.base import ProbeContext, ProbeResult
@@ -301,3 +301,22 @@ def test_a_site_overlay_moves_a_threshold_on_a_count(tmp_path: Path) -> None:
     kb = _site(tmp_path, "nested-launchers", value=2)
     assert _findings(KB, env)["nested-launchers"].status == "fail"
     assert _findings(kb, env)["nested-launchers"].status == "ok"
+
+
+def test_a_site_overlay_with_a_malformed_value_is_refused_on_load(tmp_path: Path) -> None:
+    """A range bound that is neither a number, a version nor a { fact } table names the check and
+    the field on load (`distdoctor knowledge validate` prints it), never a silent check later."""
+    with pytest.raises(KnowledgeError) as err:
+        _site(tmp_path, "master-port-invalid", value={"min": 1, "max": {"nope": 1}})
+    assert "check.master-port-invalid.value" in str(err.value) and "max" in str(err.value)
+
+
+@pytest.mark.parametrize("value, text", [
+    ({"min": 1, "max": 65535}, "1..65535"),
+    ({"min": 0, "below": {"fact": "world_size"}}, "0..<{world_size}"),
+    ([0, {"min": 2, "below": {"fact": "local_world_size"}}], "[0, 2..<{local_world_size}]"),
+    ({"fact": "driver_floor_parts"}, "{driver_floor_parts}"),
+    (1 << 30, "1073741824"),
+])
+def test_knowledge_show_spells_a_value(value: Any, text: str) -> None:
+    assert spelled(value) == text

@@ -11,6 +11,7 @@ from typing import Any
 
 from distdoctor.knowledge import i18n
 from distdoctor.knowledge.i18n import t
+from distdoctor.knowledge.evaluate import spelled
 
 from ..errors import UsageError
 from .common import print_json
@@ -274,7 +275,7 @@ def explain(item: Any) -> str:
             lines += fix.copy_lines()
     elif kind == "check":
         lines += _para("What it checks", _("probe {probe}", probe=item.probe)
-                       + f": {item.fact} {item.op} {item.value!r} -> {item.status}")
+                       + f": {item.fact} {item.op} {spelled(item.value)} -> {item.status}")
         lines += _para("Finding", item.detail) + _para("Fix", item.fix)
         lines += _para("Causes", ", ".join(item.cause_ids))
     elif kind == "rule":
