@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from distdoctor.knowledge import i18n
-from distdoctor.knowledge.i18n import t
 from distdoctor.knowledge.evaluate import spelled
+from distdoctor.knowledge.i18n import t
 
 from ..errors import UsageError
 from .common import print_json
