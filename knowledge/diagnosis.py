@@ -24,6 +24,7 @@ from dataclasses import field
 from typing import Any
 
 from .confidence import advisory, against_culprit, applicable, explanation_first, how_sure, signatures_of
+from .errors import InputError
 from .frozen import Frozen, frozen
 from .i18n import t as tr
 from .verdict import Ranked, culprit as pick_culprit, rank_causes
@@ -115,6 +116,63 @@ class Diagnosis(Frozen):
                 "recurrence": self.recurrence, "ranks": {r: dict(v) for r, v in self.ranks.items()},
                 "left_out": [dict(x) for x in self.left_out], "hardening": list(self.hardening),
                 "seen_before": [dict(x) for x in self.seen_before], "stage": self.stage}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Diagnosis:
+        """The Diagnosis whose to_dict() `d` is (a `--json` verdict, a session's, a report's): every
+        field read back, `cause` recomputed from the causes. A key an older version did not write
+        takes the field's default, or its empty value when it has none (`confidence` "" says none was
+        stated: the log analysis's own verdict states none); unknown keys are ignored; a field of
+        the wrong kind is a DiagnosisError, never a half-read diagnosis."""
+        if not isinstance(d, Mapping):
+            raise DiagnosisError(f"a saved diagnosis is a {type(d).__name__}, not a mapping")
+        culprit = _get(d, "culprit", (Mapping, type(None)), None)
+        ranks = _get(d, "ranks", Mapping, {})
+        return cls(confidence=_get(d, "confidence", str, ""), culprit=dict(culprit) if culprit else None,
+                   summary=_get(d, "summary", str, ""),
+                   causes=tuple(ranked_from_dict(c) for c in _items(d, "causes", Mapping)),
+                   next_action=dict(_get(d, "next_action", Mapping, {})),
+                   collect=_items(d, "collect", str), recurrence=_get(d, "recurrence", (str, type(None)), None),
+                   ranks={str(r): dict(_kind(v, Mapping, f"ranks.{r}")) for r, v in ranks.items()},
+                   left_out=tuple(dict(x) for x in _items(d, "left_out", Mapping)),
+                   hardening=_items(d, "hardening", str),
+                   seen_before=tuple(dict(x) for x in _items(d, "seen_before", Mapping)),
+                   failed=_get(d, "failed", bool, False), stage=_get(d, "stage", (str, type(None)), None))
+
+
+class DiagnosisError(InputError):
+    """A saved diagnosis (a session's, a `--json` result's) with a field of the wrong kind."""
+
+
+def ranked_from_dict(d: Any) -> Ranked:
+    """The Ranked whose to_dict() `d` is, read as Diagnosis.from_dict reads a diagnosis (a cause
+    needs its id; a missing score is 0). Here rather than on Ranked: knowledge/verdict.py has no
+    reader of saved results."""
+    if not isinstance(d, Mapping):
+        raise DiagnosisError(f"a saved cause is a {type(d).__name__}, not a mapping")
+    if not isinstance(d.get("id"), str):
+        raise DiagnosisError("a saved cause has no id")
+    score = _get(d, "score", (int, float), 0.0)
+    if isinstance(score, bool):
+        raise DiagnosisError("a saved cause's score is a bool, not a number")
+    return Ranked(id=d["id"], score=score, reasons=_items(d, "reasons", str), basis=_get(d, "basis", str, "evidence"),
+                  strong=_get(d, "strong", bool, False), against=_items(d, "against", str))
+
+
+def _kind(value: Any, kinds: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(value, kinds):
+        raise DiagnosisError(f"a saved diagnosis's {where} is a {type(value).__name__}")
+    return value
+
+
+def _get(d: Mapping[str, Any], key: str, kinds: type | tuple[type, ...], empty: Any) -> Any:
+    """d[key] if it is of one of `kinds`, `empty` when missing."""
+    return _kind(d[key], kinds, key) if key in d else empty
+
+
+def _items(d: Mapping[str, Any], key: str, kind: type) -> tuple[Any, ...]:
+    """d[key] as a tuple when it is a list of `kind` (a tuple when never written to disk)."""
+    return tuple(_kind(x, kind, f"{key} item") for x in _get(d, key, (list, tuple), ()))
 
 
 def _cause_dict(r: Ranked) -> dict[str, Any]:
