@@ -8,7 +8,7 @@ from ..i18n import t as tr
 from ..lazyre import lazy
 from ..model import KnowledgeBase
 from ..ranks import rank_key, span
-from . import extract as x
+from . import extract as x, peers
 from .records import Hit
 from .report import CauseScore, Evidence
 from .setup_rules import (
@@ -17,6 +17,7 @@ from .setup_rules import (
     launch_rules,
     path_rules,
     waiter_ops,
+    waits_apart,
 )
 from .tally import BASES, Scores
 from .timeline import RankLine, exceptions_unranked, handled, restarted
@@ -297,7 +298,7 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
     waited = _all_waited(lines)  # then the exit records are the waiters' own exits
     crashed = any(not (waited and _exit_record(view, h.sig)) for h in view.crashes)
     explained = own or crashed and not (who and who["role"] in ("stuck", "slow")) \
-        or len(waiter_ops(view, lines)) > 1
+        or len(waiter_ops(view, lines)) > 1 or waits_apart(lines, view.col.world) is not None
     for pg, per in view.timeouts.items():
         seqs = {r: t.seq for r, t in per.items() if t.seq is not None}
         by_seq: dict[int, set[str]] = defaultdict(set)
@@ -362,19 +363,31 @@ def _timeout_rules(view: View, s: Scores, lines: dict[str, RankLine], who: dict 
         # a lost peer alone is a crash on the other end (rank-crash-deadlock), not a timeout
         only_lost = bool(lost) and not view.timeouts and not view.unranked and all(
             rl.end.kind != "timeout" for rl in lines.values())
+        busy = working = False
         if stuck and who["ranks"] == ["0"]:  # type: ignore[index]
             busy = zero is not None and zero.phase in ("eval", "save", "load", "dataloader")
+            # its own clock shows it printing after the waiters' last lines: alive, at work of its
+            # own rather than hung (a hung rank 0 prints nothing; a slow one prints its steps)
+            working = zero is not None and not busy and peers.own_lines_show_it(
+                zero, [rl for rl in lines.values() if rl.end.kind in ("timeout", "lost-peer") and rl.rank != "0"])
             if busy:
                 # GUIDE 4.2: the waiters name rank 0 and its own last lines show work only it does
                 s.add("rank0-overload", 6.0, tr("rank 0 is the one rank that never reached the collective, and its own "
                       "last lines show it in {phase}", phase=tr(str(zero.phase))),  # type: ignore[union-attr]
                       hits[:1] + ([view.col.phases["0"][1]] if "0" in view.col.phases else []), rule="DL206")
+            elif working:
+                s.add("rank0-overload", 6.0, tr("rank 0 is the one rank that never reached the collective, and its own "
+                      "lines go on after the others had stopped: it was at work of its own"),
+                      hits[:1] + ([zero.end.hit] if zero.end.hit else []), rule="DL206")  # type: ignore[union-attr]
             else:
                 s.add("rank0-overload", 4.0, tr("rank 0 is the one rank that never reached the collective: "
                       "the rank that does extra work (eval, saving, logging)"), hits[:1], "facts", rule="DL206")
         # rank 0 named the root of a timed-out broadcast with no line of its own (DL917): late for work
         # only it does, or stuck for another reason, fit alike (DL206's lead); the naming adds nothing
-        if stuck and not (named_by == "DL917" and zero is None):
+        if stuck and (busy or working) and who["ranks"] == ["0"]:  # type: ignore[index]
+            # GUIDE 4.2: rank 0's own work is why the others timed out; the timeout is its consequence
+            s.against["collective-timeout"].append(tr("rank 0 was late at work of its own: that explains the timeout"))
+        elif stuck and not (named_by == "DL917" and zero is None):
             s.add("collective-timeout", 3.0, tr("rank {ranks} {role}: {why}", ranks=span(who["ranks"]),  # type: ignore[index]
                                                role=tr(who["role"]), why=who["why"]), hits,  # type: ignore[index]
                   rule="DL301")

@@ -84,6 +84,33 @@ def waiter_ops(view: View, lines: dict[str, RankLine]) -> dict[str, list[Hit]]:
     return {op: hs for op, hs in ops.items() if hs}
 
 
+def waits_apart(lines: dict[str, RankLine], world: int) -> dict[str, str] | None:
+    """rank -> the line of the job's own code where it waited, when every rank of the job timed out
+    waiting and not all at the same line (an all_reduce in the backward on one, a send's wait() in
+    a helper on another): nobody was late or dead, they waited in calls that never pair (GUIDE
+    4.1). None when a rank crashed, lost its peer or has no lines here (then it may be the late
+    one), when a waiter's traceback shows none of the job's own frames, or all stop at one line."""
+    world = world or len(lines)
+    ranks = [str(r) for r in range(world)]
+    if world < 2 or any(r not in lines or lines[r].end.kind != "timeout" for r in ranks):
+        return None
+    where = {r: lines[r].end.exc.frame if lines[r].end.exc is not None else "" for r in ranks}
+    return where if all(where.values()) and len(set(where.values())) > 1 else None
+
+
+def _waits_apart(view: View, s: Scores, lines: dict[str, RankLine]) -> None:
+    """DL409: waits_apart() as evidence for asymmetric-collective."""
+    where = waits_apart(lines, view.col.world)
+    if where is None:
+        return
+    ranks = sorted(where, key=int)
+    s.add("asymmetric-collective", 4.5, tr(
+        "every rank timed out waiting, at different places of the job's code: {places} (calls that never pair)",
+        places="; ".join(tr("rank {ranks} at {where}", ranks=span([r for r in ranks if where[r] == w]), where=w)
+                         for w in sorted(set(where.values())))),
+        [lines[r].end.hit for r in ranks[:3] if lines[r].end.hit is not None], rule="DL409")
+
+
 def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLine],
                who: dict | None = None) -> None:
     """hang: True when the symptom is a hang, False for another symptom, None when none was given.
@@ -101,6 +128,8 @@ def path_rules(view: View, s: Scores, hang: bool | None, lines: dict[str, RankLi
             "tracebacks stop in different collectives: {ops} (ranks waiting in different collectives never meet)"
             if ranked else "tracebacks stop in different collectives: {ops}", ops=", ".join(sorted(ops))), hits,
             rule="DL405")
+    else:
+        _waits_apart(view, s, lines)
     unused = {view.rank(h) for h in col.hits.get("ddp-unfinished-reduction", ())}
     others = [r for r in lines if r not in unused]
     if unused and None not in unused and others:

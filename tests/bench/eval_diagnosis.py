@@ -57,6 +57,9 @@ SETS = {
     "public5": HERE / "fixtures" / "public5",
     "fresh5-recorded": HERE / "fixtures" / "fresh5" / "recorded",
     "fresh5-healthy": HERE / "fixtures" / "fresh5" / "healthy",
+    # a sixth recorded batch (record_fresh6.py), measured held out first (its BASELINE.md)
+    "fresh6-recorded": HERE / "fixtures" / "fresh6" / "recorded",
+    "fresh6-healthy": HERE / "fixtures" / "fresh6" / "healthy",
 }
 
 

@@ -30,6 +30,8 @@ FLOORS = {  # set: (top-1, top-3)
     # held out at 0.83 / 0.89, culprit 0.64 (batch 5, measured once); 0.89 / 0.89, culprit 0.79 with its misses'
     # mechanisms (skipped until eval_diagnosis.SETS holds batch 5)
     "fresh5-recorded": (0.85, 0.85),
+    # held out at 0.56 / 0.88, culprit 0.67 (batch 6, measured once); 0.69 / 0.88 with DL206's and DL409's mechanisms
+    "fresh6-recorded": (0.65, 0.85),
 }
 # the public sets gathered for issue 21: their cases without evidence or outside the guide count
 # toward the cap below, their confident answers toward CONFIDENT_FLOOR (held out: public3 11/12,
@@ -43,6 +45,7 @@ CONFIDENTLY_WRONG_CAP = 0.05  # 3/43 before batch 4's mechanisms, 0/43 now (publ
 CULPRIT_FLOOR = 0.75
 # held out: fresh3 at 0.47 (0.59 now), fresh4 at 0.38: naming the rank is the weakest figure
 CULPRIT_FLOORS = {"fresh2-recorded": 0.65, "fresh3-recorded": 0.7, "fresh4-recorded": 0.8, "fresh5-recorded": 0.7,
+                  "fresh6-recorded": 0.6,  # held out at 0.67
                   "own-recorded": 0.85}  # fresh5 0.79 (held out 0.64), own-recorded 0.92 (0.83 before DL916)  # now 0.73, 0.82, 0.92  # held out at 0.53; 0.60 now (uneven shards and key=value rank tags unread)
 
 
@@ -73,7 +76,8 @@ def test_confident_answers_are_right_often_enough(result: dict) -> None:
 
 
 def test_no_evidence_is_rarely_answered_confidently_wrong(result: dict) -> None:
-    unsure = [r for name in (*PUBLIC, "fresh3-recorded", "fresh4-recorded", "fresh5-recorded") if name in result
+    unsure = [r for name in (*PUBLIC, "fresh3-recorded", "fresh4-recorded", "fresh5-recorded", "fresh6-recorded")
+              if name in result
               for r in result[name]["cases"]
               if r.get("unsure")]
     if not unsure:
@@ -83,7 +87,7 @@ def test_no_evidence_is_rarely_answered_confidently_wrong(result: dict) -> None:
 
 
 @pytest.mark.parametrize("name", ["healthy", "own-healthy", "fresh-healthy", "fresh2-healthy", "fresh3-healthy",
-                                  "fresh4-healthy", "fresh5-healthy"])
+                                  "fresh4-healthy", "fresh5-healthy", "fresh6-healthy"])
 def test_healthy_runs_are_never_failures(result: dict, name: str) -> None:
     if name not in result:
         pytest.skip(f"{name}: no cases here")
