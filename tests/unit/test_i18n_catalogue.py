@@ -30,7 +30,7 @@ from distdoctor.knowledge import i18n
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("tui", "knowledge", "probes")
-CALLS = {"t", "_"}
+CALLS = {"t", "_", "tr"}  # tr: knowledge.logs imports i18n.t as tr
 # the modules of the command line whose output was localised (issue 15); logs.py and
 # logs_text.py belong to the log analyser's own work
 LOCALISED = ("tui/cli.py", "tui/errors.py", "tui/commands/common.py", "tui/commands/topo.py",
