@@ -60,6 +60,8 @@ SETS = {
     # a sixth recorded batch (record_fresh6.py), measured held out first (its BASELINE.md)
     "fresh6-recorded": HERE / "fixtures" / "fresh6" / "recorded",
     "fresh6-healthy": HERE / "fixtures" / "fresh6" / "healthy",
+    # a sixth public batch (tests/fixtures/public6), measured held out first (its BASELINE.md)
+    "public6": HERE / "fixtures" / "public6",
 }
 
 

@@ -36,7 +36,7 @@ FLOORS = {  # set: (top-1, top-3)
 # the public sets gathered for issue 21: their cases without evidence or outside the guide count
 # toward the cap below, their confident answers toward CONFIDENT_FLOOR (held out: public3 11/12,
 # public4 11/12)
-PUBLIC = ("public-fresh", "public3", "public4", "public5")  # public5 held out at 1/1 confirmed, 10/11 likely; 1/1, 14/14 now
+PUBLIC = ("public-fresh", "public3", "public4", "public5", "public6")  # public5 held out at 1/1 confirmed, 10/11 likely; 1/1, 14/14 now; public6 held out 10/11 likely, 14/14 now
 # confident answers (likely or confirmed) must be right this often over the failure sets together
 CONFIDENT_FLOOR = 0.95  # measured 0.91, then 128/129 (confirmed 34/34, likely 94/95) after batch 4's mechanisms
 # public-fresh (issue 21): where the paste holds no evidence or the cause is outside the guide,

@@ -1,0 +1,55 @@
+"""Signatures taught after the sixth measured batch (issue 21), each with a firing example and a
+silent twin written from the message formats (the kernel's PCIe AER lines, RCCL's kernel command
+line check, the NVIDIA fabric manager's version check), never copied from a case."""
+from __future__ import annotations
+
+from distdoctor.knowledge import load_knowledge
+from distdoctor.knowledge.logs import analyse_text
+
+KB = load_knowledge(use_env=False)
+
+
+def evidence(text: str, symptom: str | None = "hang") -> list[str]:
+    return [c.id for c in analyse_text(text, KB, symptom=symptom).causes if c.basis == "evidence"]
+
+
+def test_a_fatal_pcie_error_on_the_gpu_is_a_hardware_fault() -> None:
+    text = ("[Mon Jan  8 03:12:44 2024] pcieport 0000:40:01.1: AER: Uncorrected (Fatal) error received: 0000:40:01.1\n"
+            "[Mon Jan  8 03:12:44 2024] pcieport 0000:40:01.1: PCIe Bus Error: severity=Uncorrected (Fatal), "
+            "type=Transaction Layer, (Receiver ID)\n"
+            "[Mon Jan  8 03:12:45 2024] nvidia 0000:41:00.0: AER: can't recover (no error_detected callback)\n")
+    assert evidence(text)[:1] == ["gpu-hardware-fault"]
+
+
+def test_corrected_pcie_errors_say_nothing() -> None:
+    text = ("[Mon Jan  8 03:12:44 2024] pcieport 0000:40:01.1: AER: Corrected error received: 0000:41:00.0\n"
+            "[Mon Jan  8 03:12:44 2024] pcieport 0000:40:01.1: PCIe Bus Error: severity=Corrected, "
+            "type=Physical Layer, (Receiver ID)\n")
+    assert "gpu-hardware-fault" not in evidence(text)
+
+
+def test_rccl_without_iommu_passthrough_points_at_peer_to_peer() -> None:
+    text = ('gpu7:1201:1201 [0] /src/rccl/src/init.cc:180 NCCL WARN Missing "iommu=pt" from kernel command line\n'
+            "gpu7:1201:1201 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>\n")
+    assert evidence(text)[:1] == ["p2p-unsupported"]
+
+
+def test_rccl_init_lines_alone_say_nothing_of_peer_to_peer() -> None:
+    text = ("gpu7:1201:1201 [0] NCCL INFO RCCL version : 2.20.5-HEAD:abc1234\n"
+            "gpu7:1201:1201 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>\n")
+    assert "p2p-unsupported" not in evidence(text)
+
+
+def test_a_fabric_manager_of_another_version_than_the_driver_is_a_version_mismatch() -> None:
+    text = ("nvidia-fabricmanager.service - NVIDIA fabric manager service\n"
+            "     Active: failed (Result: exit-code)\n"
+            "fabric manager NVIDIA GPU driver interface version 535.161.08 don't match with driver version "
+            "535.129.03. Please update with matching NVIDIA driver package.\n")
+    assert evidence(text)[:1] == ["version-mismatch"]
+
+
+def test_a_fabric_manager_that_runs_says_nothing() -> None:
+    text = ("nvidia-fabricmanager.service - NVIDIA fabric manager service\n"
+            "     Active: active (running) since Mon 2024-01-08 03:00:01 UTC\n"
+            "Successfully configured all the available NVSwitches to route GPU NVLink traffic.\n")
+    assert "version-mismatch" not in evidence(text)
