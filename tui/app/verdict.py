@@ -1,9 +1,8 @@
 """The verdict banner: the diagnosis in a few lines above the Logs and Conclusion steps' content,
-visible whatever the scroll. It only formats `Diagnosis.to_dict()` (tui.record.diagnosis_view)."""
+visible whatever the scroll. It only formats a typed `Diagnosis` (tui.record.diagnosis_view)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.widgets import Static
@@ -11,14 +10,17 @@ from textual.widgets import Static
 from ..record.diagnosis_view import verdict_rows
 from .lang import cells, clip, t
 
+if TYPE_CHECKING:
+    from distdoctor.knowledge.diagnosis import Diagnosis
+
 CONFIDENCE_STYLE = {"confirmed": "bold green", "likely": "bold yellow", "unknown": "bold"}
 
 
-def banner_text(diagnosis: Mapping[str, Any], kb: Any = None, width: int = 60) -> Text:
+def banner_text(diagnosis: Diagnosis, kb: Any = None, width: int = 60) -> Text:
     """Culprit, where and confidence on the first line, then what happened, then the next action:
     four lines at most at 80 columns (the causes and the fix are on the page below)."""
     rows = dict(verdict_rows(diagnosis, kb))
-    confidence = str(diagnosis.get("confidence") or "") if isinstance(diagnosis, Mapping) else ""
+    confidence = diagnosis.confidence
     text = Text()
     text.append(rows.get("culprit", ""), style="bold")
     if "location" in rows:
@@ -28,8 +30,7 @@ def banner_text(diagnosis: Mapping[str, Any], kb: Any = None, width: int = 60) -
         text.append(rows["confidence"], style=CONFIDENCE_STYLE.get(confidence, "bold"))
     if "summary" in rows:
         text.append("\n" + clip(rows["summary"], max(20, 2 * width - 8), "…"))
-    action = diagnosis.get("next_action") if isinstance(diagnosis, Mapping) else None
-    if isinstance(action, Mapping) and action.get("kind") == "fix":
+    if diagnosis.next_action.get("kind") == "fix":
         rows.pop("command", None)  # a fix's code is on the page below; its words fit here
     if "next" in rows or "command" in rows:
         text.append("\n")
@@ -57,13 +58,18 @@ class VerdictBanner(Static):
     VerdictBanner.-shown { display: block; }
     """
 
-    diagnosis: Mapping[str, Any] | None = None
+    verdict: Diagnosis | None = None
     kb: Any = None
 
-    def show(self, diagnosis: Mapping[str, Any] | None, kb: Any = None) -> None:
-        """Show `diagnosis` (a Diagnosis.to_dict()), or hide the banner for None."""
-        self.diagnosis, self.kb = diagnosis, kb
-        self.set_class(bool(diagnosis), "-shown")
+    @property
+    def diagnosis(self) -> dict[str, Any] | None:
+        """What is shown, as `--json` and the report carry it (tests compare the three)."""
+        return self.verdict.to_dict() if self.verdict else None
+
+    def show(self, diagnosis: Diagnosis | None, kb: Any = None) -> None:
+        """Show `diagnosis`, or hide the banner for None."""
+        self.verdict, self.kb = diagnosis, kb
+        self.set_class(diagnosis is not None, "-shown")
         self._draw()
 
     def on_resize(self) -> None:
@@ -71,4 +77,4 @@ class VerdictBanner(Static):
 
     def _draw(self) -> None:
         width = self.content_size.width or (self.app.size.width - 24)
-        self.update(banner_text(self.diagnosis, self.kb, max(20, width)) if self.diagnosis else "")
+        self.update(banner_text(self.verdict, self.kb, max(20, width)) if self.verdict else "")

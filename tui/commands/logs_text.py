@@ -1,12 +1,15 @@
-"""Plain-text rendering of a `distdoctor logs` result (no textual, no rich: pipes and terminals)."""
+"""Plain-text rendering of a `distdoctor logs` result (no textual, no rich: pipes and terminals).
+
+The result is the `logs --json` document; its verdict is read once into a typed Diagnosis."""
 from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Mapping
 from typing import Any
 
 from distdoctor.knowledge import i18n
-from distdoctor.knowledge.diagnosis import fix_for_backend
+from distdoctor.knowledge.diagnosis import Diagnosis, fix_for_backend
 from distdoctor.knowledge.printable import clean
 from distdoctor.knowledge.ranks import span as rank_span
 from distdoctor.knowledge.units import human_size
@@ -82,6 +85,8 @@ def next_action(kb: Any, cause_id: str, data: dict[str, Any], cols: int | None =
 
 
 def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None) -> str:
+    """The `logs --json` document `data` as text; its verdict is the Diagnosis (or, for a
+    LogReport.to_dict() not yet diagnosed, the analysis's own, which states no confidence)."""
     cols = cols or width()
     lines: list[str] = []
     skipped = data.get("skipped") or []
@@ -95,8 +100,9 @@ def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None)
     for note in data.get("notes") or []:
         lines.extend(_wrap(_("note: {note}", note=note), cols, "  ", "    "))
     causes = data.get("causes") or []
-    verdict = data.get("verdict") or {}
-    unsure = verdict.get("confidence") == "unknown"
+    said = data.get("verdict") or {}
+    verdict = Diagnosis.from_dict(said)
+    unsure = verdict.confidence == "unknown"
     lines.append("")
     lines.extend(_verdict(verdict, kb, cols))
     if not causes:
@@ -105,10 +111,10 @@ def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None)
                              "rerun the job, and read its new logs:"), cols, "", ""))
         lines.append("  distdoctor logs <dir> --symptom hang")
     else:
-        if unsure and verdict.get("failed"):
+        if unsure and verdict.failed:
             lines.extend(_wrap(_("Where to look first (not enough evidence for any of them: no fix until "
                                  "the evidence names one):"), cols, "", ""))
-        elif not verdict.get("failed", True):
+        elif not verdict.failed:
             lines.extend(_wrap(_("No failure line in these logs. What they show about the set-up, and "
                                  "what the symptom points at (facts and priors, not evidence):"),
                                cols, "", ""))
@@ -135,33 +141,33 @@ def render(data: dict[str, Any], kb: Any, top: int = 5, cols: int | None = None)
         who = f"{_who(ff['rank'])}, " if ff.get("rank") is not None else ""
         lines.append(_("First failure: {where}", where=f"{who}{printable(ff['file'])}:{ff['line']}"))
         lines.append(f"  {_clip(ff['text'], cols - 2)}")
-    lines.extend(_timeline(data.get("timeline") or {}, verdict.get("ranks") or {}, cols)
+    lines.extend(_timeline(data.get("timeline") or {}, verdict.ranks, cols)
                  or _collectives(data.get("ranks") or {}))
     lines.extend(_disagreements(data.get("facts") or {}, cols))
     if causes and not unsure:
         lines.append("")
         lines.append(_("Next action:"))
         lines.extend(("  " + ln) if ln else ln for ln in next_action(kb, causes[0]["id"], data, cols))
-    lines.extend(_memory(verdict, cols))
-    if verdict.get("collect"):
+    # the history's repeat offender is written beside the diagnosis (tui/commands/logs.py:remember)
+    lines.extend(_memory(verdict, said.get("repeat_offender"), cols))
+    if verdict.collect:
         lines.append("")
         lines.append(_("Collect next (copy-paste):"))
-        lines.extend(f"  {printable(c)}" for c in verdict["collect"])
+        lines.extend(f"  {printable(c)}" for c in verdict.collect)
     return "\n".join(lines) + "\n"
 
 
-def _memory(verdict: dict[str, Any], cols: int) -> list[str]:
-    """Seen before (the incident history) and a repeat-offender host with the command that takes
-    it out of service (printed, never run)."""
+def _memory(verdict: Diagnosis, bad: Any, cols: int) -> list[str]:
+    """Seen before (the incident history) and a repeat-offender host (`bad`) with the command that
+    takes it out of service (printed, never run)."""
     out: list[str] = []
-    seen = [x for x in verdict.get("seen_before") or [] if isinstance(x, dict)]
+    seen = list(verdict.seen_before)
     if seen:
         out += ["", _("Seen before:")]
         for x in seen[:5]:
             what = x.get("resolution") or _("no resolution recorded")
             out.extend(_wrap(f"{x.get('time') or '?'}  #{x.get('id')}  {what}  ({x.get('why') or ''})",
                              cols, "  ", "    "))
-    bad = verdict.get("repeat_offender")
     if isinstance(bad, dict) and bad.get("host"):
         out += ["", _("Repeat offender: {host} was the culprit in {n} incidents; to take it out of service:",
                       host=printable(str(bad["host"])), n=bad.get("incidents", "?"))]
@@ -169,29 +175,29 @@ def _memory(verdict: dict[str, Any], cols: int) -> list[str]:
     return out
 
 
-def _verdict(verdict: dict[str, Any], kb: Any, cols: int) -> list[str]:
+def _verdict(verdict: Diagnosis, kb: Any, cols: int) -> list[str]:
     """The answer first: the cause and how sure, or that the evidence cannot tell; then who failed
     first, who was stuck, who waited, and whether a restart will help."""
-    who = verdict.get("culprit")
+    who = verdict.culprit
     out: list[str] = []
-    confidence = str(verdict.get("confidence") or "")
-    cause = verdict.get("cause")
+    confidence = verdict.confidence
+    cause = verdict.cause
     if cause:
         known = kb.causes.get(cause)
         out.extend(_wrap(_("Verdict ({confidence}): {cause}: {title}", confidence=_(confidence), cause=cause,
                            title=known.title if known else _("outside the guide's causes")), cols, "", "  "))
-    elif verdict.get("failed"):
+    elif verdict.failed:
         out.extend(_wrap(_("Verdict (unknown): not enough evidence in these logs to name a cause; what to "
                            "collect next is below."), cols, "", "  "))
     if who:
         ranks = rank_span([str(r) for r in who.get("ranks") or []]) or "?"
         out.append(_("Culprit: rank {ranks} ({role})", ranks=printable(ranks), role=_(str(who.get('role')))))
-    elif verdict.get("failed"):
+    elif verdict.failed:
         out.append(_("Culprit: not named by these logs (no rank's own lines show who failed first)"))
-    if verdict.get("summary"):
-        out.extend(_wrap(verdict["summary"], cols, "  ", "  "))
-    if verdict.get("recurrence"):
-        out.append(_("Restart: {recurrence}", recurrence=_(RECURRENCE.get(verdict["recurrence"], verdict["recurrence"]))))
+    if verdict.summary:
+        out.extend(_wrap(verdict.summary, cols, "  ", "  "))
+    if verdict.recurrence:
+        out.append(_("Restart: {recurrence}", recurrence=_(RECURRENCE.get(verdict.recurrence, verdict.recurrence))))
     return out + ([""] if out else [])
 
 
@@ -205,7 +211,7 @@ ENDS = {"crashed": "crashed", "killed": "killed", "lost-peer": "lost peer", "tim
         "exited": "exited", "finished": "finished", "unknown": "no end seen"}
 
 
-def _timeline(timeline: dict[str, dict[str, Any]], status: dict[str, Any], cols: int) -> list[str]:
+def _timeline(timeline: dict[str, dict[str, Any]], status: Mapping[str, Any], cols: int) -> list[str]:
     """One row per rank: how its lines end and where it was (the per-rank timeline)."""
     rows = [(r, t) for r, t in timeline.items() if (t.get("end") or {}).get("kind") != "unknown"
             or t.get("last_collective") or t.get("step")]

@@ -1,8 +1,8 @@
 """A session's events as typed evidence for the one diagnosis (knowledge/diagnosis.py).
 
-The app's Logs and Conclusion steps and the md/html/json reports call `diagnose_session`; the
-`logs` command calls `diagnose()` on the same log evidence, so the three agree field by field
-(tests/app/test_diagnosis_agree.py)."""
+The app's Logs and Conclusion steps and the md/html/json reports call `diagnose_flow` (through
+diagnosis_view.session_diagnosis for the verdict); the `logs` command calls `diagnose()` on the
+same log evidence, so the three agree field by field (tests/app/test_diagnosis_agree.py)."""
 from __future__ import annotations
 
 from typing import Any
@@ -98,8 +98,3 @@ def live_items(events: dict[str, Any]) -> list[dict[str, Any]]:
 def diagnose_flow(kb: Any, flow: Any) -> Diagnosis:
     """The one diagnosis of a session."""
     return diagnose(kb, evidence_of(flow, kb))
-
-
-def diagnose_session(kb: Any, flow: Any) -> dict[str, Any]:
-    """The session's diagnosis as the dict every renderer formats (Diagnosis.to_dict())."""
-    return diagnose_flow(kb, flow).to_dict()

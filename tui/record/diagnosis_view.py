@@ -1,11 +1,15 @@
-"""The session's diagnosis as one dict (the shape of `knowledge.diagnosis.Diagnosis.to_dict()`)
-and the verdict's rows every renderer shows: the app's banner, the report's verdict box."""
+"""The session's one diagnosis (a typed `knowledge.diagnosis.Diagnosis`) and the verdict's rows
+every renderer shows: the app's banner, the report's verdict box."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distdoctor.knowledge.i18n import t
+
+if TYPE_CHECKING:
+    from distdoctor.knowledge.diagnosis import Diagnosis
 
 CONFIDENCE_WORDS = {"confirmed": "confirmed", "likely": "likely", "unknown": "not enough evidence"}
 RECURRENCE_WORDS = {"will-recur": "will happen again until fixed",
@@ -21,19 +25,19 @@ def _l(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def session_diagnosis(kb: Any, flow: Any) -> dict[str, Any]:
+def session_diagnosis(kb: Any, flow: Any) -> Diagnosis:
     """The one diagnosis (knowledge/diagnosis.py, fed by tui/record/diagnosis_feed.py) of
-    everything a session (a tui.record.state.Flow) gathered, as the dict renderers format, with
-    the culprit's location filled in from the logs' first failure when the engine names none."""
-    from .diagnosis_feed import diagnose_session
+    everything a session (a tui.record.state.Flow) gathered, with the culprit's location filled
+    in from the logs' first failure when the engine names none."""
+    from .diagnosis_feed import diagnose_flow
 
-    out = diagnose_session(kb, flow)
-    culprit = out.get("culprit")
+    d = diagnose_flow(kb, flow)
+    culprit = d.culprit
     if isinstance(culprit, dict) and not culprit.get("location"):
         where = _location(_d(flow.events.get("logs")), [str(r) for r in _l(culprit.get("ranks"))])
         if where:
-            out["culprit"] = dict(culprit, location=where)
-    return out
+            d = dataclasses.replace(d, culprit=dict(culprit, location=where))
+    return d
 
 
 def _location(logs: Mapping[str, Any], ranks: list[str]) -> str | None:
@@ -65,34 +69,32 @@ def culprit_line(culprit: Mapping[str, Any] | None) -> str:
     return t("Culprit: rank {ranks} ({role})", ranks=ranks, role=t(str(who.get("role") or "?")))
 
 
-def verdict_rows(diagnosis: Mapping[str, Any], kb: Any = None) -> list[tuple[str, str]]:
-    """(label, text) rows of the verdict, in the order a person reads them; missing keys are left
+def verdict_rows(d: Diagnosis, kb: Any = None) -> list[tuple[str, str]]:
+    """(label, text) rows of the verdict, in the order a person reads them; empty fields are left
     out. The labels are the row keys the banner and the report's box style: culprit, confidence,
     summary, location, cause, next, command, recurrence."""
-    d = _d(diagnosis)
     rows: list[tuple[str, str]] = []
-    culprit = _d(d.get("culprit"))
-    confidence = str(d.get("confidence") or "")
+    culprit = d.culprit or {}
     rows.append(("culprit", culprit_line(culprit)))
-    if confidence:
-        rows.append(("confidence", t(CONFIDENCE_WORDS.get(confidence, confidence))))
-    summary = str(d.get("summary") or "").strip()
+    if d.confidence:
+        rows.append(("confidence", t(CONFIDENCE_WORDS.get(d.confidence, d.confidence))))
+    summary = d.summary.strip()
     if summary:
         rows.append(("summary", summary))
     where = [str(x) for x in (culprit.get("location"), culprit.get("host")) if x]
     if where:
         rows.append(("location", t(" on ").join(where) if len(where) == 2 else where[0]))
-    cause_id = d.get("cause")
+    cause_id = d.cause
     if cause_id:
-        cause = (getattr(kb, "causes", {}) or {}).get(str(cause_id)) if kb is not None else None
+        cause = (getattr(kb, "causes", {}) or {}).get(cause_id) if kb is not None else None
         rows.append(("cause", f"{getattr(cause, 'title', '') or cause_id} ({cause_id})"))
-    action = _d(d.get("next_action"))
+    action = d.next_action
     if action.get("text"):
         rows.append(("next", str(action["text"])))
     command = first_command(action.get("command"))
     if command:
         rows.append(("command", command))
-    recurrence = d.get("recurrence")
+    recurrence = d.recurrence
     if recurrence:
         rows.append(("recurrence", t(RECURRENCE_WORDS.get(str(recurrence), str(recurrence)))))
     return rows

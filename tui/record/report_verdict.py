@@ -1,13 +1,16 @@
-"""The report's verdict box and per-rank table, built from the one diagnosis (diagnosis_view);
-report_md and report_html only format them."""
+"""The report's verdict box and per-rank table, built from the one diagnosis (a typed Diagnosis,
+diagnosis_view); report_md and report_html only format them, from the report document."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distdoctor.knowledge.i18n import t
 
 from .diagnosis_view import CONFIDENCE_WORDS, RECURRENCE_WORDS, culprit_line
+
+if TYPE_CHECKING:
+    from distdoctor.knowledge.diagnosis import Diagnosis
 
 # the diagnosis's status words as the logs text says them (tui/commands/logs_text.py)
 STATUS_WORDS = {"lost-peer": "lost peer", "timed-out": "timed out", "no-end-seen": "no end seen"}
@@ -26,29 +29,31 @@ def explain_command(cause_id: Any) -> str:
     return f"distdoctor knowledge show {cause_id}" if cause_id else ""
 
 
-def diagnosis_of(record: Mapping[str, Any], kb: Any) -> dict[str, Any]:
-    """The one diagnosis of a session record (Diagnosis.to_dict(), the culprit's location filled)."""
+def diagnosis_of(record: Mapping[str, Any], kb: Any) -> Diagnosis:
+    """The one diagnosis of a session record (the culprit's location filled)."""
     from .diagnosis_view import session_diagnosis
     from .state import Flow
 
     return session_diagnosis(kb, Flow.from_record(record))
 
 
-def verdict(d: Mapping[str, Any], kb: Any) -> dict[str, Any]:
-    """The diagnosis `d` (its ranked causes and ranks left to their own sections) with the cause's
-    title and where the cause is explained; the same in every language but for `title` and the
-    diagnosis's own prose (the renderers put the rest in words: `words`)."""
-    out: dict[str, Any] = {k: v for k, v in d.items() if k not in ("causes", "ranks")}
-    cause = (getattr(kb, "causes", {}) or {}).get(str(d.get("cause"))) if d.get("cause") else None
-    out["title"] = getattr(cause, "title", "") or (str(d["cause"]) if d.get("cause") else "")
-    out["explain"] = explain_command(d.get("cause"))
-    out["command"] = str(_d(d.get("next_action")).get("command") or "")
+def verdict(d: Diagnosis, kb: Any) -> dict[str, Any]:
+    """The report's verdict section: the diagnosis `d` as JSON (its ranked causes and ranks left
+    to their own sections) with the cause's title and where the cause is explained; the same in
+    every language but for `title` and the diagnosis's own prose (the renderers put the rest in
+    words: `words`)."""
+    out: dict[str, Any] = {k: v for k, v in d.to_dict().items() if k not in ("causes", "ranks")}
+    cause = (getattr(kb, "causes", {}) or {}).get(d.cause) if d.cause else None
+    out["title"] = getattr(cause, "title", "") or (d.cause or "")
+    out["explain"] = explain_command(d.cause)
+    out["command"] = str(d.next_action.get("command") or "")
     return out
 
 
 def words(v: Mapping[str, Any]) -> dict[str, str]:
     """The verdict's fixed words in the report's language: the culprit line, the confidence and
-    the recurrence."""
+    the recurrence. `v` is the report's verdict section (`verdict`), as report_md and report_html
+    read it from the report document (redacted, maybe pseudonymized), not a Diagnosis."""
     confidence = str(v.get("confidence") or "unknown")
     recurrence = v.get("recurrence")
     return {"culprit": culprit_line(v.get("culprit")),
@@ -68,12 +73,12 @@ def rank_row_words(row: list[Any], columns: list[str]) -> list[Any]:
     return out
 
 
-def ranks_table(d: Mapping[str, Any]) -> dict[str, Any] | None:
+def ranks_table(d: Diagnosis) -> dict[str, Any] | None:
     """How each rank ended, its last step and collective, its exit code, host and files: one row
     per rank the logs show (None without logs)."""
     from .report_causes import short_file
 
-    ranks = _d(d.get("ranks"))
+    ranks = d.ranks
     if not ranks:
         return None
     rows = []
