@@ -23,7 +23,7 @@ from . import extract as x, peers
 from .peers import RANK0_WORK
 from .setup_rules import odd_resume
 from .story import WAITING, ended, names, summary
-from .timeline import INTERRUPTED, RankLine, short
+from .timeline import INTERRUPTED, RankLine, only_waits_raised, short
 from .view import View
 
 ABORT = -6  # SIGABRT as the launcher reports it
@@ -131,7 +131,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
     if odd:
         return odd
     exited = [rl for rl in lines.values() if rl.end.kind == "exited"]
-    if exited and not waiters:
+    if exited and not waiters and not only_waits_raised(view):
         first = _earliest_exit(exited)
         return {"ranks": [first.rank], "role": "crashed", "rule": "DL910",
                 "why": tr("rank {rank} exited with code {code}, the first failure the launcher saw",

@@ -20,7 +20,7 @@ from .setup_rules import (
     waits_apart,
 )
 from .tally import BASES, Scores
-from .timeline import RankLine, exceptions_unranked, handled, restarted
+from .timeline import RankLine, exceptions_unranked, handled, only_waits_raised, restarted
 from .view import View
 
 REST = 0.25  # each further distinct signature of a cause adds this share of its weight
@@ -236,7 +236,7 @@ def _root_crashes(view: View, lines: dict[str, RankLine]) -> list[Hit]:
     terminated with the following error" for a timeout too); nor is an exit code when every rank
     the logs show ended waiting: a waiter that gave up exits non-zero too; nor is a crash of an
     attempt the launcher restarted and the run then finished."""
-    waited = _all_waited(lines)
+    waited = _all_waited(lines) or only_waits_raised(view)
     return sorted((h for h in view.crashes if not _ended_waiting(view, h, lines)
                    and not (waited and _exit_record(view, h.sig)) and not restarted(view, h)),
                   key=lambda h: (view.rank(h) is None, h.order))

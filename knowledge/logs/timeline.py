@@ -281,6 +281,14 @@ def _op_near(view: View, rank: str, hit: Hit) -> dict[str, Any] | None:
     return {"op": best[0], "seq": None, "pg": None} if best else None
 
 
+def only_waits_raised(view: View) -> bool:
+    """Whether every exception the processes raised (none of them given to a rank: a console without
+    rank prefixes) is a wait that gave up (a timeout, a lost peer, a store wait): then each exit
+    record is a waiter's own exit, and the launcher's "first failure" is only the first to give up."""
+    raised = [e for e in view.col.exceptions if not e.launcher]
+    return bool(raised) and all(e.peer_loss and view.rank(e.hit) is None for e in raised)
+
+
 def exceptions_unranked(view: View) -> list[Exc]:
     """Root exceptions no rank could be given to (a single-process excerpt)."""
     return [e for e in view.col.exceptions if view.rank(e.hit) is None and not e.launcher

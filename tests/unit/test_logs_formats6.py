@@ -53,3 +53,37 @@ def test_a_fabric_manager_that_runs_says_nothing() -> None:
             "     Active: active (running) since Mon 2024-01-08 03:00:01 UTC\n"
             "Successfully configured all the available NVSwitches to route GPU NVLink traffic.\n")
     assert "version-mismatch" not in evidence(text)
+
+
+# --- the launcher's "first failure" when every process only waited ------------------------------------------
+
+PLAIN_TORCHRUN_END = """E0101 10:00:09.100000 700 torch/distributed/elastic/multiprocessing/api.py:882] failed (exitcode: 1) local_rank: 0 (pid: 701) of binary: /usr/bin/python3
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Failures:
+[1]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 702)
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 701)
+"""
+STORE_WAIT = """Traceback (most recent call last):
+  File "/job/train.py", line 40, in <module>
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+torch.distributed.DistStoreError: wait timeout after 30000ms, keys: /default_pg/0//cpu//0/2
+"""
+
+
+def test_exit_records_of_processes_that_only_waited_name_no_culprit() -> None:
+    rep = analyse_text(STORE_WAIT + STORE_WAIT + PLAIN_TORCHRUN_END, KB, symptom="hang")
+    assert rep.culprit is None
+    assert rep.causes[0].id == "rank-env-mismatch"
+    crash = next(c for c in rep.causes if c.id == "rank-crash-deadlock")
+    assert not {"DL101", "DL102"} & set(crash.rules)  # the exit records are the waiters' own
+
+
+def test_a_process_that_raised_of_its_own_leaves_the_launcher_s_first_failure_named() -> None:
+    own = 'Traceback (most recent call last):\n  File "/job/train.py", line 12, in <module>\nValueError: bad config\n'
+    rep = analyse_text(own + STORE_WAIT + PLAIN_TORCHRUN_END, KB, symptom="hang")
+    assert rep.culprit is not None and rep.culprit["ranks"] == ["0"]
