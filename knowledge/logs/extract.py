@@ -20,6 +20,7 @@ _PREFIX = lazy(
     r"|\[\d+,(?P<b>\d+)\]<std(?:out|err)>:"
     r"|(?P<c>\d{1,6}): "
     r")")
+_GLOBAL_AFTER = lazy(r"\[rank(?P<r>\d+)\]:")
 # NCCL's line header and version banner, from the one grammar (knowledge/nccl_grammar.py)
 _NCCL_HOST = lazy(r"(?:^|\s|\])(?=[\w.\-])" + grammar.ORIGIN + " " + grammar.DEVICE)  # a host is named
 _NCCL_BARE = lazy(r"^\s*" + grammar.DEVICE + " " + grammar.SOURCE + "NCCL ")  # no host: '[3] NCCL ...'
@@ -74,13 +75,20 @@ def strip_lead(text: str) -> str:
 def who(text: str) -> Who:
     rank = proc = host = None
     tag = False
+    src = text
     m = _PREFIX.match(text)
     if m is None:
         lead = strip_lead(text)
         if lead is not text:
-            m = _PREFIX.match(lead)
+            src, m = lead, _PREFIX.match(lead)
     if m:
         rank = m.group("a") or m.group("b") or m.group("c") or m.group("d")
+        if m.group("a") is not None and "[rank" not in m.group(0):
+            # torchrun's role prefix `[default1]:` is the LOCAL rank; torch's own `[rank3]:` after it
+            # (an uncaught exception's lines) is the global one: they differ on every node but the first
+            inner = _GLOBAL_AFTER.match(src, m.end())
+            if inner:
+                rank = inner.group("r")
     h = _NCCL_HOST.search(text, 0, 200)
     if h:
         host = h.group("host")

@@ -87,3 +87,23 @@ def test_a_process_that_raised_of_its_own_leaves_the_launcher_s_first_failure_na
     own = 'Traceback (most recent call last):\n  File "/job/train.py", line 12, in <module>\nValueError: bad config\n'
     rep = analyse_text(own + STORE_WAIT + PLAIN_TORCHRUN_END, KB, symptom="hang")
     assert rep.culprit is not None and rep.culprit["ranks"] == ["0"]
+
+
+# --- torchrun's role prefix is the local rank, torch's [rankN]: the global one -------------------------------
+
+def test_on_a_second_node_the_global_rank_after_the_local_prefix_names_the_rank() -> None:
+    """node 1 of --nnodes 2 --nproc-per-node 2: its local rank 0 is global rank 2."""
+    text = ("[default0]:epoch 0 step 3/10 loss 0.52\n"
+            "[default0]:[rank2]: Traceback (most recent call last):\n"
+            '[default0]:[rank2]:   File "/job/train.py", line 60, in <module>\n'
+            "[default0]:[rank2]: ValueError: label 11 out of range\n")
+    rep = analyse_text(text, KB, symptom="error")
+    assert rep.culprit is not None and rep.culprit["ranks"] == ["2"]
+
+
+def test_on_one_node_the_local_prefix_is_the_rank() -> None:
+    text = ("[default1]:epoch 0 step 3/10 loss 0.52\n"
+            '[default1]:  File "/job/train.py", line 60, in <module>\n'
+            "[default1]:ValueError: label 11 out of range\n")
+    rep = analyse_text(text, KB, symptom="error")
+    assert rep.culprit is not None and rep.culprit["ranks"] == ["1"]
