@@ -125,7 +125,7 @@ class Diagnosis(Frozen):
         stated: the log analysis's own verdict states none); unknown keys are ignored; a field of
         the wrong kind is a DiagnosisError, never a half-read diagnosis."""
         if not isinstance(d, Mapping):
-            raise DiagnosisError(f"a saved diagnosis is a {type(d).__name__}, not a mapping")
+            raise DiagnosisError(tr("a saved diagnosis is a {kind}, not a mapping", kind=type(d).__name__))
         culprit = _get(d, "culprit", (Mapping, type(None)), None)
         ranks = _get(d, "ranks", Mapping, {})
         return cls(confidence=_get(d, "confidence", str, ""), culprit=dict(culprit) if culprit else None,
@@ -149,19 +149,19 @@ def ranked_from_dict(d: Any) -> Ranked:
     needs its id; a missing score is 0). Here rather than on Ranked: knowledge/verdict.py has no
     reader of saved results."""
     if not isinstance(d, Mapping):
-        raise DiagnosisError(f"a saved cause is a {type(d).__name__}, not a mapping")
+        raise DiagnosisError(tr("a saved cause is a {kind}, not a mapping", kind=type(d).__name__))
     if not isinstance(d.get("id"), str):
-        raise DiagnosisError("a saved cause has no id")
+        raise DiagnosisError(tr("a saved cause has no id"))
     score = _get(d, "score", (int, float), 0.0)
     if isinstance(score, bool):
-        raise DiagnosisError("a saved cause's score is a bool, not a number")
+        raise DiagnosisError(tr("a saved cause's score is a bool, not a number"))
     return Ranked(id=d["id"], score=score, reasons=_items(d, "reasons", str), basis=_get(d, "basis", str, "evidence"),
                   strong=_get(d, "strong", bool, False), against=_items(d, "against", str))
 
 
 def _kind(value: Any, kinds: type | tuple[type, ...], where: str) -> Any:
     if not isinstance(value, kinds):
-        raise DiagnosisError(f"a saved diagnosis's {where} is a {type(value).__name__}")
+        raise DiagnosisError(tr("a saved diagnosis's {where} is a {kind}", where=where, kind=type(value).__name__))
     return value
 
 
