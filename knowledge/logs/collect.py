@@ -40,6 +40,7 @@ class Collector:
         self.channels: dict[str, set[str]] = defaultdict(set)
         self.proc_rank: dict[str, tuple[int, str]] = {}  # proc -> (nranks, rank)
         self.world: int = 0
+        self.worlds: dict[str, int] = {}  # rank -> the world size its own lines give
         self.nodes: int = 0
         self.hosts: set[str] = set()
         self.gpus: dict[str, list[Hit]] = defaultdict(list)  # GPU model -> the lines naming it

@@ -61,7 +61,7 @@ def culprit(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:
         return found
     if uneven:
         return uneven
-    named = _named_late(view, lines) or _store_named(view, lines)
+    named = _store_beyond_world(view) or _named_late(view, lines) or _store_named(view, lines)
     if named:
         return named
     late, by_socket = peers.late(waiters)
@@ -235,6 +235,28 @@ def _only_peer(view: View, lines: dict[str, RankLine], waiters: list[RankLine]) 
             "why": tr("rank {waiter} timed out waiting on its one peer in a world of 2, whose connection stayed open: "
                       "rank {rank}, which has no line in these logs, is the likely late rank (its own log would tell)",
                       waiter=w.rank, rank=other)}
+
+
+def _store_beyond_world(view: View) -> dict[str, Any] | None:
+    """DL918: a rank waited in the store for the key of rank R while other ranks' own lines give
+    the job fewer than R + 1 ranks (`rank 0/2`, `world_size=2`): that rank was started with a
+    larger WORLD_SIZE than the others and waits for a rank that does not exist (GUIDE 3.2). Silent
+    when no other rank says its world size, when the key names no rank, or when the key's rank
+    lies inside every world size given."""
+    for w in view.col.store_waits:
+        waiter = view.rank(w.hit)
+        wanted = [int(r) for r in (x.key_rank(k, gloo=True) for k in w.keys) if r is not None]
+        said = {r: n for r, n in view.col.worlds.items() if r != waiter and r.isdigit()}
+        if waiter is None or not wanted or not said or max(wanted) < max(said.values()):
+            continue
+        if view.col.worlds.get(waiter, max(wanted) + 1) <= max(wanted):
+            continue  # its own lines give a world that holds no such rank: the key is not its
+        other = min(said, key=int)
+        return {"ranks": [waiter], "role": "misconfigured", "rule": "DL918",
+                "why": tr("rank {waiter} waited in the store for the key of rank {wanted}, but rank {other}'s own "
+                          "lines give the job {n} ranks: rank {waiter} was started with a larger world size",
+                          waiter=waiter, wanted=max(wanted), other=other, n=said[other])}
+    return None
 
 
 def _store_named(view: View, lines: dict[str, RankLine]) -> dict[str, Any] | None:

@@ -309,6 +309,9 @@ STORE_FRAME = lazy(r"TCPStore::(?:doWait|wait|doGet|get)\b|\bstore\.(?:wait|get)
 RAISED_IN_STORE = lazy(r"Exception raised from (?:doWait|wait|doGet|get|waitForInput)\b.{0,20} at \S*(?:TCPStore|socket)\.cpp:")
 # a key that names the rank that writes it: `/index/rank1`, `rank_3`, `ready/worker-2`
 KEY_RANK = lazy(r"(?:^|[/_.:-])(?:rank|worker)[_-]?(?P<r>\d{1,6})$", re.I)
+# Gloo's full-mesh address keys under ProcessGroupGloo's device prefix (`/default_pg/0//cpu//0/2`:
+# rank 2's address), which every rank waits for alike at init
+GLOO_KEY_RANK = lazy(r"//(?:cpu|cuda)//\d{1,3}/(?P<r>\d{1,6})$")
 
 
 def store_keys(text: str) -> tuple[str, ...] | None:
@@ -319,9 +322,10 @@ def store_keys(text: str) -> tuple[str, ...] | None:
     return tuple(k.strip(" '\"") for k in re.split(r",\s*|\s+", m.group("keys").strip()) if k.strip(" '\""))
 
 
-def key_rank(key: str) -> str | None:
-    """The rank a store key names by its suffix (`/index/rank1` -> 1), else None."""
-    m = KEY_RANK.search(key)
+def key_rank(key: str, gloo: bool = False) -> str | None:
+    """The rank a store key names by its suffix (`/index/rank1` -> 1), else None; with gloo, also
+    the rank of a Gloo address key (`/default_pg/0//cpu//0/2` -> 2)."""
+    m = KEY_RANK.search(key) or (GLOO_KEY_RANK.search(key) if gloo else None)
     return str(int(m.group("r"))) if m else None
 
 

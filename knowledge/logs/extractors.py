@@ -268,6 +268,8 @@ def _announce(col: Collector, line: int, text: str, who: x.Who, key: str) -> Non
         col.announce[r].append(col.hit("x-announce", line, text, who))
         if m.group("w"):
             col.world = max(col.world, int(m.group("w")))
+            if who.rank is not None:
+                col.worlds.setdefault(who.rank, int(m.group("w")))
 
 
 def _world(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
@@ -276,6 +278,8 @@ def _world(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
         n = int(m.group("w") or m.group("w2"))
         if m.group("r") is None or int(m.group("r")) < n:  # "rank 3/2" is no world size
             col.world = max(col.world, n)
+            if who.rank is not None:
+                col.worlds.setdefault(who.rank, n)
 
 
 def _backward(col: Collector, line: int, text: str, who: x.Who, key: str) -> None:
