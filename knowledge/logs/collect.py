@@ -66,8 +66,8 @@ class Collector:
         self._channel_memo: set[tuple[str, str]] = set()
 
     # ---------------------------------------------------------------- per file
-    def begin(self, name: str) -> FileState:
-        self.file = FileState(name, len(self.files), x.file_rank(name))
+    def begin(self, name: str, local_map: dict[str, str] | None = None) -> FileState:
+        self.file = FileState(name, len(self.files), x.file_rank(name), local_map=local_map or {})
         self.files.append(self.file)
         if self.file.rank is not None:
             self.seen[self.file.rank].add(name)
@@ -150,14 +150,14 @@ class Collector:
         if memo in self._channel_memo:
             return
         self._channel_memo.add(memo)
-        w = x.who(text)
+        w = self._global(x.who(text))
         key = w.rank or w.proc or (self.file.rank if self.file else None) or "?"
         self.channels[key].add(x.channel_kind(m))
 
     def _who(self, line: int, text: str) -> x.Who:
         f = self.file
         assert f is not None
-        w = x.who(text)
+        w = self._global(x.who(text))
         rank = w.rank if not (w.tag and f.rank is not None) else None  # a file of one rank wins over a tag
         if rank is None and f.elastic_rank is not None and line - f.elastic_line <= ELASTIC_SPAN:
             rank = f.elastic_rank
@@ -172,6 +172,11 @@ class Collector:
         if key is not None:
             self.seen[key].add(f.name)
         return x.Who(rank, w.proc, w.host)
+
+    def _global(self, w: x.Who) -> x.Who:
+        """A rank read from torchrun's local prefix, as the global rank this file's summary gives it."""
+        mapped = self.file.local_map.get(w.rank or "") if w.local and self.file is not None else None
+        return w if mapped is None else x.Who(mapped, w.proc, w.host, w.tag)
 
     def hit(self, sig_id: str, line: int, text: str, who: x.Who) -> Hit:
         f = self.file
@@ -281,9 +286,9 @@ class Collector:
             return
         m2 = x.ELASTIC_ONE_LINE.search(text)
         if m2:
-            who = x.Who(m2.group("local"), None, None)
-            self.elastic_exits.setdefault(m2.group("local"), (int(m2.group("code")),
-                                                             self.hit("x-exit", line, text, who)))
+            r = f.local_map.get(m2.group("local"), m2.group("local"))  # the agent names local ranks
+            who = x.Who(r, None, None)
+            self.elastic_exits.setdefault(r, (int(m2.group("code")), self.hit("x-exit", line, text, who)))
 
     def _line_rank(self, w: x.Who) -> str | None:
         """A tail line's rank: its own, else its file's; a file of one rank wins over a tag in the text."""
@@ -305,7 +310,7 @@ class Collector:
         def who(i: int) -> x.Who:
             w = whos.get(i)
             if w is None:
-                w = whos[i] = x.who(texts[i])
+                w = whos[i] = self._global(x.who(texts[i]))
             return w
 
         found: dict[tuple[str, str], tuple[int, int, str, x.Who]] = {}

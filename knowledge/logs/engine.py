@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from ..i18n import t as tr
 from ..model import KnowledgeBase
-from . import culprit, parallel, sources as src_mod, timeline, tocollect
+from . import culprit, extract as x, parallel, sources as src_mod, timeline, tocollect
 from .collect import Collector
 from .compiled import compile_kb, kb_key
 from .prefilter import sample_freq
@@ -140,7 +140,7 @@ def _read(src: Source, col: Collector, comp) -> bool:
         if text is not None:
             src = src_mod.Source(name=src.name, path=None, kind="stdin", raw=io.BytesIO(text.encode()))
             src.path = None
-    f = col.begin(src.name)
+    f = col.begin(src.name, _local_map(src))
     budget = CHANNEL_BUDGET
     got_any = False
     try:
@@ -168,12 +168,27 @@ def _read(src: Source, col: Collector, comp) -> bool:
     return True
 
 
+def _local_map(src: Source) -> dict[str, str]:
+    """torchrun's local -> global ranks from the summary at the end of a node's console (a file
+    read from its end, or pasted text), before its lines are read; {} for a compressed file."""
+    try:
+        if src.kind == "stdin" and isinstance(src.raw, io.BytesIO):
+            return x.local_ranks(src.raw.getbuffer()[-src_mod.TAIL:].tobytes())
+        if src.kind == "plain" and src.path:
+            with open(src.path, "rb") as fh:
+                fh.seek(max(0, src.size - src_mod.TAIL))
+                return x.local_ranks(fh.read(src_mod.TAIL))
+    except OSError:
+        pass  # the read itself reports the file
+    return {}
+
+
 def _feed_ranges(src: Source, ranges: list, col: Collector) -> str:
     """Feed a worker-scanned file to the collector in line order; the skip reason if it failed."""
     for r in ranges:
         if isinstance(r, BaseException):
             return tr("read failed: {why}", why=r)
-    col.begin(src.name)
+    col.begin(src.name, _local_map(src))
     offset, tail = 0, b""
     for r in ranges:
         for line, text, via in r.lines:

@@ -50,6 +50,7 @@ class Who(Frozen):
     proc: str | None
     host: str | None
     tag: bool = False  # the rank came from a key=value tag in the text (`rank=3`): a file of one rank wins
+    local: bool = False  # the rank came from torchrun's role prefix (`[default1]:`): the agent's LOCAL rank
 
 
 # What loggers put before a line's own text: moreutils' `ts` ("Dec 02 11:02:24.238283 "), an ISO
@@ -76,6 +77,7 @@ def who(text: str) -> Who:
     rank = proc = host = None
     tag = False
     src = text
+    local = False
     m = _PREFIX.match(text)
     if m is None:
         lead = strip_lead(text)
@@ -89,6 +91,8 @@ def who(text: str) -> Who:
             inner = _GLOBAL_AFTER.match(src, m.end())
             if inner:
                 rank = inner.group("r")
+            else:
+                local = not m.group(0).lstrip().startswith("[rank")
     h = _NCCL_HOST.search(text, 0, 200)
     if h:
         host = h.group("host")
@@ -102,7 +106,23 @@ def who(text: str) -> Who:
         if t:
             rank = t.group("r") or t.group("g") or t.group("k")
             tag = t.group("k") is not None
-    return Who(rank, proc, host, tag)
+    return Who(rank, proc, host, tag, local)
+
+
+# torchrun's failure summary, one entry a worker: "rank      : 2 (local_rank: 0)"
+_SUMMARY_RANK = re.compile(rb"\brank\s*: (\d{1,6}) \(local_rank: (\d{1,6})\)")
+
+
+def local_ranks(tail: bytes) -> dict[str, str]:
+    """local rank -> global rank, from torchrun's failure summary at the end of one node's console,
+    when they differ (every node but the first): its `[defaultN]:` prefixes are local ranks. {}
+    when the summary is absent, when every local rank is the global one, or when one local rank
+    has two global ones (several nodes' consoles in one file: its prefixes cannot tell them apart)."""
+    found = {(loc.decode(), glob.decode()) for glob, loc in _SUMMARY_RANK.findall(tail)}
+    pairs = dict(found)
+    if len(pairs) < len(found) or all(g == loc for loc, g in pairs.items()):
+        return {}
+    return pairs
 
 
 # ------------------------------------------------------------------ timestamps

@@ -50,6 +50,7 @@ class FileState:
     index: int
     rank: str | None
     elastic_rank: str | None = None
+    local_map: dict[str, str] = field(default_factory=dict)  # torchrun's local rank -> global (x.local_ranks)
     elastic_line: int = 0
     pending_watchdog: tuple[str, int] | None = None  # (key, line) awaiting its WorkNCCL(...)
     first_timeout: int | None = None

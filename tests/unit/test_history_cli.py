@@ -57,6 +57,8 @@ def _copy(name: str, variant: str, to: Path) -> None:
             folder.rename(folder.with_name("3"))
         for path in to.rglob("*.log"):
             text = path.read_text(encoding="utf-8")
+            # torchrun's summary gives the global rank beside the local one: both become 3
+            text = re.sub(r"rank( *): 1 \(local_rank: 1\)", r"rank\1: 3 (local_rank: 1)", text)
             for old, new in (("[default1]", "[default3]"), ("[rank1]", "[rank3]"), ("local_rank: 1", "local_rank: 3")):
                 text = text.replace(old, new)
             path.write_text(text, encoding="utf-8")

@@ -107,3 +107,48 @@ def test_on_one_node_the_local_prefix_is_the_rank() -> None:
             "[default1]:ValueError: label 11 out of range\n")
     rep = analyse_text(text, KB, symptom="error")
     assert rep.culprit is not None and rep.culprit["ranks"] == ["1"]
+
+
+def _node_console(first_global: int) -> str:
+    """One node's torchrun --tee console, 2 workers: local rank 1 raises, the agent's summary at
+    the end gives each local rank's global rank."""
+    g0, g1 = first_global, first_global + 1
+    return ("[default0]:epoch 0 step 3/10 loss 0.52\n"
+            "[default1]:epoch 0 step 3/10 loss 0.55\n"
+            "[default1]:Traceback (most recent call last):\n"
+            '[default1]:  File "/job/train.py", line 60, in <module>\n'
+            "[default1]:ValueError: label 11 out of range\n"
+            "[default0]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer\n"
+            "E0101 10:00:05.000000 900 torch/distributed/elastic/multiprocessing/api.py:882] failed (exitcode: 1) "
+            "local_rank: 1 (pid: 902) of binary: /usr/bin/python3\n"
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+            "Failures:\n[0]:\n"
+            f"  rank      : {g0} (local_rank: 0)\n  exitcode  : 1 (pid: 901)\n"
+            "Root Cause (first observed failure):\n[1]:\n"
+            f"  rank      : {g1} (local_rank: 1)\n  exitcode  : 1 (pid: 902)\n")
+
+
+def test_a_second_node_s_local_prefixes_are_read_as_its_summary_s_global_ranks() -> None:
+    rep = analyse_text(_node_console(2), KB, symptom="error")
+    assert rep.culprit is not None and rep.culprit["ranks"] == ["3"]
+    assert set(rep.timeline) == {"2", "3"}
+
+
+def test_on_the_first_node_the_summary_changes_nothing() -> None:
+    rep = analyse_text(_node_console(0), KB, symptom="error")
+    assert rep.culprit is not None and rep.culprit["ranks"] == ["1"]
+    assert set(rep.timeline) == {"0", "1"}
+
+
+def test_the_summary_is_read_from_a_file_s_end_before_its_lines(tmp_path) -> None:
+    from distdoctor.knowledge.logs import analyse
+    path = tmp_path / "node1" / "console.log"
+    path.parent.mkdir()
+    path.write_text("[default0]:warming up\n" * 3000 + _node_console(2), encoding="utf-8")
+    rep = analyse([str(path)], KB, symptom="error")
+    assert rep.culprit is not None and rep.culprit["ranks"] == ["3"]
+
+
+def test_two_nodes_summaries_in_one_file_map_nothing() -> None:
+    rep = analyse_text(_node_console(0) + _node_console(2), KB, symptom="error")
+    assert rep.culprit is not None and rep.culprit["ranks"] == ["1"]
