@@ -170,7 +170,11 @@ def _read(src: Source, col: Collector, comp) -> bool:
 
 def _local_map(src: Source) -> dict[str, str]:
     """torchrun's local -> global ranks from the summary at the end of a node's console (a file
-    read from its end, or pasted text), before its lines are read; {} for a compressed file."""
+    read from its end, or pasted text), before its lines are read; {} for a compressed file, and
+    for a file of one rank (`rank3.log`, torchrun's `attempt_0/3/stderr.log`): no console there,
+    and no second read of each of thousands of rank files."""
+    if x.file_rank(src.name) is not None:
+        return {}
     try:
         if src.kind == "stdin" and isinstance(src.raw, io.BytesIO):
             return x.local_ranks(src.raw.getbuffer()[-src_mod.TAIL:].tobytes())
